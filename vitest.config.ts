@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    // Two cores: keep the worker count small so socket tests are not starved.
+    maxWorkers: 2,
+    testTimeout: 15_000,
+    hookTimeout: 15_000,
+  },
+});
