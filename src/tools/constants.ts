@@ -1,0 +1,8 @@
+/** Time a tool handler gets before its call ends as `timeout`. */
+export const DEFAULT_TOOL_TIMEOUT_MS = 100;
+/** Largest tool output, in UTF-8 bytes, sent to the model; longer output is cut with a note. */
+export const DEFAULT_MAX_TOOL_OUTPUT_BYTES = 16 * 1024;
+/** Tool names the OpenAI API accepts. */
+export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
+/** Variant name of tools that were not bound from a library. */
+export const DEFAULT_VARIANT = 'default';

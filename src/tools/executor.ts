@@ -1,0 +1,273 @@
+import type { z } from 'zod';
+import { TroupeError } from '../errors.js';
+import { DEFAULT_MAX_TOOL_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT_MS } from './constants.js';
+import type { Toolset } from './library.js';
+import type { ToolCall, ToolContext, ToolLogger, ToolOutcome, ToolResult } from './types.js';
+
+/** Options of the tool executor. */
+export interface ExecutorOptions {
+  /** The turn's signal: cancel and barge-in abort cancellable tools. */
+  signal: AbortSignal;
+  /** The session the calls belong to (handed to handlers as `ctx.session`). */
+  session: ToolContext['session'];
+  /** Logger for outcomes; handlers get a child of it. */
+  log: ToolLogger;
+  /** Timeout of tools that do not set their own. @defaultValue 100 */
+  defaultTimeoutMs?: number;
+  /** Cap on the output the model sees, in UTF-8 bytes. @defaultValue 16384 */
+  maxOutputBytes?: number;
+}
+
+/** A tool timed out; the handler's signal carries this as its reason. */
+export class ToolTimeoutError extends TroupeError {
+  override name = 'ToolTimeoutError';
+  constructor(tool: string, ms: number) {
+    super('E_TOOL_TIMEOUT', `tool ${tool} did not finish within ${ms} ms`);
+  }
+}
+
+/** The arguments of a call could not be used. */
+export class InvalidToolArgumentsError extends TroupeError {
+  override name = 'InvalidToolArgumentsError';
+  constructor(message: string) {
+    super('E_TOOL_ARGS', message);
+  }
+}
+
+/**
+ * Starts every call at once and returns one promise per call, in call order.
+ * Each promise resolves (never rejects) with exactly one outcome.
+ */
+export function executeToolCalls(
+  calls: readonly ToolCall[],
+  toolset: Toolset,
+  options: ExecutorOptions,
+): Promise<ToolResult>[] {
+  return calls.map((call) => executeToolCall(call, toolset, options));
+}
+
+/** Runs one call: parse, validate, run under timeout and signal, encode and cap the output. */
+export async function executeToolCall(
+  call: ToolCall,
+  toolset: Toolset,
+  options: ExecutorOptions,
+): Promise<ToolResult> {
+  const started = performance.now();
+  let handlerMs = 0;
+  const variant = toolset.variant;
+  const finish = (
+    outcome: ToolOutcome,
+    output: string,
+    extra: { args?: Record<string, unknown>; error?: unknown } = {},
+  ): ToolResult => {
+    const result: ToolResult = {
+      callId: call.id,
+      name: call.name,
+      outcome,
+      output: capOutput(output, options.maxOutputBytes ?? DEFAULT_MAX_TOOL_OUTPUT_BYTES),
+      durationMs: performance.now() - started,
+      handlerMs,
+      variant,
+      ...extra,
+    };
+    if (outcome !== 'ok') {
+      options.log.warn(
+        { tool: call.name, callId: call.id, outcome, variant, err: extra.error },
+        'tool call failed',
+      );
+    }
+    return result;
+  };
+
+  const tool = toolset.tools.get(call.name);
+  if (!tool) {
+    const names = [...toolset.tools.keys()];
+    return finish(
+      'unknown_tool',
+      `Error: there is no tool named ${JSON.stringify(call.name)}. ` +
+        (names.length ? `Available tools: ${names.join(', ')}.` : 'No tools are available.'),
+    );
+  }
+
+  const parsed = parseToolArguments(call.arguments);
+  if (!parsed.ok) {
+    return finish(
+      'invalid_args',
+      `Error: the arguments for ${call.name} were not ${parsed.reason}. ` +
+        `Call it again with a JSON object matching its parameters.`,
+      { error: new InvalidToolArgumentsError(parsed.reason) },
+    );
+  }
+  const checked = tool.schema.safeParse(parsed.value);
+  if (!checked.success) {
+    const detail = describeIssues(checked.error.issues, parsed.value);
+    return finish(
+      'invalid_args',
+      `Error: invalid arguments for ${call.name}: ${detail}. Call it again with corrected arguments.`,
+      { error: new InvalidToolArgumentsError(detail) },
+    );
+  }
+  const args = checked.data as Record<string, unknown>;
+
+  const cancellable = tool.cancellable ?? true;
+  if (cancellable && options.signal.aborted) {
+    return finish('cancelled', `Error: ${call.name} was cancelled before it ran.`, { args });
+  }
+
+  const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+  const controller = new AbortController();
+  const ctx: ToolContext = {
+    signal: controller.signal,
+    callId: call.id,
+    session: options.session,
+    log: childLog(options.log, { tool: call.name, callId: call.id, variant }),
+    variant,
+  };
+
+  type Settled =
+    | { kind: 'value'; value: unknown }
+    | { kind: 'throw'; error: unknown }
+    | { kind: 'timeout' }
+    | { kind: 'cancelled' };
+  let timer: NodeJS.Timeout | undefined;
+  let onTurnAbort: (() => void) | undefined;
+  const handlerStarted = performance.now();
+  const settled = await new Promise<Settled>((resolve) => {
+    timer = setTimeout(() => {
+      controller.abort(new ToolTimeoutError(call.name, timeoutMs));
+      resolve({ kind: 'timeout' });
+    }, timeoutMs);
+    if (cancellable) {
+      onTurnAbort = () => {
+        controller.abort(options.signal.reason);
+        resolve({ kind: 'cancelled' });
+      };
+      options.signal.addEventListener('abort', onTurnAbort, { once: true });
+    }
+    // A handler may throw synchronously, return a value, or return a promise;
+    // a late settlement after a timeout is ignored (resolve is idempotent).
+    Promise.resolve()
+      .then(() => tool.handler(args, ctx))
+      .then(
+        (value) => resolve({ kind: 'value', value }),
+        (error: unknown) => resolve({ kind: 'throw', error }),
+      );
+  });
+  handlerMs = performance.now() - handlerStarted;
+  clearTimeout(timer);
+  if (onTurnAbort) options.signal.removeEventListener('abort', onTurnAbort);
+
+  switch (settled.kind) {
+    case 'timeout':
+      return finish('timeout', `Error: ${call.name} did not finish within ${timeoutMs} ms.`, {
+        args,
+        error: controller.signal.reason,
+      });
+    case 'cancelled':
+      return finish('cancelled', `Error: ${call.name} was cancelled.`, { args });
+    case 'throw':
+      return finish('error', `Error: ${call.name} failed: ${shortMessage(settled.error)}`, {
+        args,
+        error: settled.error,
+      });
+    case 'value': {
+      const encoded = encodeOutput(settled.value);
+      if (!encoded.ok) {
+        return finish(
+          'error',
+          `Error: ${call.name} returned a value that cannot be sent as JSON (${encoded.reason}).`,
+          { args, error: encoded.error },
+        );
+      }
+      return finish('ok', encoded.text, { args });
+    }
+  }
+}
+
+/**
+ * Parses a call's raw argument text. Empty, whitespace or `null` arguments mean
+ * "no arguments" (servers send all three for no-parameter tools).
+ */
+export function parseToolArguments(
+  raw: string,
+): { ok: true; value: Record<string, unknown> } | { ok: false; reason: string } {
+  const text = raw.trim();
+  if (text === '' || text === 'null') return { ok: true, value: {} };
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, reason: `valid JSON (${(err as Error).message})` };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return {
+      ok: false,
+      reason: `a JSON object (got ${Array.isArray(value) ? 'an array' : typeof value})`,
+    };
+  }
+  return { ok: true, value: value as Record<string, unknown> };
+}
+
+/** Says which arguments are wrong, what was sent and what is allowed. */
+export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unknown): string {
+  const parts = issues.slice(0, 5).map((issue) => {
+    const path = issue.path.length ? issue.path.map(String).join('.') : '(arguments)';
+    const got = valueAt(input, issue.path);
+    if (got === undefined && issue.code === 'invalid_type') {
+      return `${path}: required (expected ${issue.expected})`;
+    }
+    let message = issue.message.replace(/^Invalid input: /, '');
+    if (issue.code === 'unrecognized_keys') message = `unexpected ${issue.keys.join(', ')}`;
+    return got === undefined ? `${path}: ${message}` : `${path}: ${message}, got ${preview(got)}`;
+  });
+  if (issues.length > 5) parts.push(`and ${issues.length - 5} more`);
+  return parts.join('; ');
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let cur: unknown = input;
+  for (const key of path) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[key];
+  }
+  return cur;
+}
+
+function preview(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function shortMessage(error: unknown): string {
+  const raw = error instanceof Error ? error.message : String(error);
+  const line = raw.split('\n', 1)[0] ?? '';
+  return line.length > 200 ? `${line.slice(0, 197)}...` : line || 'unknown error';
+}
+
+/** Strings pass through; everything else is JSON-encoded. */
+export function encodeOutput(
+  value: unknown,
+): { ok: true; text: string } | { ok: false; reason: string; error: unknown } {
+  if (typeof value === 'string') return { ok: true, text: value };
+  try {
+    return { ok: true, text: JSON.stringify(value) ?? 'null' };
+  } catch (error) {
+    return { ok: false, reason: shortMessage(error), error };
+  }
+}
+
+/** Cuts output to `maxBytes` of UTF-8 on a character boundary and says so. */
+export function capOutput(text: string, maxBytes: number): string {
+  // Fast path: a UTF-16 length within a third of the cap is always within it in UTF-8.
+  if (text.length * 3 <= maxBytes) return text;
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  let cut = Buffer.from(text).subarray(0, maxBytes).toString('utf8');
+  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
+  return `${cut}\n[output truncated: ${Buffer.byteLength(cut)} of ${bytes} bytes shown]`;
+}
+
+function childLog(log: ToolLogger, fields: object): ToolLogger {
+  const withChild = log as ToolLogger & { child?: (f: object) => ToolLogger };
+  return typeof withChild.child === 'function' ? withChild.child(fields) : log;
+}
