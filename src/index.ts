@@ -1,0 +1,4 @@
+/** Troupe's public API: what character authors and embedders import. */
+export * from './errors.js';
+export * from './llm/index.js';
+export * from './tools/index.js';

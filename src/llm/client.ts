@@ -1,0 +1,144 @@
+import OpenAI from 'openai';
+import { ConfigError, LlmStreamError, TurnAbortedError } from '../errors.js';
+import type { ChatMessage, ChunkLike } from './chunk.js';
+
+/** Options of {@link createLlmClient}. */
+export interface LlmClientOptions {
+  /** OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`. */
+  baseURL: string;
+  /** Bearer key; servers that need none get a placeholder. */
+  apiKey?: string;
+  /** The model to use; when absent, the only model of `GET /models`. */
+  model?: string;
+  /** Retries of a request that failed before streaming (429, 5xx, connection). @defaultValue 1 */
+  maxRetries?: number;
+  /** Whole-request timeout. @defaultValue 60000 */
+  timeoutMs?: number;
+  /** Ask for a final usage chunk (`stream_options.include_usage`). @defaultValue true */
+  includeUsage?: boolean;
+  /** Signal for the model lookup. */
+  signal?: AbortSignal;
+}
+
+/** The body of a chat-completions request, minus `model` and `stream`. */
+export interface ChatRequest {
+  messages: ChatMessage[];
+  tools?: Array<{
+    type: 'function';
+    function: { name: string; description?: string; parameters?: object };
+  }>;
+  tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+  /** Legacy function calling. */
+  functions?: Array<{ name: string; description?: string; parameters?: object }>;
+  function_call?: 'auto' | 'none' | { name: string };
+  temperature?: number;
+  max_tokens?: number;
+  model?: string;
+}
+
+/** A streaming chat-completions client bound to one model. */
+export interface LlmClient {
+  readonly model: string;
+  readonly baseURL: string;
+  /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
+  stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
+}
+
+/** Default retries of a request that failed before streaming. */
+export const DEFAULT_LLM_MAX_RETRIES = 1;
+/** Default whole-request timeout. */
+export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
+
+/**
+ * Connects to an OpenAI-compatible endpoint (vLLM, OpenAI, Ollama, llama.cpp,
+ * Groq…) and picks the model: the configured one, else the only one the
+ * server lists. Several or none listed is a {@link ConfigError}.
+ *
+ * @example
+ * const llm = await createLlmClient({ baseURL: 'http://127.0.0.1:8000/v1' });
+ * for await (const chunk of llm.stream({ messages }, signal)) …
+ */
+export async function createLlmClient(options: LlmClientOptions): Promise<LlmClient> {
+  const openai = new OpenAI({
+    baseURL: options.baseURL,
+    apiKey: options.apiKey || 'no-key',
+    maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
+    timeout: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+  });
+  const model = options.model || (await resolveModel(openai, options.baseURL, options.signal));
+  const includeUsage = options.includeUsage ?? true;
+  const baseURL = options.baseURL;
+
+  return {
+    model,
+    baseURL,
+    stream: async function* streamChat(request, signal) {
+      const body = {
+        ...request,
+        model: request.model ?? model,
+        stream: true as const,
+        ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+      };
+      let stream: AsyncIterable<ChunkLike> & { controller: AbortController };
+      try {
+        // The SDK's types are stricter than what real servers take and send
+        // (legacy `functions`, loose chunks); the body is built to the wire format.
+        stream = (await openai.chat.completions.create(body as never, { signal })) as never;
+      } catch (err) {
+        throw toLlmError(err, signal, baseURL);
+      }
+      try {
+        for await (const chunk of stream) yield chunk;
+      } catch (err) {
+        throw toLlmError(err, signal, baseURL);
+      } finally {
+        // Stops the HTTP stream when the consumer leaves early (cancel, error).
+        stream.controller.abort();
+      }
+    },
+  };
+}
+
+/** Lists the server's models and returns the only one; otherwise a ConfigError. */
+export async function resolveModel(
+  openai: OpenAI,
+  baseURL: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  let ids: string[];
+  try {
+    const page = await openai.models.list({ signal });
+    ids = page.data.map((m) => m.id);
+  } catch (err) {
+    throw new ConfigError(
+      `LLM at ${baseURL}: could not list models (${(err as Error).message}). ` +
+        'Check LLM_BASE_URL, or set LLM_MODEL to skip the lookup.',
+      { cause: err },
+    );
+  }
+  if (ids.length === 1) return ids[0]!;
+  if (ids.length === 0) {
+    throw new ConfigError(`LLM at ${baseURL} lists no models. Set LLM_MODEL to the model to use.`);
+  }
+  throw new ConfigError(
+    `LLM at ${baseURL} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
+  );
+}
+
+function toLlmError(err: unknown, signal: AbortSignal, baseURL: string): Error {
+  if (signal.aborted || err instanceof OpenAI.APIUserAbortError) {
+    return new TurnAbortedError('The turn was cancelled.', { cause: err });
+  }
+  if (err instanceof OpenAI.APIError) {
+    const status = err.status;
+    const retryable = status === undefined || status === 429 || status >= 500;
+    return new LlmStreamError(
+      `LLM request to ${baseURL} failed${status ? ` with HTTP ${status}` : ''}: ${err.message}`,
+      { cause: err, retryable, ...(status !== undefined ? { status } : {}) },
+    );
+  }
+  return new LlmStreamError(
+    `LLM stream from ${baseURL} broke: ${(err as Error)?.message ?? String(err)}`,
+    { cause: err, retryable: true },
+  );
+}

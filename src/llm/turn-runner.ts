@@ -1,0 +1,439 @@
+import { TroupeError, TurnAbortedError, LlmStreamError } from '../errors.js';
+import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
+import type { Toolset } from '../tools/library.js';
+import type { ToolCall, ToolContext, ToolLogger, ToolResult } from '../tools/types.js';
+import { StreamAssembler, type AssembledCall } from './assembler.js';
+import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
+import type { ChatRequest, LlmClient } from './client.js';
+import {
+  DEFAULT_MAX_TOOL_ROUNDS,
+  DEFAULT_ROUND_LIMIT_FALLBACK,
+  PROMPT_MODE_FINAL_NOTE,
+} from './constants.js';
+import {
+  PromptToolCallFilter,
+  promptToolResultsMessage,
+  promptToolsInstructions,
+  type PromptCall,
+} from './prompt-tools.js';
+
+/** How tools reach the model: the API's tool calling, or instructions in the prompt. */
+export type ToolMode = 'native' | 'prompt';
+/** Wire format of native tool calling: `tools` (current) or legacy `functions`. */
+export type ToolFormat = 'tools' | 'functions';
+
+/** Options of {@link runTurn}. */
+export interface TurnOptions {
+  llm: LlmClient;
+  /** History before this turn (system prompt first), ending with the user's message. */
+  messages: readonly ChatMessage[];
+  toolset: Toolset;
+  /** The turn's signal: stops the HTTP stream and cancellable tools. */
+  signal: AbortSignal;
+  session: ToolContext['session'];
+  log: ToolLogger;
+  /** @defaultValue 'native' */
+  toolMode?: ToolMode;
+  /** @defaultValue 'tools' */
+  toolFormat?: ToolFormat;
+  /** Tool rounds before the model must answer without tools. @defaultValue 10 */
+  maxToolRounds?: number;
+  /** Timeout of tools that set none. @defaultValue 100 */
+  toolTimeoutMs?: number;
+  /** Cap on each tool output the model sees. @defaultValue 16384 */
+  maxToolOutputBytes?: number;
+  /** Sampling settings passed through to the request. */
+  request?: Pick<ChatRequest, 'temperature' | 'max_tokens' | 'model' | 'tool_choice'>;
+  /** Said when the model still calls tools after the round limit. */
+  roundLimitFallback?: string;
+}
+
+/** Token counts of a turn, summed over its requests. */
+export interface TurnUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** Wall-clock stamps of one LLM request (epoch ms, sub-ms precision). */
+export interface RoundTiming {
+  requestAt: number;
+  firstChunkAt: number | null;
+  lastChunkAt: number | null;
+  /** Longest handler of the round's tools (they run in parallel). */
+  handlerMs: number;
+}
+
+/** Why a turn did not simply complete. */
+export type TurnEndReason =
+  'max_tool_rounds' | 'length' | 'content_filter' | 'cancelled' | 'llm_error';
+
+/** How a turn ended and what it added to history. */
+export interface TurnSummary {
+  status: 'completed' | 'cancelled' | 'incomplete' | 'failed';
+  reason?: TurnEndReason;
+  /** All reply text streamed this turn (tool-call text excluded). */
+  text: string;
+  /** Messages to append to history: always valid to send back to the LLM. */
+  messages: ChatMessage[];
+  /** LLM requests made. */
+  requests: number;
+  toolRounds: number;
+  toolCalls: ToolResult[];
+  usage: TurnUsage;
+  /** Turn start → first reply text, ms; null when no text came. */
+  ttftMs: number | null;
+  rounds: RoundTiming[];
+  durationMs: number;
+}
+
+/** The typed event stream of a turn, for the session layer to map onto the wire. */
+export type TurnEvent =
+  | { type: 'round.start'; round: number; final: boolean }
+  | { type: 'text.delta'; round: number; delta: string }
+  | { type: 'reasoning.delta'; round: number; delta: string }
+  | { type: 'tool_call.start'; round: number; callId: string; name: string }
+  | { type: 'tool_call.arguments.delta'; round: number; callId: string; delta: string }
+  | { type: 'tool_call.done'; round: number; call: ToolCall }
+  | {
+      type: 'tool_calls.discarded';
+      round: number;
+      calls: ToolCall[];
+      reason: 'length' | 'content_filter' | 'max_tool_rounds';
+    }
+  | { type: 'tool.result'; round: number; result: ToolResult }
+  | { type: 'usage'; round: number; usage: UsageLike }
+  | { type: 'round.end'; round: number; finishReason: string | null; toolCalls: number }
+  | { type: 'error'; error: TroupeError }
+  | { type: 'finish'; summary: TurnSummary };
+
+/** Wall-clock now in epoch ms with sub-ms precision (comparable across processes). */
+export function epochNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * Runs one turn: stream → tool calls? → run them → resume with the results →
+ * … until a reply without tool calls or the round limit. Text streams out as
+ * it arrives, before, between and after tool calls. Never throws: failures
+ * are `error` events and a `finish` with status `failed`.
+ *
+ * At the round limit the model gets one last request with `tool_choice:"none"`
+ * (prompt mode: a note); tool calls it still makes are discarded, reported, and
+ * replaced by `roundLimitFallback` when it said nothing.
+ *
+ * @example
+ * for await (const e of runTurn({ llm, messages, toolset, signal, session, log })) {
+ *   if (e.type === 'text.delta') send(e.delta);
+ * }
+ */
+export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, TurnSummary> {
+  const { llm, toolset, signal } = options;
+  const toolMode = options.toolMode ?? 'native';
+  const legacy = options.toolFormat === 'functions';
+  const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
+  const hasTools = toolset.descriptions.length > 0;
+  const started = performance.now();
+  const base =
+    toolMode === 'prompt' && hasTools
+      ? withPromptTools(options.messages, toolset)
+      : options.messages;
+
+  const added: ChatMessage[] = [];
+  const toolCalls: ToolResult[] = [];
+  const rounds: RoundTiming[] = [];
+  const usage: TurnUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  let text = '';
+  let ttftMs: number | null = null;
+  let toolRounds = 0;
+
+  const finish = (status: TurnSummary['status'], reason?: TurnEndReason): TurnEvent => {
+    const summary: TurnSummary = {
+      status,
+      text,
+      messages: added,
+      requests: rounds.length,
+      toolRounds,
+      toolCalls,
+      usage,
+      ttftMs,
+      rounds,
+      durationMs: performance.now() - started,
+    };
+    if (reason) summary.reason = reason;
+    return { type: 'finish', summary };
+  };
+
+  for (let round = 0; ; round++) {
+    if (signal.aborted) {
+      const ev = finish('cancelled', 'cancelled');
+      yield ev;
+      return (ev as { summary: TurnSummary }).summary;
+    }
+    const final = hasTools && toolRounds >= maxToolRounds;
+    const request = buildRequest(options, base, added, toolMode, legacy, final);
+    yield { type: 'round.start', round, final };
+
+    const timing: RoundTiming = {
+      requestAt: epochNow(),
+      firstChunkAt: null,
+      lastChunkAt: null,
+      handlerMs: 0,
+    };
+    rounds.push(timing);
+    const asm = new StreamAssembler();
+    const filter = toolMode === 'prompt' && hasTools ? new PromptToolCallFilter() : undefined;
+    const promptCalls: PromptCall[] = [];
+    let roundText = '';
+    let failure: unknown;
+
+    try {
+      for await (const chunk of llm.stream(request, signal)) {
+        if (signal.aborted) break;
+        timing.firstChunkAt ??= epochNow();
+        for (const ev of asm.push(chunk)) {
+          switch (ev.type) {
+            case 'text': {
+              let visible = ev.delta;
+              if (filter) {
+                const out = filter.push(ev.delta);
+                visible = out.text;
+                promptCalls.push(...out.calls);
+              }
+              if (visible !== '') {
+                ttftMs ??= performance.now() - started;
+                roundText += visible;
+                yield { type: 'text.delta', round, delta: visible };
+              }
+              break;
+            }
+            case 'reasoning':
+              yield { type: 'reasoning.delta', round, delta: ev.delta };
+              break;
+            case 'tool_call.start':
+              yield { type: 'tool_call.start', round, callId: ev.id, name: ev.name };
+              break;
+            case 'tool_call.arguments':
+              yield { type: 'tool_call.arguments.delta', round, callId: ev.id, delta: ev.delta };
+              break;
+          }
+        }
+      }
+    } catch (err) {
+      failure = err;
+    }
+    // The SDK ends an aborted stream quietly, so the signal is the truth here.
+    if (failure === undefined && signal.aborted) failure = new TurnAbortedError();
+    timing.lastChunkAt = epochNow();
+    const done = asm.finish();
+    if (filter) {
+      const out = filter.end();
+      promptCalls.push(...out.calls);
+      if (out.text !== '') {
+        ttftMs ??= performance.now() - started;
+        roundText += out.text;
+        yield { type: 'text.delta', round, delta: out.text };
+      }
+    }
+    text += roundText;
+    if (done.usage) {
+      addUsage(usage, done.usage);
+      yield { type: 'usage', round, usage: done.usage };
+    }
+
+    if (failure !== undefined) {
+      // Keep what the user already saw; calls of a broken stream never run.
+      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
+      const aborted = signal.aborted || failure instanceof TurnAbortedError;
+      if (!aborted) {
+        yield { type: 'error', error: asTroupeError(failure) };
+      }
+      const ev = aborted ? finish('cancelled', 'cancelled') : finish('failed', 'llm_error');
+      yield ev;
+      return (ev as { summary: TurnSummary }).summary;
+    }
+
+    const calls: ToolCall[] = filter
+      ? promptCalls.map((c, i) => promptCallToToolCall(c, i))
+      : (legacy ? done.toolCalls.slice(0, 1) : done.toolCalls).map(toToolCall);
+    const cutOff = done.finishReason === 'length' || done.finishReason === 'content_filter';
+
+    if (calls.length === 0 || cutOff || final) {
+      let reason: TurnEndReason | undefined;
+      if (calls.length > 0) {
+        reason = cutOff ? (done.finishReason as TurnEndReason) : 'max_tool_rounds';
+        yield { type: 'tool_calls.discarded', round, calls, reason: reason as 'length' };
+        options.log.warn(
+          { round, calls: calls.map((c) => c.name), reason },
+          'tool calls discarded',
+        );
+        if (reason === 'max_tool_rounds' && roundText === '') {
+          roundText = options.roundLimitFallback ?? DEFAULT_ROUND_LIMIT_FALLBACK;
+          text += roundText;
+          ttftMs ??= performance.now() - started;
+          yield { type: 'text.delta', round, delta: roundText };
+        }
+      } else if (cutOff) {
+        reason = done.finishReason as TurnEndReason;
+      }
+      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
+      yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: 0 };
+      const ev = finish(reason ? 'incomplete' : 'completed', reason);
+      yield ev;
+      return (ev as { summary: TurnSummary }).summary;
+    }
+
+    for (const call of calls) yield { type: 'tool_call.done', round, call };
+    // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
+    added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
+
+    const results = await runCalls(calls, promptCalls, filter !== undefined, toolset, options);
+    const resultMessages: ChatMessage[] = [];
+    for (const pending of results) {
+      const result = await pending;
+      timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
+      toolCalls.push(result);
+      yield { type: 'tool.result', round, result };
+      if (toolMode === 'native') {
+        resultMessages.push(
+          legacy
+            ? { role: 'function', name: result.name || 'unnamed_tool', content: result.output }
+            : { role: 'tool', tool_call_id: result.callId, content: result.output },
+        );
+      }
+    }
+    if (toolMode === 'prompt') {
+      resultMessages.push({
+        role: 'user',
+        content: promptToolResultsMessage(toolCalls.slice(-calls.length)),
+      });
+    }
+    added.push(...resultMessages);
+    toolRounds++;
+    yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
+  }
+}
+
+function buildRequest(
+  options: TurnOptions,
+  base: readonly ChatMessage[],
+  added: readonly ChatMessage[],
+  toolMode: ToolMode,
+  legacy: boolean,
+  final: boolean,
+): ChatRequest {
+  const messages = base.concat(added);
+  const req: ChatRequest = { messages };
+  const r = options.request;
+  if (r?.temperature !== undefined) req.temperature = r.temperature;
+  if (r?.max_tokens !== undefined) req.max_tokens = r.max_tokens;
+  if (r?.model !== undefined) req.model = r.model;
+  const descriptions = options.toolset.descriptions;
+  if (descriptions.length === 0) return req;
+  if (toolMode === 'prompt') {
+    if (final) req.messages = messages.concat({ role: 'system', content: PROMPT_MODE_FINAL_NOTE });
+    return req;
+  }
+  if (legacy) {
+    req.functions = descriptions.map((d) => ({ ...d }));
+    if (final) req.function_call = 'none';
+    return req;
+  }
+  req.tools = descriptions.map((d) => ({ type: 'function', function: { ...d } }));
+  if (final) req.tool_choice = 'none';
+  else if (r?.tool_choice !== undefined) req.tool_choice = r.tool_choice;
+  return req;
+}
+
+function withPromptTools(messages: readonly ChatMessage[], toolset: Toolset): ChatMessage[] {
+  const section = promptToolsInstructions(toolset.descriptions);
+  const first = messages[0];
+  if (first && first.role === 'system') {
+    return [{ role: 'system', content: `${first.content}\n\n${section}` }, ...messages.slice(1)];
+  }
+  return [{ role: 'system', content: section }, ...messages];
+}
+
+function toToolCall(c: AssembledCall): ToolCall {
+  return { id: c.id, name: c.name, arguments: c.arguments };
+}
+
+function promptCallToToolCall(c: PromptCall, i: number): ToolCall {
+  const id = `prompt_call_${i}`;
+  return c.ok ? { id, name: c.name, arguments: c.arguments } : { id, name: '', arguments: c.raw };
+}
+
+/** The arguments as replayed to the LLM: canonical JSON of an object, `{}` when unusable. */
+export function canonicalArguments(raw: string): string {
+  const parsed = parseToolArguments(raw);
+  return parsed.ok ? JSON.stringify(parsed.value) : '{}';
+}
+
+function assistantMessage(
+  calls: readonly ToolCall[],
+  content: string,
+  toolMode: ToolMode,
+  legacy: boolean,
+): ChatMessage {
+  if (toolMode === 'prompt') return { role: 'assistant', content };
+  if (legacy) {
+    const c = calls[0]!;
+    return {
+      role: 'assistant',
+      content: content === '' ? null : content,
+      function_call: { name: c.name || 'unnamed_tool', arguments: canonicalArguments(c.arguments) },
+    };
+  }
+  const toolCalls: AssistantToolCall[] = calls.map((c) => ({
+    id: c.id,
+    type: 'function',
+    function: { name: c.name || 'unnamed_tool', arguments: canonicalArguments(c.arguments) },
+  }));
+  return { role: 'assistant', content: content === '' ? null : content, tool_calls: toolCalls };
+}
+
+function runCalls(
+  calls: readonly ToolCall[],
+  promptCalls: readonly PromptCall[],
+  promptMode: boolean,
+  toolset: Toolset,
+  options: TurnOptions,
+): Promise<ToolResult>[] {
+  const executorOptions = {
+    signal: options.signal,
+    session: options.session,
+    log: options.log,
+    ...(options.toolTimeoutMs !== undefined ? { defaultTimeoutMs: options.toolTimeoutMs } : {}),
+    ...(options.maxToolOutputBytes !== undefined
+      ? { maxOutputBytes: options.maxToolOutputBytes }
+      : {}),
+  };
+  if (!promptMode) return executeToolCalls(calls, toolset, executorOptions);
+  // A TOOL_CALL line that could not be read is an invalid_args outcome, told to the model.
+  return calls.map((call, i) => {
+    const pc = promptCalls[i]!;
+    if (pc.ok) return executeToolCalls([call], toolset, executorOptions)[0]!;
+    return Promise.resolve<ToolResult>({
+      callId: call.id,
+      name: '',
+      outcome: 'invalid_args',
+      output: `Error: could not read your ${'TOOL_CALL'} line: ${pc.reason}. Write it as TOOL_CALL: {"tool_name": "<name>", "parameters": {...}}.`,
+      durationMs: 0,
+      handlerMs: 0,
+      variant: toolset.variant,
+    });
+  });
+}
+
+function addUsage(total: TurnUsage, u: UsageLike): void {
+  total.prompt_tokens += u.prompt_tokens ?? 0;
+  total.completion_tokens += u.completion_tokens ?? 0;
+  total.total_tokens += u.total_tokens ?? (u.prompt_tokens ?? 0) + (u.completion_tokens ?? 0);
+}
+
+function asTroupeError(err: unknown): TroupeError {
+  if (err instanceof TroupeError) return err;
+  return new LlmStreamError(`LLM stream failed: ${(err as Error)?.message ?? String(err)}`, {
+    cause: err,
+  });
+}
