@@ -36,6 +36,7 @@ export function createMemoryLogger(
     info: record('info'),
     warn: record('warn'),
     error: record('error'),
-    child: (fields) => createMemoryLogger({ ...bound, ...(fields as Record<string, unknown>) }, entries),
+    child: (fields) =>
+      createMemoryLogger({ ...bound, ...(fields as Record<string, unknown>) }, entries),
   };
 }

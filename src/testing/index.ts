@@ -1,0 +1,3 @@
+/** Test kit: the LLM simulator and in-memory helpers. Never used on production paths. */
+export * from './memory-logger.js';
+export * from './simulator/index.js';
