@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import type { RunnableTool, ToolBehaviour, ToolContext, ToolDescription, ToolHandler } from './types.js';
+import type {
+  RunnableTool,
+  ToolBehaviour,
+  ToolContext,
+  ToolDescription,
+  ToolHandler,
+} from './types.js';
 
 /** A tool written with zod: the schema types the handler's arguments. */
 export interface ZodToolSpec<S extends z.ZodObject = z.ZodObject> extends ToolBehaviour {
@@ -50,7 +56,11 @@ export function zodToParameters(schema: z.ZodType): Record<string, unknown> {
 
 /** The description the model sees for a zod tool. */
 export function describeZodTool(tool: ZodToolSpec): ToolDescription {
-  return { name: tool.name, description: tool.description, parameters: zodToParameters(tool.parameters) };
+  return {
+    name: tool.name,
+    description: tool.description,
+    parameters: zodToParameters(tool.parameters),
+  };
 }
 
 /**
@@ -58,7 +68,10 @@ export function describeZodTool(tool: ZodToolSpec): ToolDescription {
  * with zod 4's `z.fromJSONSchema`. Throws a {@link ConfigError} naming the tool
  * when the schema cannot be compiled.
  */
-export function compileJsonSchema(name: string, parameters: Record<string, unknown> | undefined): z.ZodType {
+export function compileJsonSchema(
+  name: string,
+  parameters: Record<string, unknown> | undefined,
+): z.ZodType {
   const schema = parameters ?? { type: 'object', properties: {} };
   try {
     // z.fromJSONSchema takes its own JSONSchema type; tool parameters are plain JSON.
@@ -97,7 +110,11 @@ export function jsonToolToRunnable(
 ): RunnableTool {
   const { name, description = '', parameters } = tool.function;
   return {
-    description: { name, description, parameters: parameters ?? { type: 'object', properties: {} } },
+    description: {
+      name,
+      description,
+      parameters: parameters ?? { type: 'object', properties: {} },
+    },
     schema: compileJsonSchema(name, parameters),
     handler: (args, ctx) => handleToolCall(name, args, ctx),
     ...pickBehaviour(behaviour),

@@ -216,7 +216,7 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unkno
     if (got === undefined && issue.code === 'invalid_type') {
       return `${path}: required (expected ${issue.expected})`;
     }
-    let message = issue.message.replace(/^Invalid input: /, '');
+    let message = issue.message.replace(/^Invalid (input|option): /, '');
     if (issue.code === 'unrecognized_keys') message = `unexpected ${issue.keys.join(', ')}`;
     return got === undefined ? `${path}: ${message}` : `${path}: ${message}, got ${preview(got)}`;
   });

@@ -8,13 +8,23 @@ import {
   type OpenAiToolJson,
   type ZodTool,
 } from './define-tool.js';
-import type { RunnableTool, ToolBehaviour, ToolContext, ToolDescription, ToolHandler } from './types.js';
+import type {
+  RunnableTool,
+  ToolBehaviour,
+  ToolContext,
+  ToolDescription,
+  ToolHandler,
+} from './types.js';
 
 /** A tool as a character lists it: zod-typed, or OpenAI JSON. */
 export type ToolSpec = ZodTool | OpenAiToolJson;
 
 /** The one handler serving a character's OpenAI-JSON tools. */
-export type HandleToolCall = (name: string, args: Record<string, unknown>, ctx: ToolContext) => unknown;
+export type HandleToolCall = (
+  name: string,
+  args: Record<string, unknown>,
+  ctx: ToolContext,
+) => unknown;
 
 /** An implementation in a tool library. */
 export interface ToolImplementation extends ToolBehaviour {
@@ -91,7 +101,9 @@ export function createToolset(specs: readonly ToolSpec[], options: ToolsetOption
       );
     }
     if (tools.has(name)) {
-      throw new ConfigError(`tools[${i}].name: duplicate tool name "${name}"; each tool needs its own name.`);
+      throw new ConfigError(
+        `tools[${i}].name: duplicate tool name "${name}"; each tool needs its own name.`,
+      );
     }
     tools.set(name, bindOne(spec, name, library, handleToolCall));
   }
@@ -110,7 +122,10 @@ function bindOne(
 ): RunnableTool {
   const impl = library?.implementations.get(name);
   if (impl) {
-    const tool = 'kind' in spec ? zodToolToRunnable(spec, impl.handler) : jsonToolToRunnable(spec, (_n, a, c) => impl.handler(a, c));
+    const tool =
+      'kind' in spec
+        ? zodToolToRunnable(spec, impl.handler)
+        : jsonToolToRunnable(spec, (_n, a, c) => impl.handler(a, c));
     checkSameSchema(name, library!.variant, tool.description.parameters, impl.parameters);
     return { ...tool, ...behaviourOf(impl) };
   }
@@ -170,7 +185,11 @@ function checkSameSchema(
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_k, v: unknown) =>
     v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>).sort(([x], [y]) =>
+            x < y ? -1 : x > y ? 1 : 0,
+          ),
+        )
       : v,
   );
 }

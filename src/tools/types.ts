@@ -1,7 +1,8 @@
 import type { z } from 'zod';
 
 /** How a tool call ended. Exactly one per call, recorded in history, metrics and logs. */
-export type ToolOutcome = 'ok' | 'invalid_args' | 'error' | 'timeout' | 'cancelled' | 'unknown_tool';
+export type ToolOutcome =
+  'ok' | 'invalid_args' | 'error' | 'timeout' | 'cancelled' | 'unknown_tool';
 
 /** All outcomes, for metrics that want every label present from the start. */
 export const TOOL_OUTCOMES: readonly ToolOutcome[] = [
@@ -36,10 +37,7 @@ export interface ToolContext {
 }
 
 /** A handler: validated arguments in, anything JSON-serialisable (or a string) out. */
-export type ToolHandler<Args = Record<string, unknown>> = (
-  args: Args,
-  ctx: ToolContext,
-) => unknown;
+export type ToolHandler<Args = Record<string, unknown>> = (args: Args, ctx: ToolContext) => unknown;
 
 /** The description of a tool as the model sees it (OpenAI function format). */
 export interface ToolDescription {

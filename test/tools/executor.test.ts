@@ -33,7 +33,10 @@ const weatherJson: OpenAiToolJson = {
         location: { type: 'string' },
         format: { type: 'string', enum: ['celsius', 'fahrenheit'], default: 'celsius' },
         days: { type: 'integer', minimum: 1 },
-        stops: { type: 'array', items: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+        stops: {
+          type: 'array',
+          items: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        },
       },
       required: ['location'],
     },
@@ -54,7 +57,11 @@ describe('tool executor', () => {
   it('runs a zod tool with defaults applied and returns its string as is', async () => {
     const tools = createToolset([logEvent]);
     const r = await executeToolCall(call('log_story_event', { event: 'dragon' }), tools, options());
-    expect(r).toMatchObject({ outcome: 'ok', output: 'Logged: dragon (medium)', variant: 'default' });
+    expect(r).toMatchObject({
+      outcome: 'ok',
+      output: 'Logged: dragon (medium)',
+      variant: 'default',
+    });
     expect(r.args).toEqual({ event: 'dragon', importance: 'medium' });
   });
 
@@ -66,7 +73,11 @@ describe('tool executor', () => {
         return { temperature: 22 };
       },
     });
-    const r = await executeToolCall(call('get_current_weather', { location: 'Paris' }), tools, options());
+    const r = await executeToolCall(
+      call('get_current_weather', { location: 'Paris' }),
+      tools,
+      options(),
+    );
     expect(r.outcome).toBe('ok');
     expect(r.output).toBe('{"temperature":22}');
     expect(seen).toEqual([['get_current_weather', { location: 'Paris', format: 'celsius' }]]);
@@ -88,7 +99,11 @@ describe('tool executor', () => {
 
   it('reports a missing required argument as required, with its type', async () => {
     const tools = createToolset([weatherJson], { handleToolCall: () => 'x' });
-    const r = await executeToolCall(call('get_current_weather', { format: 'celsius' }), tools, options());
+    const r = await executeToolCall(
+      call('get_current_weather', { format: 'celsius' }),
+      tools,
+      options(),
+    );
     expect(r.outcome).toBe('invalid_args');
     expect(r.output).toContain('location: required (expected string)');
   });
@@ -107,7 +122,12 @@ describe('tool executor', () => {
   });
 
   it('treats empty, whitespace and null arguments as no arguments', async () => {
-    const ping = defineTool({ name: 'ping', description: 'p', parameters: z.object({}), handler: () => 'pong' });
+    const ping = defineTool({
+      name: 'ping',
+      description: 'p',
+      parameters: z.object({}),
+      handler: () => 'pong',
+    });
     const tools = createToolset([ping]);
     for (const raw of ['', '  ', 'null', '{}']) {
       const r = await executeToolCall(call('ping', raw), tools, options());
@@ -152,7 +172,10 @@ describe('tool executor', () => {
     const r = await executeToolCall(call('boom', {}), createToolset([boom]), { ...options(), log });
     expect(r.outcome).toBe('error');
     expect(r.output).toBe('Error: boom failed: database is down');
-    expect(log.entries[0]).toMatchObject({ level: 'warn', fields: { tool: 'boom', outcome: 'error' } });
+    expect(log.entries[0]).toMatchObject({
+      level: 'warn',
+      fields: { tool: 'boom', outcome: 'error' },
+    });
     expect((log.entries[0]!.fields.err as Error).stack).toBeDefined();
   });
 
@@ -236,7 +259,11 @@ describe('tool executor', () => {
           started();
         }),
     });
-    const pending = executeToolCall(call('commit', {}), createToolset([commit]), options(turn.signal));
+    const pending = executeToolCall(
+      call('commit', {}),
+      createToolset([commit]),
+      options(turn.signal),
+    );
     await running;
     turn.abort();
     release('saved');
@@ -247,7 +274,12 @@ describe('tool executor', () => {
     const turn = new AbortController();
     turn.abort();
     let ran = false;
-    const t = defineTool({ name: 't', description: 't', parameters: z.object({}), handler: () => (ran = true) });
+    const t = defineTool({
+      name: 't',
+      description: 't',
+      parameters: z.object({}),
+      handler: () => (ran = true),
+    });
     const r = await executeToolCall(call('t', {}), createToolset([t]), options(turn.signal));
     expect(r.outcome).toBe('cancelled');
     expect(ran).toBe(false);
@@ -288,7 +320,12 @@ describe('tool executor', () => {
   });
 
   it('JSON-encodes non-string output and turns circular output into an error outcome', async () => {
-    const obj = defineTool({ name: 'obj', description: 'o', parameters: z.object({}), handler: () => ({ a: [1, 'é'] }) });
+    const obj = defineTool({
+      name: 'obj',
+      description: 'o',
+      parameters: z.object({}),
+      handler: () => ({ a: [1, 'é'] }),
+    });
     const circ = defineTool({
       name: 'circ',
       description: 'c',
@@ -299,7 +336,12 @@ describe('tool executor', () => {
         return o;
       },
     });
-    const nothing = defineTool({ name: 'nothing', description: 'n', parameters: z.object({}), handler: () => undefined });
+    const nothing = defineTool({
+      name: 'nothing',
+      description: 'n',
+      parameters: z.object({}),
+      handler: () => undefined,
+    });
     const tools = createToolset([obj, circ, nothing]);
     expect((await executeToolCall(call('obj', {}), tools, options())).output).toBe('{"a":[1,"é"]}');
     const r = await executeToolCall(call('circ', {}), tools, options());
@@ -309,7 +351,12 @@ describe('tool executor', () => {
   });
 
   it('caps huge output at 16 KB by default and says it was cut', async () => {
-    const big = defineTool({ name: 'big', description: 'b', parameters: z.object({}), handler: () => 'é'.repeat(20_000) });
+    const big = defineTool({
+      name: 'big',
+      description: 'b',
+      parameters: z.object({}),
+      handler: () => 'é'.repeat(20_000),
+    });
     const r = await executeToolCall(call('big', {}), createToolset([big]), options());
     expect(r.outcome).toBe('ok');
     expect(r.output).toMatch(/\[output truncated: 16384 of 40000 bytes shown\]$/);
@@ -342,6 +389,9 @@ describe('tool executor', () => {
     const log = createMemoryLogger();
     await executeToolCall(call('ctx', {}, 'call_xyz'), createToolset([t]), { ...options(), log });
     expect(seen).toEqual({ callId: 'call_xyz', session: 's1', variant: 'default' });
-    expect(log.entries[0]).toMatchObject({ msg: 'inside', fields: { tool: 'ctx', callId: 'call_xyz', note: 1 } });
+    expect(log.entries[0]).toMatchObject({
+      msg: 'inside',
+      fields: { tool: 'ctx', callId: 'call_xyz', note: 1 },
+    });
   });
 });

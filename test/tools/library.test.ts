@@ -39,8 +39,15 @@ describe('tool libraries (late binding and A/B variants)', () => {
     const a = createToolset([sayHello], { library: variantA });
     const b = createToolset([sayHello], { library: variantB });
     const call = { id: 'c1', name: 'sayHello', arguments: '{"personName":"Ada"}' };
-    const [ra, rb] = await Promise.all([executeToolCall(call, a, opts()), executeToolCall(call, b, opts())]);
-    expect(ra).toMatchObject({ outcome: 'ok', output: 'Hello, Ada! Nice to meet you.', variant: 'a' });
+    const [ra, rb] = await Promise.all([
+      executeToolCall(call, a, opts()),
+      executeToolCall(call, b, opts()),
+    ]);
+    expect(ra).toMatchObject({
+      outcome: 'ok',
+      output: 'Hello, Ada! Nice to meet you.',
+      variant: 'a',
+    });
     expect(rb).toMatchObject({ outcome: 'ok', output: 'Hey Ada, great to see you!', variant: 'b' });
     expect(b.tools.get('sayHello')?.timeoutMs).toBe(50);
   });
@@ -62,10 +69,18 @@ describe('tool libraries (late binding and A/B variants)', () => {
   it('binds OpenAI-JSON descriptions from a library too', async () => {
     const json: OpenAiToolJson = {
       type: 'function',
-      function: { name: 'get_time', description: 'Time', parameters: { type: 'object', properties: {} } },
+      function: {
+        name: 'get_time',
+        description: 'Time',
+        parameters: { type: 'object', properties: {} },
+      },
     };
     const lib = defineToolLibrary('x', { get_time: () => '12:00' });
-    const r = await executeToolCall({ id: 'c', name: 'get_time', arguments: '' }, createToolset([json], { library: lib }), opts());
+    const r = await executeToolCall(
+      { id: 'c', name: 'get_time', arguments: '' },
+      createToolset([json], { library: lib }),
+      opts(),
+    );
     expect(r).toMatchObject({ outcome: 'ok', output: '12:00', variant: 'x' });
   });
 
@@ -81,7 +96,9 @@ describe('tool libraries (late binding and A/B variants)', () => {
     const wrong = defineToolLibrary('d', {
       sayHello: { handler: () => 'x', parameters: z.object({ name: z.string() }) },
     });
-    expect(() => createToolset([sayHello], { library: wrong })).toThrow(/expects different arguments/);
+    expect(() => createToolset([sayHello], { library: wrong })).toThrow(
+      /expects different arguments/,
+    );
   });
 
   it('fails when a description has no handler and no library', () => {
@@ -90,22 +107,42 @@ describe('tool libraries (late binding and A/B variants)', () => {
   });
 
   it('rejects duplicate tool names and names the API would refuse', () => {
-    const t = defineTool({ name: 'x', description: 'x', parameters: z.object({}), handler: () => 1 });
+    const t = defineTool({
+      name: 'x',
+      description: 'x',
+      parameters: z.object({}),
+      handler: () => 1,
+    });
     expect(() => createToolset([t, t])).toThrow(/duplicate tool name "x"/);
-    const bad = defineTool({ name: 'has space', description: 'x', parameters: z.object({}), handler: () => 1 });
-    expect(() => createToolset([bad])).toThrow(/tools\[0\]\.name: "has space" is not a valid tool name/);
+    const bad = defineTool({
+      name: 'has space',
+      description: 'x',
+      parameters: z.object({}),
+      handler: () => 1,
+    });
+    expect(() => createToolset([bad])).toThrow(
+      /tools\[0\]\.name: "has space" is not a valid tool name/,
+    );
   });
 
   it('requires handleToolCall for OpenAI-JSON tools', () => {
-    const json: OpenAiToolJson = { type: 'function', function: { name: 'a', parameters: { type: 'object' } } };
+    const json: OpenAiToolJson = {
+      type: 'function',
+      function: { name: 'a', parameters: { type: 'object' } },
+    };
     expect(() => createToolset([json])).toThrow(/need a handleToolCall/);
   });
 
   it('reports a JSON Schema that cannot be compiled', () => {
     const json: OpenAiToolJson = {
       type: 'function',
-      function: { name: 'a', parameters: { type: 'object', properties: { x: { type: 'no-such-type' } } } },
+      function: {
+        name: 'a',
+        parameters: { type: 'object', properties: { x: { type: 'no-such-type' } } },
+      },
     };
-    expect(() => createToolset([json], { handleToolCall: () => 1 })).toThrow(/tool a: its parameters are not a JSON Schema/);
+    expect(() => createToolset([json], { handleToolCall: () => 1 })).toThrow(
+      /tool a: its parameters are not a JSON Schema/,
+    );
   });
 });
