@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { ConfigError, LlmStreamError, TurnAbortedError } from '../errors.js';
+import type { ToolLogger } from '../tools/types.js';
 import type { ChatMessage, ChunkLike } from './chunk.js';
 
 /** Options of {@link createLlmClient}. */
@@ -18,6 +19,8 @@ export interface LlmClientOptions {
   includeUsage?: boolean;
   /** Signal for the model lookup. */
   signal?: AbortSignal;
+  /** Where the SDK's own warnings go (e.g. an unparsable chunk); silent when absent. */
+  log?: ToolLogger;
 }
 
 /** The body of a chat-completions request, minus `model` and `stream`. */
@@ -64,6 +67,10 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
     apiKey: options.apiKey || 'no-key',
     maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
     timeout: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+    // The SDK prints to the console by default; route it to our logger instead.
+    ...(options.log
+      ? { logger: sdkLogger(options.log), logLevel: 'warn' as const }
+      : { logLevel: 'off' as const }),
   });
   const model = options.model || (await resolveModel(openai, options.baseURL, options.signal));
   const includeUsage = options.includeUsage ?? true;
@@ -123,6 +130,14 @@ export async function resolveModel(
   throw new ConfigError(
     `LLM at ${baseURL} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
   );
+}
+
+function sdkLogger(log: ToolLogger) {
+  const to =
+    (level: 'warn' | 'error' | 'info' | 'debug') =>
+    (message: string, ...detail: unknown[]): void =>
+      log[level]({ sdkMessage: message, detail }, 'llm client message');
+  return { error: to('error'), warn: to('warn'), info: to('info'), debug: to('debug') };
 }
 
 function toLlmError(err: unknown, signal: AbortSignal, baseURL: string): Error {

@@ -147,7 +147,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   let ttftMs: number | null = null;
   let toolRounds = 0;
 
-  const finish = (status: TurnSummary['status'], reason?: TurnEndReason): TurnEvent => {
+  const summarize = (status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary => {
     const summary: TurnSummary = {
       status,
       text,
@@ -161,14 +161,14 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       durationMs: performance.now() - started,
     };
     if (reason) summary.reason = reason;
-    return { type: 'finish', summary };
+    return summary;
   };
 
   for (let round = 0; ; round++) {
     if (signal.aborted) {
-      const ev = finish('cancelled', 'cancelled');
-      yield ev;
-      return (ev as { summary: TurnSummary }).summary;
+      const summary = summarize('cancelled', 'cancelled');
+      yield { type: 'finish', summary };
+      return summary;
     }
     const final = hasTools && toolRounds >= maxToolRounds;
     const request = buildRequest(options, base, added, toolMode, legacy, final);
@@ -248,9 +248,11 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       if (!aborted) {
         yield { type: 'error', error: asTroupeError(failure) };
       }
-      const ev = aborted ? finish('cancelled', 'cancelled') : finish('failed', 'llm_error');
-      yield ev;
-      return (ev as { summary: TurnSummary }).summary;
+      const summary = aborted
+        ? summarize('cancelled', 'cancelled')
+        : summarize('failed', 'llm_error');
+      yield { type: 'finish', summary };
+      return summary;
     }
 
     const calls: ToolCall[] = filter
@@ -278,9 +280,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       }
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
       yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: 0 };
-      const ev = finish(reason ? 'incomplete' : 'completed', reason);
-      yield ev;
-      return (ev as { summary: TurnSummary }).summary;
+      const summary = summarize(reason ? 'incomplete' : 'completed', reason);
+      yield { type: 'finish', summary };
+      return summary;
     }
 
     for (const call of calls) yield { type: 'tool_call.done', round, call };

@@ -70,7 +70,12 @@ export async function executeToolCall(
       variant,
       ...extra,
     };
-    if (outcome !== 'ok') {
+    if (outcome === 'ok') {
+      options.log.debug(
+        { tool: call.name, callId: call.id, outcome, variant, durationMs: result.durationMs },
+        'tool call done',
+      );
+    } else {
       options.log.warn(
         { tool: call.name, callId: call.id, outcome, variant, err: extra.error },
         'tool call failed',

@@ -405,6 +405,18 @@ describe('turn runner', () => {
     expect(summary.messages).toEqual([{ role: 'assistant', content: text }]);
   });
 
+  it('reports a chunk that is not valid JSON as a failed turn and keeps the text before it', async () => {
+    sim.setScript({ rules: [{ reply: { parts: [{ text: 'One two three four five six seven eight.' }] } }] });
+    sim.injectFault({ type: 'malformed-chunk', afterChunks: 3 });
+    const { summary, events, text } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('count'),
+    });
+    expect(summary).toMatchObject({ status: 'failed', reason: 'llm_error' });
+    expect(events.find((e) => e.type === 'error')).toMatchObject({ error: { code: 'E_LLM_STREAM' } });
+    expect(summary.messages).toEqual(text ? [{ role: 'assistant', content: text }] : []);
+  });
+
   it('reports a connection reset mid-stream as a failed turn', async () => {
     sim.setScript({
       rules: [{ reply: { parts: [{ text: 'One two three four five six seven eight.' }] } }],

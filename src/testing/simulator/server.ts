@@ -77,6 +77,8 @@ export type SimFault =
   | { type: 'reset'; afterChunks: number }
   /** Send an SSE error event after n chunks, then end the response. */
   | { type: 'error-event'; afterChunks: number; message?: string }
+  /** Send a chunk that is not valid JSON after n chunks, then end the response. */
+  | { type: 'malformed-chunk'; afterChunks: number }
   /** Omit every finish_reason (still `[DONE]`). */
   | { type: 'no-finish' }
   /** Corrupt every tool call's arguments (no closing brace, garbage). */
@@ -389,6 +391,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     if (
       fault?.type === 'reset' ||
       fault?.type === 'error-event' ||
+      fault?.type === 'malformed-chunk' ||
       fault?.type === 'stall' ||
       fault?.type === 'end-without-done'
     ) {
@@ -464,6 +467,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         res.end(`data: ${JSON.stringify(error)}\n\n`);
         return;
       }
+      case 'malformed-chunk':
+        res.end('data: {"choices":[{"index":0,"delta":{"content":"trunc\n\n');
+        return;
       case 'stall':
         // Hold the socket open, writing nothing, until the client leaves or close().
         await new Promise<void>((resolve) => {
@@ -509,6 +515,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
         if (signal.aborted) resolve();
         else signal.addEventListener('abort', () => resolve(), { once: true });
       });
+      return;
+    }
+    if (fault?.type === 'malformed-chunk') {
+      record.outcome = 'fault';
+      res.writeHead(200, { 'content-type': 'application/json' });
+      record.status = 200;
+      res.end('{"choices":[{"index":0,"message":');
       return;
     }
     if (fault?.type === 'error-event') {
