@@ -417,6 +417,14 @@ describe('turn runner', () => {
     expect(summary.messages).toEqual(text ? [{ role: 'assistant', content: text }] : []);
   });
 
+  it('keeps a multi-byte character whole when it is split across network reads', async () => {
+    sim.setScript({ rules: [{ reply: { parts: [{ text: 'Café au lait, s’il vous plaît 🍵.' }] } }] });
+    sim.injectFault({ type: 'split-utf8' });
+    const { summary } = await collectTurn({ llm: await simClient(sim.url), messages: conversation('coffee') });
+    expect(summary).toMatchObject({ status: 'completed', text: 'Café au lait, s’il vous plaît 🍵.' });
+    expect(chatRequests()[0]!.fault).toEqual({ type: 'split-utf8' });
+  });
+
   it('reports a connection reset mid-stream as a failed turn', async () => {
     sim.setScript({
       rules: [{ reply: { parts: [{ text: 'One two three four five six seven eight.' }] } }],
