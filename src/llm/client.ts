@@ -2,9 +2,19 @@ import OpenAI from 'openai';
 import { ConfigError, LlmStreamError, TurnAbortedError } from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
 import type { ChatMessage, ChunkLike } from './chunk.js';
+import { createHttpTransport } from './http-transport.js';
+
+/**
+ * How chat completions are streamed: `http`, Troupe's lean node:http client
+ * (the default: about half the CPU per request), or `openai`, the `openai`
+ * package's own client (for custom fetch, proxies or provider quirks it knows).
+ */
+export type LlmTransport = 'http' | 'openai';
 
 /** Options of {@link createLlmClient}. */
 export interface LlmClientOptions {
+  /** @defaultValue 'http' */
+  transport?: LlmTransport;
   /** OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`. */
   baseURL: string;
   /** Bearer key; servers that need none get a placeholder. */
@@ -76,16 +86,28 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
   const includeUsage = options.includeUsage ?? true;
   const baseURL = options.baseURL;
 
+  const bodyOf = (request: ChatRequest) => ({
+    ...request,
+    model: request.model ?? model,
+    stream: true as const,
+    ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+  });
+
+  if ((options.transport ?? 'http') === 'http') {
+    const transport = createHttpTransport({
+      baseURL,
+      ...(options.apiKey ? { apiKey: options.apiKey } : {}),
+      maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
+      timeoutMs: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+    });
+    return { model, baseURL, stream: (request, signal) => transport(bodyOf(request), signal) };
+  }
+
   return {
     model,
     baseURL,
     stream: async function* streamChat(request, signal) {
-      const body = {
-        ...request,
-        model: request.model ?? model,
-        stream: true as const,
-        ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
-      };
+      const body = bodyOf(request);
       let stream: AsyncIterable<ChunkLike> & { controller: AbortController };
       try {
         // The SDK's types are stricter than what real servers take and send
@@ -94,13 +116,15 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
       } catch (err) {
         throw toLlmError(err, signal, baseURL);
       }
+      let complete = false;
       try {
         for await (const chunk of stream) yield chunk;
+        complete = true;
       } catch (err) {
         throw toLlmError(err, signal, baseURL);
       } finally {
         // Stops the HTTP stream when the consumer leaves early (cancel, error).
-        stream.controller.abort();
+        if (!complete) stream.controller.abort();
       }
     },
   };

@@ -1,4 +1,4 @@
-import { createLlmClient, type LlmClient } from '../../src/llm/client.js';
+import { createLlmClient, type LlmClient, type LlmTransport } from '../../src/llm/client.js';
 import type { ChatMessage } from '../../src/llm/chunk.js';
 import {
   runTurn,
@@ -31,7 +31,10 @@ export async function collectTurn(
 }
 
 /** A client for the simulator with retries off (faults stay visible). */
-export function simClient(url: string, extra: { maxRetries?: number } = {}): Promise<LlmClient> {
+export function simClient(
+  url: string,
+  extra: { maxRetries?: number; transport?: LlmTransport; timeoutMs?: number } = {},
+): Promise<LlmClient> {
   return createLlmClient({
     baseURL: url,
     apiKey: 'test',
@@ -40,6 +43,9 @@ export function simClient(url: string, extra: { maxRetries?: number } = {}): Pro
     ...extra,
   });
 }
+
+/** Both ways of streaming chat completions; integration suites run over each. */
+export const TRANSPORTS: readonly LlmTransport[] = ['http', 'openai'];
 
 /** A conversation: the system prompt and one user message. */
 export function conversation(user: string, system = 'You are a test character.'): ChatMessage[] {

@@ -1,0 +1,258 @@
+import http from 'node:http';
+import https from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { LlmStreamError, TurnAbortedError } from '../errors.js';
+import type { ChunkLike } from './chunk.js';
+import { readSseChunks } from './sse.js';
+
+/** Options of {@link createHttpTransport}. */
+export interface HttpTransportOptions {
+  /** OpenAI-compatible base URL, e.g. `http://127.0.0.1:8000/v1`. */
+  baseURL: string;
+  apiKey?: string;
+  /** Retries of a request that failed before streaming. @defaultValue 1 */
+  maxRetries?: number;
+  /** Longest silence on the socket — connecting, waiting for headers, or between chunks. @defaultValue 60000 */
+  timeoutMs?: number;
+}
+
+/** Streams the chunks of one chat-completions request. */
+export type StreamChat = (
+  body: object,
+  signal: AbortSignal,
+) => AsyncGenerator<ChunkLike, void, undefined>;
+
+/** Statuses worth another try: rate limits, timeouts, conflicts, server errors. */
+const RETRYABLE_STATUS = new Set([408, 409, 429, 500, 502, 503, 504]);
+/** First backoff between retries; doubles each time, with jitter. */
+const RETRY_BASE_DELAY_MS = 500;
+/** Longest wait between retries, whatever `retry-after` says. */
+const RETRY_MAX_DELAY_MS = 8_000;
+/** How long a response may stay open after `[DONE]` before its socket is dropped. */
+const DONE_GRACE_MS = 100;
+/** Most of an error body kept for the message. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * A lean streaming client for `POST /chat/completions`: node:http(s) with
+ * keep-alive, the request body written once, the event stream parsed straight
+ * from the socket. It is the hot path of every turn, so it does only what a
+ * stream needs: retries before the first byte (429/5xx/connection errors,
+ * honouring `retry-after`), one timeout for any silence, abort on the turn's
+ * signal. A server that answers `stream:true` with a plain JSON completion is
+ * read as one chunk.
+ */
+export function createHttpTransport(options: HttpTransportOptions): StreamChat {
+  const base = new URL(options.baseURL.endsWith('/') ? options.baseURL : `${options.baseURL}/`);
+  const target = new URL('chat/completions', base);
+  const secure = target.protocol === 'https:';
+  const lib = secure ? https : http;
+  const agent = new lib.Agent({ keepAlive: true });
+  const maxRetries = options.maxRetries ?? 1;
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'text/event-stream',
+    'user-agent': 'troupe',
+  };
+  if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
+  const where = target.href;
+
+  /** The response of one attempt; `silence` says whether the timeout ended it. */
+  interface Attempt {
+    res: http.IncomingMessage;
+    silence: () => LlmStreamError | undefined;
+  }
+
+  function open(payload: string, signal: AbortSignal): Promise<Attempt> {
+    let silence: LlmStreamError | undefined;
+    return new Promise((resolve, reject) => {
+      const req = lib.request(
+        target,
+        {
+          method: 'POST',
+          agent,
+          headers: { ...headers, 'content-length': Buffer.byteLength(payload) },
+          signal,
+        },
+        (res) => resolve({ res, silence: () => silence }),
+      );
+      req.setTimeout(timeoutMs, () => {
+        silence = new LlmStreamError(`LLM at ${where} was silent for ${timeoutMs} ms`, {
+          retryable: true,
+        });
+        req.destroy(silence);
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  return async function* streamChat(body, signal) {
+    const payload = JSON.stringify(body);
+    let res: http.IncomingMessage;
+    let silence: Attempt['silence'];
+    for (let attempt = 0; ; attempt++) {
+      let failure: LlmStreamError;
+      try {
+        ({ res, silence } = await open(payload, signal));
+      } catch (err) {
+        if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
+        failure =
+          err instanceof LlmStreamError
+            ? err
+            : new LlmStreamError(`LLM request to ${where} failed: ${(err as Error).message}`, {
+                cause: err,
+                retryable: true,
+              });
+        if (attempt >= maxRetries) throw failure;
+        await backoff(attempt, undefined, signal);
+        continue;
+      }
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) break;
+      const detail = await readErrorBody(res);
+      failure = new LlmStreamError(
+        `LLM request to ${where} failed with HTTP ${status}: ${detail}`,
+        {
+          status,
+          retryable: RETRYABLE_STATUS.has(status),
+        },
+      );
+      if (!failure.retryable || attempt >= maxRetries) throw failure;
+      await backoff(attempt, res.headers, signal);
+    }
+
+    let complete = false;
+    try {
+      if (!String(res.headers['content-type'] ?? '').includes('text/event-stream')) {
+        // Some servers ignore `stream:true` and answer with the whole completion.
+        yield completionToChunk(JSON.parse(await readAll(res)) as Record<string, unknown>);
+      } else {
+        // Not destroyed when the reader stops at [DONE]: the socket goes back to the pool.
+        yield* readSseChunks(res.iterator({ destroyOnReturn: false }));
+        // Drain whatever follows [DONE] so the response ends and the socket is reused.
+        if (!res.readableEnded) {
+          res.resume();
+          await endOrGiveUp(res);
+        }
+      }
+      complete = true;
+    } catch (err) {
+      if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
+      const silent = silence();
+      if (silent) throw silent;
+      if (err instanceof LlmStreamError) throw err;
+      throw new LlmStreamError(`LLM stream from ${where} broke: ${(err as Error).message}`, {
+        cause: err,
+        retryable: true,
+      });
+    } finally {
+      // A stream left early (cancel, barge-in) must not go back to the pool half read.
+      if (!complete) res.destroy();
+    }
+  };
+}
+
+/**
+ * Waits briefly for a response to end after its `[DONE]`: a well-behaved
+ * server ends it in the same packet, and only an ended response frees its
+ * kept-alive socket for the next round. A server that holds the stream open
+ * loses the socket instead of stalling the turn.
+ */
+function endOrGiveUp(res: http.IncomingMessage): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      res.off('end', done);
+      res.destroy();
+      resolve();
+    }, DONE_GRACE_MS);
+    function done(): void {
+      clearTimeout(timer);
+      resolve();
+    }
+    res.once('end', done);
+  });
+}
+
+async function backoff(
+  attempt: number,
+  headers: http.IncomingHttpHeaders | undefined,
+  signal: AbortSignal,
+): Promise<void> {
+  let delay = RETRY_BASE_DELAY_MS * 2 ** attempt * (0.75 + Math.random() * 0.5);
+  const afterMs = Number(headers?.['retry-after-ms']);
+  const afterS = Number(headers?.['retry-after']);
+  if (Number.isFinite(afterMs) && headers?.['retry-after-ms'] !== undefined) delay = afterMs;
+  else if (Number.isFinite(afterS) && headers?.['retry-after'] !== undefined) delay = afterS * 1000;
+  try {
+    await sleep(Math.min(Math.max(delay, 0), RETRY_MAX_DELAY_MS), undefined, { signal });
+  } catch (err) {
+    throw new TurnAbortedError(undefined, { cause: err });
+  }
+}
+
+async function readAll(res: http.IncomingMessage, limit = Infinity): Promise<string> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const part of res as AsyncIterable<Buffer>) {
+    size += part.length;
+    if (size > limit) {
+      res.destroy();
+      break;
+    }
+    parts.push(part);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** The server's own words from an error body (OpenAI, vLLM and plain-text shapes). */
+async function readErrorBody(res: http.IncomingMessage): Promise<string> {
+  let text: string;
+  try {
+    text = await readAll(res, MAX_ERROR_BODY_BYTES);
+  } catch {
+    return 'the error body could not be read';
+  }
+  try {
+    const json = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    const message =
+      typeof json.error === 'object' ? json.error?.message : (json.error ?? json.message);
+    if (typeof message === 'string' && message !== '') return message;
+  } catch {
+    // Not JSON: use the text as it is.
+  }
+  return text.trim().slice(0, 500) || '(empty body)';
+}
+
+/** Reads a whole `chat.completion` as the one chunk a stream would have carried. */
+export function completionToChunk(completion: Record<string, unknown>): ChunkLike {
+  const choices = Array.isArray(completion.choices) ? completion.choices : [];
+  const choice = (choices[0] ?? {}) as {
+    message?: {
+      content?: string | null;
+      tool_calls?: Array<Record<string, unknown>>;
+      function_call?: object;
+    };
+    finish_reason?: string | null;
+  };
+  const message = choice.message ?? {};
+  const chunk: ChunkLike = {
+    choices: [
+      {
+        index: 0,
+        delta: {
+          role: 'assistant',
+          content: message.content ?? null,
+          ...(Array.isArray(message.tool_calls)
+            ? { tool_calls: message.tool_calls.map((tc, index) => ({ index, ...tc })) }
+            : {}),
+          ...(message.function_call ? { function_call: message.function_call } : {}),
+        },
+        finish_reason: choice.finish_reason ?? null,
+      },
+    ],
+  };
+  if (completion.usage && typeof completion.usage === 'object') chunk.usage = completion.usage;
+  return chunk;
+}

@@ -1,0 +1,84 @@
+import { StringDecoder } from 'node:string_decoder';
+import { LlmStreamError } from '../errors.js';
+import type { ChunkLike } from './chunk.js';
+
+/**
+ * Reads a chat-completions event stream (Server-Sent Events) and yields each
+ * `data:` payload parsed as JSON, until `[DONE]` or the end of the body.
+ * Multi-byte characters split across reads are kept whole; `\r\n` and `\n`
+ * line ends both work; comments and other fields are skipped. A payload with
+ * an `error` member (vLLM, LiteLLM and OpenAI send these mid-stream) or one
+ * that is not JSON ends the stream with an {@link LlmStreamError}.
+ *
+ * @example
+ * for await (const chunk of readSseChunks(response.body)) assembler.push(chunk);
+ */
+export async function* readSseChunks(
+  body: AsyncIterable<Uint8Array | string>,
+): AsyncGenerator<ChunkLike, void, undefined> {
+  const decoder = new StringDecoder('utf8');
+  let buffer = '';
+  // Lines of the event being read; most events are one `data:` line.
+  let data: string | undefined;
+  for await (const piece of body) {
+    buffer += typeof piece === 'string' ? piece : decoder.write(piece as Buffer);
+    let start = 0;
+    for (let nl = buffer.indexOf('\n', start); nl >= 0; nl = buffer.indexOf('\n', start)) {
+      const end = nl > start && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
+      const line = buffer.slice(start, end);
+      start = nl + 1;
+      if (line === '') {
+        // Blank line: the event is complete.
+        if (data !== undefined) {
+          if (data === '[DONE]') return;
+          yield parsePayload(data);
+          data = undefined;
+        }
+      } else if (line.startsWith('data:')) {
+        const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+        data = data === undefined ? value : `${data}\n${value}`;
+      }
+      // Anything else (`event:`, `id:`, `retry:`, `: comment`) carries nothing for chat completions.
+    }
+    buffer = start === 0 ? buffer : buffer.slice(start);
+  }
+  buffer += decoder.end();
+  // A server that ends without a final blank line still meant its last event.
+  if (buffer.startsWith('data:')) {
+    const value = buffer.charCodeAt(5) === 32 ? buffer.slice(6) : buffer.slice(5);
+    data = data === undefined ? value.trimEnd() : `${data}\n${value.trimEnd()}`;
+  }
+  if (data !== undefined && data !== '[DONE]') yield parsePayload(data);
+}
+
+function parsePayload(data: string): ChunkLike {
+  let value: unknown;
+  try {
+    value = JSON.parse(data);
+  } catch (err) {
+    throw new LlmStreamError(
+      `LLM stream carried a chunk that is not JSON (${(err as Error).message}): ${preview(data)}`,
+      { cause: err, retryable: true },
+    );
+  }
+  if (value === null || typeof value !== 'object') {
+    throw new LlmStreamError(`LLM stream carried a chunk that is not an object: ${preview(data)}`);
+  }
+  const error = (value as { error?: unknown }).error;
+  if (error !== undefined && error !== null) {
+    const message =
+      typeof error === 'object' && typeof (error as { message?: unknown }).message === 'string'
+        ? (error as { message: string }).message
+        : JSON.stringify(error);
+    const code = (error as { code?: unknown }).code;
+    throw new LlmStreamError(`LLM server reported an error mid-stream: ${message}`, {
+      retryable: true,
+      ...(typeof code === 'number' ? { status: code } : {}),
+    });
+  }
+  return value as ChunkLike;
+}
+
+function preview(text: string): string {
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
+}

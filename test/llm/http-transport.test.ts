@@ -1,0 +1,189 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { LlmStreamError, TurnAbortedError } from '../../src/errors.js';
+import { completionToChunk, createHttpTransport } from '../../src/llm/http-transport.js';
+import { startSimulator, type Simulator } from '../../src/testing/simulator/index.js';
+
+let sim: Simulator | undefined;
+let server: Server | undefined;
+afterEach(async () => {
+  await sim?.close();
+  sim = undefined;
+  server?.closeAllConnections();
+  await new Promise((r) => (server ? server.close(r) : r(undefined)));
+  server = undefined;
+});
+
+/** A bare HTTP server answering every request with `handler`. */
+async function serve(handler: Parameters<typeof createServer>[1]): Promise<string> {
+  server = createServer(handler);
+  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+}
+
+async function drain(stream: AsyncIterable<unknown>) {
+  const out = [];
+  for await (const c of stream) out.push(c);
+  return out;
+}
+
+const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true };
+
+describe('http transport', () => {
+  it('streams chunks from the simulator and sends the key and JSON body', async () => {
+    sim = await startSimulator({
+      script: { rules: [{ reply: { parts: [{ text: 'hello there' }] } }] },
+    });
+    const stream = createHttpTransport({ baseURL: sim.url, apiKey: 'sk-test' });
+    const chunks = await drain(stream(body, new AbortController().signal));
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(sim.requests[0]!.headers.authorization).toBe('Bearer sk-test');
+    expect(sim.requests[0]!.body).toMatchObject(body);
+  });
+
+  it('reuses one kept-alive connection for consecutive requests', async () => {
+    const ports = new Set<number>();
+    const url = await serve((req, res) => {
+      ports.add(req.socket.remotePort!);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end('data: {"choices":[]}\n\ndata: [DONE]\n\n');
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    for (let i = 0; i < 3; i++) await drain(stream(body, new AbortController().signal));
+    expect(ports.size).toBe(1);
+  });
+
+  it('gives the server’s own error message and does not retry a 400', async () => {
+    let calls = 0;
+    const url = await serve((_req, res) => {
+      calls++;
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(
+        '{"object":"error","message":"messages[2]: tool_call_id not found","type":"BadRequestError","code":400}',
+      );
+    });
+    const stream = createHttpTransport({ baseURL: url, maxRetries: 3 });
+    const failure = drain(stream(body, new AbortController().signal));
+    await expect(failure).rejects.toMatchObject({
+      code: 'E_LLM_STREAM',
+      status: 400,
+      retryable: false,
+      message: expect.stringContaining('HTTP 400: messages[2]: tool_call_id not found'),
+    });
+    expect(calls).toBe(1);
+  });
+
+  it('retries a 503 as retry-after-ms says, then streams', async () => {
+    let calls = 0;
+    const url = await serve((_req, res) => {
+      calls++;
+      if (calls === 1) {
+        res.writeHead(503, { 'retry-after-ms': '5' });
+        res.end('busy');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end('data: {"choices":[{"index":0,"delta":{"content":"ok"}}]}\n\ndata: [DONE]\n\n');
+    });
+    const stream = createHttpTransport({ baseURL: url, maxRetries: 1 });
+    const chunks = await drain(stream(body, new AbortController().signal));
+    expect(calls).toBe(2);
+    expect(chunks).toHaveLength(1);
+  });
+
+  it('retries a refused connection and then reports it', async () => {
+    const url = await serve(() => {});
+    server!.close();
+    await new Promise((r) => server!.once('close', r));
+    server = undefined;
+    const stream = createHttpTransport({ baseURL: url, maxRetries: 0 });
+    await expect(drain(stream(body, new AbortController().signal))).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  it('ends a stream that goes silent longer than the timeout', async () => {
+    sim = await startSimulator({
+      script: { rules: [{ reply: { parts: [{ text: 'a b c d e f' }] } }] },
+    });
+    sim.injectFault({ type: 'stall', afterChunks: 2 });
+    const stream = createHttpTransport({ baseURL: sim.url, timeoutMs: 50 });
+    await expect(drain(stream(body, new AbortController().signal))).rejects.toThrow(
+      /silent for 50 ms/,
+    );
+  });
+
+  it('turns an abort before the answer into TurnAbortedError', async () => {
+    const url = await serve(() => {
+      // Never answers.
+    });
+    const turn = new AbortController();
+    const stream = createHttpTransport({ baseURL: url });
+    const pending = drain(stream(body, turn.signal));
+    turn.abort();
+    await expect(pending).rejects.toThrow(TurnAbortedError);
+  });
+
+  it('reads a plain JSON completion as one chunk when the server ignores stream:true', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          choices: [
+            {
+              message: {
+                content: null,
+                tool_calls: [
+                  { id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } },
+                ],
+              },
+              finish_reason: 'tool_calls',
+            },
+          ],
+          usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+        }),
+      );
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    const chunks = await drain(stream(body, new AbortController().signal));
+    expect(chunks).toEqual([
+      {
+        choices: [
+          {
+            index: 0,
+            delta: {
+              role: 'assistant',
+              content: null,
+              tool_calls: [
+                {
+                  index: 0,
+                  id: 'call_1',
+                  type: 'function',
+                  function: { name: 'f', arguments: '{}' },
+                },
+              ],
+            },
+            finish_reason: 'tool_calls',
+          },
+        ],
+        usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+      },
+    ]);
+  });
+
+  it('turns a completion without choices into an empty chunk, not a crash', () => {
+    expect(completionToChunk({})).toMatchObject({
+      choices: [{ delta: { content: null }, finish_reason: null }],
+    });
+  });
+
+  it('reports a broken stream as a retryable LlmStreamError', async () => {
+    sim = await startSimulator({
+      script: { rules: [{ reply: { parts: [{ text: 'a b c d e f' }] } }] },
+    });
+    sim.injectFault({ type: 'reset', afterChunks: 2 });
+    const stream = createHttpTransport({ baseURL: sim.url });
+    const failure = drain(stream(body, new AbortController().signal));
+    await expect(failure).rejects.toBeInstanceOf(LlmStreamError);
+    await expect(drain(stream(body, new AbortController().signal))).resolves.toBeDefined();
+  });
+});
