@@ -665,6 +665,27 @@ describe('endpoints', () => {
   });
 });
 
+describe('the request log over HTTP', () => {
+  it('lists when each request arrived for clients in another process, and clears on DELETE', async () => {
+    const root = sim.url.replace(/\/v1$/, '');
+    await fetch(`${root}/sim/requests`, { method: 'DELETE' });
+    await streamChat(sim, { messages: ask('hello') });
+    const res = await fetch(`${root}/sim/requests`);
+    const { requests } = (await res.json()) as { requests: Array<Record<string, unknown>> };
+    expect(requests).toEqual([
+      {
+        method: 'POST',
+        path: '/v1/chat/completions',
+        receivedAt: expect.any(Number),
+        status: 200,
+        outcome: 'complete',
+        chunksWritten: expect.any(Number),
+      },
+    ]);
+    expect(sim.requests.at(-1)?.path).toBe('/sim/requests');
+  });
+});
+
 describe('usage', () => {
   it('sends a last chunk with no choices and usage when include_usage is set', async () => {
     sim.setProfile('openai');

@@ -251,10 +251,31 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
       });
       return;
     }
+    if (path === '/sim/requests') {
+      // For clients in another process (benchmarks, the load test): when each
+      // request arrived, on this process's clock (epoch ms, sub-ms precision).
+      if (record.method === 'DELETE') {
+        requests.length = 0;
+        sendJson(res, record, 200, { cleared: true });
+        return;
+      }
+      const seen = requests
+        .filter((r) => r.path !== '/sim/requests')
+        .map(({ method, path: p, receivedAt, status, outcome, chunksWritten }) => ({
+          method,
+          path: p,
+          receivedAt,
+          status,
+          outcome,
+          chunksWritten,
+        }));
+      sendJson(res, record, 200, { requests: seen });
+      return;
+    }
     if (record.method !== 'POST' || path !== '/v1/chat/completions') {
       sendJson(res, record, 404, {
         error: {
-          message: `No route for ${record.method} ${path}; the simulator serves GET /v1/models and POST /v1/chat/completions.`,
+          message: `No route for ${record.method} ${path}; the simulator serves GET /v1/models, POST /v1/chat/completions and GET/DELETE /sim/requests.`,
           type: 'invalid_request_error',
           code: 404,
         },
