@@ -32,7 +32,7 @@ import { createLlmClient, type LlmClient } from '../src/llm/client.js';
 import { runTurn, type TurnSummary } from '../src/llm/turn-runner.js';
 import { createToolset, defineTool, type Toolset } from '../src/tools/index.js';
 import { createMemoryLogger } from '../src/testing/memory-logger.js';
-import { startSimulator } from '../src/testing/simulator/index.js';
+import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
 
 const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -146,18 +146,6 @@ function median(values: readonly number[]): number {
   return percentiles(values).p50;
 }
 
-/** Seeded PRNG (mulberry32) so chunk sequences are the same on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return function next(): number {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * `global.gc` when node runs with --expose-gc, else none. Not forced on: a
  * full GC between blocks measurably raises the CPU per turn of every engine
@@ -251,7 +239,7 @@ function envelope(): Pick<ChunkLike, 'id' | 'object' | 'created' | 'model'> {
 
 /** OpenAI's shape: role chunk, text, then per call a header chunk and index+arguments fragments. */
 function openaiShapeChunks(): ChunkLike[] {
-  const next = rng(7);
+  const next = createRng(7);
   const chunks: ChunkLike[] = [
     {
       ...envelope(),
@@ -312,7 +300,7 @@ function openaiShapeChunks(): ChunkLike[] {
  * on every other one, usage on every chunk, finish on the last data chunk.
  */
 function vllmShapeChunks(): ChunkLike[] {
-  const next = rng(11);
+  const next = createRng(11);
   const chunks: ChunkLike[] = [];
   let completion = 0;
   const usage = (): ChunkLike['usage'] => ({

@@ -64,9 +64,11 @@ export interface RoundTiming {
   handlerMs: number;
 }
 
+/** Why tool calls were not run: cut off by the token limit or the filter, or past the round limit. */
+export type DiscardReason = 'length' | 'content_filter' | 'max_tool_rounds';
+
 /** Why a turn did not simply complete. */
-export type TurnEndReason =
-  'max_tool_rounds' | 'length' | 'content_filter' | 'cancelled' | 'llm_error';
+export type TurnEndReason = DiscardReason | 'cancelled' | 'llm_error';
 
 /** How a turn ended and what it added to history. */
 export interface TurnSummary {
@@ -99,7 +101,7 @@ export type TurnEvent =
       type: 'tool_calls.discarded';
       round: number;
       calls: ToolCall[];
-      reason: 'length' | 'content_filter' | 'max_tool_rounds';
+      reason: DiscardReason;
     }
   | { type: 'tool.result'; round: number; result: ToolResult }
   | { type: 'usage'; round: number; usage: UsageLike }
@@ -261,10 +263,10 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     const cutOff = done.finishReason === 'length' || done.finishReason === 'content_filter';
 
     if (calls.length === 0 || cutOff || final) {
-      let reason: TurnEndReason | undefined;
+      let reason: DiscardReason | undefined;
       if (calls.length > 0) {
-        reason = cutOff ? (done.finishReason as TurnEndReason) : 'max_tool_rounds';
-        yield { type: 'tool_calls.discarded', round, calls, reason: reason as 'length' };
+        reason = cutOff ? (done.finishReason as DiscardReason) : 'max_tool_rounds';
+        yield { type: 'tool_calls.discarded', round, calls, reason };
         options.log.warn(
           { round, calls: calls.map((c) => c.name), reason },
           'tool calls discarded',
@@ -276,7 +278,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
           yield { type: 'text.delta', round, delta: roundText };
         }
       } else if (cutOff) {
-        reason = done.finishReason as TurnEndReason;
+        reason = done.finishReason as DiscardReason;
       }
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
       yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: 0 };
@@ -289,7 +291,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
     added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
 
-    const results = await runCalls(calls, promptCalls, filter !== undefined, toolset, options);
+    const results = runCalls(calls, promptCalls, filter !== undefined, toolset, options);
     const resultMessages: ChatMessage[] = [];
     for (const pending of results) {
       const result = await pending;

@@ -8,7 +8,11 @@ import {
   defineToolLibrary,
   type OpenAiToolJson,
 } from '../../src/tools/index.js';
-import { startSimulator, type Simulator } from '../../src/testing/simulator/index.js';
+import {
+  PROFILE_NAMES,
+  startSimulator,
+  type Simulator,
+} from '../../src/testing/simulator/index.js';
 import { TRANSPORTS, collectTurn, conversation, simClient, types } from '../helpers/turn.js';
 
 const weatherTool: OpenAiToolJson = {
@@ -570,16 +574,8 @@ describe.each(TRANSPORTS)('over the %s transport', (transport) => {
   });
 
   describe('turn runner across vendor profiles', () => {
-    const profiles = [
-      'openai',
-      'vllm-hermes',
-      'ollama',
-      'groq',
-      'mistral',
-      'gemini-compat',
-      'lmstudio',
-      'litellm',
-    ] as const;
+    // legacy-functions answers `tools` requests like openai; it has its own test below.
+    const profiles = PROFILE_NAMES.filter((p) => p !== 'legacy-functions');
     for (const profile of profiles) {
       it(`runs parallel tool calls and resumes validly with the ${profile} profile`, async () => {
         sim.setProfile(profile);
