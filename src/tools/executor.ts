@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
 import { TroupeError } from '../errors.js';
 import { DEFAULT_MAX_TOOL_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT_MS } from './constants.js';
@@ -43,7 +44,19 @@ export function executeToolCalls(
   toolset: Toolset,
   options: ExecutorOptions,
 ): Promise<ToolResult>[] {
-  return calls.map((call) => executeToolCall(call, toolset, options));
+  if (calls.length <= 1) return calls.map((call) => executeToolCall(call, toolset, options));
+  // One listener on the turn's signal for the whole batch: a model may make
+  // dozens of parallel calls, and the turn's signal is not ours to raise limits on.
+  const batch = new AbortController();
+  setMaxListeners(0, batch.signal);
+  const forward = () => batch.abort(options.signal.reason);
+  if (options.signal.aborted) forward();
+  else options.signal.addEventListener('abort', forward, { once: true });
+  const results = calls.map((call) =>
+    executeToolCall(call, toolset, { ...options, signal: batch.signal }),
+  );
+  void Promise.all(results).then(() => options.signal.removeEventListener('abort', forward));
+  return results;
 }
 
 /** Runs one call: parse, validate, run under timeout and signal, encode and cap the output. */

@@ -395,3 +395,53 @@ describe('tool executor', () => {
     });
   });
 });
+
+describe('tool executor with many parallel calls', () => {
+  it('runs 40 parallel calls without piling listeners on the turn signal', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const echo = defineTool({
+        name: 'echo',
+        description: 'e',
+        parameters: z.object({ n: z.number() }),
+        handler: async ({ n }) => n,
+      });
+      const turn = new AbortController();
+      const calls = Array.from({ length: 40 }, (_, n) => call('echo', { n }, `call_${n}`));
+      const results = await Promise.all(
+        executeToolCalls(calls, createToolset([echo]), options(turn.signal)),
+      );
+      expect(results.map((r) => r.output)).toEqual(calls.map((_, n) => String(n)));
+      // Warnings are emitted on the next tick.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('cancels every call of a batch when the turn is aborted', async () => {
+    const wait = defineTool({
+      name: 'wait',
+      description: 'w',
+      parameters: z.object({}),
+      timeoutMs: 10_000,
+      handler: (_a, ctx) =>
+        new Promise((_r, reject) => ctx.signal.addEventListener('abort', reject)),
+    });
+    const turn = new AbortController();
+    const pending = executeToolCalls(
+      [call('wait', {}, 'a'), call('wait', {}, 'b'), call('wait', {}, 'c')],
+      createToolset([wait]),
+      options(turn.signal),
+    );
+    turn.abort();
+    expect((await Promise.all(pending)).map((r) => r.outcome)).toEqual([
+      'cancelled',
+      'cancelled',
+      'cancelled',
+    ]);
+  });
+});
