@@ -6,3 +6,5 @@ export const DEFAULT_MAX_TOOL_OUTPUT_BYTES = 16 * 1024;
 export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Variant name of tools that were not bound from a library. */
 export const DEFAULT_VARIANT = 'default';
+/** Most tool calls run from one model reply; the rest end as `error` without running. */
+export const DEFAULT_MAX_PARALLEL_TOOL_CALLS = 32;

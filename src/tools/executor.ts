@@ -1,7 +1,11 @@
 import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
 import { TroupeError } from '../errors.js';
-import { DEFAULT_MAX_TOOL_OUTPUT_BYTES, DEFAULT_TOOL_TIMEOUT_MS } from './constants.js';
+import {
+  DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+  DEFAULT_MAX_TOOL_OUTPUT_BYTES,
+  DEFAULT_TOOL_TIMEOUT_MS,
+} from './constants.js';
 import type { Toolset } from './library.js';
 import type { ToolCall, ToolContext, ToolLogger, ToolOutcome, ToolResult } from './types.js';
 
@@ -17,6 +21,8 @@ export interface ExecutorOptions {
   defaultTimeoutMs?: number;
   /** Cap on the output the model sees, in UTF-8 bytes. @defaultValue 16384 */
   maxOutputBytes?: number;
+  /** Calls of one batch that run; later ones end as `error` without running. @defaultValue 32 */
+  maxParallelCalls?: number;
 }
 
 /** A tool timed out; the handler's signal carries this as its reason. */
@@ -44,6 +50,26 @@ export function executeToolCalls(
   toolset: Toolset,
   options: ExecutorOptions,
 ): Promise<ToolResult>[] {
+  const max = options.maxParallelCalls ?? DEFAULT_MAX_PARALLEL_TOOL_CALLS;
+  if (calls.length > max) {
+    const run = executeToolCalls(calls.slice(0, max), toolset, options);
+    const refused = calls.slice(max).map((call) => {
+      options.log.warn(
+        { tool: call.name, callId: call.id, max },
+        'tool call over the parallel limit',
+      );
+      return Promise.resolve<ToolResult>({
+        callId: call.id,
+        name: call.name,
+        outcome: 'error',
+        output: `Error: ${call.name} was not run: at most ${max} tool calls run per reply. Call it again if it is still needed.`,
+        durationMs: 0,
+        handlerMs: 0,
+        variant: toolset.variant,
+      });
+    });
+    return [...run, ...refused];
+  }
   if (calls.length <= 1) return calls.map((call) => executeToolCall(call, toolset, options));
   // One listener on the turn's signal for the whole batch: a model may make
   // dozens of parallel calls, and the turn's signal is not ours to raise limits on.

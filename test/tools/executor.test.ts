@@ -397,7 +397,7 @@ describe('tool executor', () => {
 });
 
 describe('tool executor with many parallel calls', () => {
-  it('runs 40 parallel calls without piling listeners on the turn signal', async () => {
+  it('runs 30 parallel calls without piling listeners on the turn signal', async () => {
     const warnings: Error[] = [];
     const onWarning = (w: Error) => warnings.push(w);
     process.on('warning', onWarning);
@@ -409,7 +409,7 @@ describe('tool executor with many parallel calls', () => {
         handler: async ({ n }) => n,
       });
       const turn = new AbortController();
-      const calls = Array.from({ length: 40 }, (_, n) => call('echo', { n }, `call_${n}`));
+      const calls = Array.from({ length: 30 }, (_, n) => call('echo', { n }, `call_${n}`));
       const results = await Promise.all(
         executeToolCalls(calls, createToolset([echo]), options(turn.signal)),
       );
@@ -443,5 +443,25 @@ describe('tool executor with many parallel calls', () => {
       'cancelled',
       'cancelled',
     ]);
+  });
+});
+
+describe('tool executor limits', () => {
+  it('runs at most maxParallelCalls of one reply and ends the rest as error without running them', async () => {
+    let ran = 0;
+    const t = defineTool({
+      name: 't',
+      description: 't',
+      parameters: z.object({}),
+      handler: () => ++ran,
+    });
+    const calls = Array.from({ length: 5 }, (_, n) => call('t', {}, `call_${n}`));
+    const results = await Promise.all(
+      executeToolCalls(calls, createToolset([t]), { ...options(), maxParallelCalls: 3 }),
+    );
+    expect(ran).toBe(3);
+    expect(results.map((r) => r.outcome)).toEqual(['ok', 'ok', 'ok', 'error', 'error']);
+    expect(results[4]!.output).toMatch(/at most 3 tool calls run per reply/);
+    expect(results.map((r) => r.callId)).toEqual(calls.map((c) => c.id));
   });
 });
