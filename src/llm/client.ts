@@ -11,6 +11,11 @@ import { createHttpTransport } from './http-transport.js';
  */
 export type LlmTransport = 'http' | 'openai';
 
+/** How tools reach the model: the API's tool calling, or instructions in the prompt. */
+export type ToolMode = 'native' | 'prompt';
+/** Wire format of native tool calling: `tools` (current) or legacy `functions`. */
+export type ToolFormat = 'tools' | 'functions';
+
 /** Options of {@link createLlmClient}. */
 export interface LlmClientOptions {
   /** @defaultValue 'http' */
@@ -31,6 +36,10 @@ export interface LlmClientOptions {
   signal?: AbortSignal;
   /** Where the SDK's own warnings go (e.g. an unparsable chunk); silent when absent. */
   log?: ToolLogger;
+  /** The backend's way of calling tools; characters may override it. @defaultValue 'native' */
+  toolMode?: ToolMode;
+  /** The backend's tool-calling wire format. @defaultValue 'tools' */
+  toolFormat?: ToolFormat;
 }
 
 /** The body of a chat-completions request, minus `model` and `stream`. */
@@ -53,6 +62,9 @@ export interface ChatRequest {
 export interface LlmClient {
   readonly model: string;
   readonly baseURL: string;
+  /** How this backend calls tools, when it is not the native `tools` API. */
+  readonly toolMode?: ToolMode;
+  readonly toolFormat?: ToolFormat;
   /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
   stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
 }
@@ -86,6 +98,12 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
   const includeUsage = options.includeUsage ?? true;
   const baseURL = options.baseURL;
 
+  const backend = {
+    model,
+    baseURL,
+    ...(options.toolMode ? { toolMode: options.toolMode } : {}),
+    ...(options.toolFormat ? { toolFormat: options.toolFormat } : {}),
+  };
   const bodyOf = (request: ChatRequest) => ({
     ...request,
     model: request.model ?? model,
@@ -100,12 +118,11 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
       maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
       timeoutMs: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
     });
-    return { model, baseURL, stream: (request, signal) => transport(bodyOf(request), signal) };
+    return { ...backend, stream: (request, signal) => transport(bodyOf(request), signal) };
   }
 
   return {
-    model,
-    baseURL,
+    ...backend,
     stream: async function* streamChat(request, signal) {
       const body = bodyOf(request);
       let stream: AsyncIterable<ChunkLike> & { controller: AbortController };

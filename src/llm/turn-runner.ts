@@ -4,7 +4,7 @@ import type { Toolset } from '../tools/library.js';
 import type { ToolCall, ToolContext, ToolLogger, ToolResult } from '../tools/types.js';
 import { StreamAssembler, type AssembledCall } from './assembler.js';
 import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
-import type { ChatRequest, LlmClient } from './client.js';
+import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
 import {
   DEFAULT_MAX_TOOL_ROUNDS,
   DEFAULT_ROUND_LIMIT_FALLBACK,
@@ -17,10 +17,6 @@ import {
   type PromptCall,
 } from './prompt-tools.js';
 
-/** How tools reach the model: the API's tool calling, or instructions in the prompt. */
-export type ToolMode = 'native' | 'prompt';
-/** Wire format of native tool calling: `tools` (current) or legacy `functions`. */
-export type ToolFormat = 'tools' | 'functions';
 
 /** Options of {@link runTurn}. */
 export interface TurnOptions {
@@ -32,9 +28,9 @@ export interface TurnOptions {
   signal: AbortSignal;
   session: ToolContext['session'];
   log: ToolLogger;
-  /** @defaultValue 'native' */
+  /** Per character; else the backend's (`llm.toolMode`), else 'native'. */
   toolMode?: ToolMode;
-  /** @defaultValue 'tools' */
+  /** Per character; else the backend's (`llm.toolFormat`), else 'tools'. */
   toolFormat?: ToolFormat;
   /** Tool rounds before the model must answer without tools. @defaultValue 10 */
   maxToolRounds?: number;
@@ -131,8 +127,8 @@ export function epochNow(): number {
  */
 export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, TurnSummary> {
   const { llm, toolset, signal } = options;
-  const toolMode = options.toolMode ?? 'native';
-  const legacy = options.toolFormat === 'functions';
+  const toolMode = options.toolMode ?? llm.toolMode ?? 'native';
+  const legacy = (options.toolFormat ?? llm.toolFormat) === 'functions';
   const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
   const hasTools = toolset.descriptions.length > 0;
   const started = performance.now();

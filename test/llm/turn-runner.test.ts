@@ -652,6 +652,35 @@ describe.each(TRANSPORTS)('over the %s transport', (transport) => {
   });
 
   describe('prompt-based tool mode', () => {
+    it('is chosen per backend, and a character can still choose native', async () => {
+      sim.setScript({ rules: [{ reply: { parts: [{ text: 'Hi.' }] } }] });
+      const { createLlmClient } = await import('../../src/llm/client.js');
+      const promptBackend = await createLlmClient({
+        baseURL: sim.url,
+        model: 'sim-model',
+        transport,
+        toolMode: 'prompt',
+      });
+      await collectTurn({
+        llm: promptBackend,
+        messages: conversation('hi'),
+        toolset: weatherTools,
+      });
+      await collectTurn({
+        llm: promptBackend,
+        messages: conversation('hi'),
+        toolset: weatherTools,
+        toolMode: 'native',
+      });
+      const [byBackend, byCharacter] = chatRequests().map(
+        (r) => r.body as { tools?: unknown; messages: ChatMessage[] },
+      );
+      expect(byBackend!.tools).toBeUndefined();
+      expect(byBackend!.messages[0]!.content).toContain('TOOL_CALL:');
+      expect(byCharacter!.tools).toHaveLength(1);
+      expect(byCharacter!.messages[0]!.content).not.toContain('TOOL_CALL:');
+    });
+
     it('withholds TOOL_CALL lines, runs the call and feeds the result back as a message', async () => {
       sim.setScript({
         rules: [
