@@ -17,7 +17,6 @@ import {
   type PromptCall,
 } from './prompt-tools.js';
 
-
 /** Options of {@link runTurn}. */
 export interface TurnOptions {
   llm: LlmClient;
