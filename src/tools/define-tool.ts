@@ -121,7 +121,8 @@ export function jsonToolToRunnable(
   };
 }
 
-function pickBehaviour(b: ToolBehaviour): ToolBehaviour {
+/** The behaviour fields (timeout, cancellable, filler) that are set, and nothing else. */
+export function pickBehaviour(b: ToolBehaviour): ToolBehaviour {
   const out: ToolBehaviour = {};
   if (b.timeoutMs !== undefined) out.timeoutMs = b.timeoutMs;
   if (b.cancellable !== undefined) out.cancellable = b.cancellable;

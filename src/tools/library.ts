@@ -3,6 +3,7 @@ import { ConfigError, ToolBindingError } from '../errors.js';
 import { DEFAULT_VARIANT, TOOL_NAME_PATTERN } from './constants.js';
 import {
   jsonToolToRunnable,
+  pickBehaviour,
   zodToParameters,
   zodToolToRunnable,
   type OpenAiToolJson,
@@ -127,7 +128,7 @@ function bindOne(
         ? zodToolToRunnable(spec, impl.handler)
         : jsonToolToRunnable(spec, (_n, a, c) => impl.handler(a, c));
     checkSameSchema(name, library!.variant, tool.description.parameters, impl.parameters);
-    return { ...tool, ...behaviourOf(impl) };
+    return { ...tool, ...pickBehaviour(impl) };
   }
   if ('kind' in spec) {
     if (spec.handler === undefined && library) throw missing(name, library);
@@ -152,14 +153,6 @@ function missing(name: string, library: ToolLibrary): ToolBindingError {
     `tool ${name}: the tool library "${library.variant}" has no implementation of it ` +
       `(it has: ${have.length ? have.join(', ') : 'nothing'}). Add "${name}" to the library or give the tool a handler.`,
   );
-}
-
-function behaviourOf(impl: ToolImplementation): ToolBehaviour {
-  const out: ToolBehaviour = {};
-  if (impl.timeoutMs !== undefined) out.timeoutMs = impl.timeoutMs;
-  if (impl.cancellable !== undefined) out.cancellable = impl.cancellable;
-  if (impl.filler !== undefined) out.filler = impl.filler;
-  return out;
 }
 
 function checkSameSchema(

@@ -13,6 +13,7 @@ import {
   startSimulator,
   type Simulator,
 } from '../../src/testing/simulator/index.js';
+import { toolThatWaits } from '../helpers/tools.js';
 import { TRANSPORTS, collectTurn, conversation, simClient, types } from '../helpers/turn.js';
 
 const weatherTool: OpenAiToolJson = {
@@ -502,19 +503,7 @@ describe.each(TRANSPORTS)('over the %s transport', (transport) => {
     });
 
     it('cancels a running tool when the turn is cancelled and records a valid history', async () => {
-      let started!: () => void;
-      const running = new Promise<void>((r) => (started = r));
-      const wait = defineTool({
-        name: 'wait_for_it',
-        description: 'w',
-        parameters: z.object({}),
-        timeoutMs: 10_000,
-        handler: (_a, ctx) =>
-          new Promise((_res, rej) => {
-            started();
-            ctx.signal.addEventListener('abort', () => rej(new Error('aborted')));
-          }),
-      });
+      const { tool: wait, started: running } = toolThatWaits('wait_for_it');
       sim.setScript({
         rules: [{ reply: { parts: [{ toolCall: { name: 'wait_for_it', arguments: {} } }] } }],
       });

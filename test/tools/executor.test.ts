@@ -11,6 +11,7 @@ import {
   type ToolCall,
 } from '../../src/tools/index.js';
 import { createMemoryLogger } from '../../src/testing/memory-logger.js';
+import { toolThatWaits } from '../helpers/tools.js';
 
 const session = { id: 's1', character: 'test', state: {} };
 
@@ -222,21 +223,9 @@ describe('tool executor', () => {
 
   it('cancels a running cancellable tool when the turn is aborted', async () => {
     const turn = new AbortController();
-    let started!: () => void;
-    const running = new Promise<void>((r) => (started = r));
-    const wait = defineTool({
-      name: 'wait',
-      description: 'w',
-      parameters: z.object({}),
-      timeoutMs: 10_000,
-      handler: (_a, ctx) =>
-        new Promise((_resolve, reject) => {
-          started();
-          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason));
-        }),
-    });
-    const pending = executeToolCall(call('wait', {}), createToolset([wait]), options(turn.signal));
-    await running;
+    const { tool, started } = toolThatWaits('wait');
+    const pending = executeToolCall(call('wait', {}), createToolset([tool]), options(turn.signal));
+    await started;
     turn.abort();
     const r = await pending;
     expect(r.outcome).toBe('cancelled');
@@ -423,14 +412,7 @@ describe('tool executor with many parallel calls', () => {
   });
 
   it('cancels every call of a batch when the turn is aborted', async () => {
-    const wait = defineTool({
-      name: 'wait',
-      description: 'w',
-      parameters: z.object({}),
-      timeoutMs: 10_000,
-      handler: (_a, ctx) =>
-        new Promise((_r, reject) => ctx.signal.addEventListener('abort', reject)),
-    });
+    const { tool: wait } = toolThatWaits('wait');
     const turn = new AbortController();
     const pending = executeToolCalls(
       [call('wait', {}, 'a'), call('wait', {}, 'b'), call('wait', {}, 'c')],
