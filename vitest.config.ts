@@ -7,5 +7,11 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 15_000,
     hookTimeout: 15_000,
+    server: {
+      deps: {
+        // Characters are imported by Node itself, as in the server (see native-import.mjs).
+        external: [/src\/characters\/native-import\.mjs$/],
+      },
+    },
   },
 });

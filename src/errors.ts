@@ -58,3 +58,75 @@ export class TurnAbortedError extends TroupeError {
     super('E_ABORTED', message, options);
   }
 }
+
+/** The classes of character errors; each is counted in metrics by this label. */
+export type CharacterErrorKind =
+  | 'import'
+  | 'shape'
+  | 'file_name'
+  | 'duplicate_id'
+  | 'duplicate_tool'
+  | 'tool_name'
+  | 'missing_handler'
+  | 'handler_type'
+  | 'json_schema'
+  | 'binding'
+  | 'system_prompt';
+
+/** Every kind, for metrics that want each label present from the start. */
+export const CHARACTER_ERROR_KINDS: readonly CharacterErrorKind[] = [
+  'import',
+  'shape',
+  'file_name',
+  'duplicate_id',
+  'duplicate_tool',
+  'tool_name',
+  'missing_handler',
+  'handler_type',
+  'json_schema',
+  'binding',
+  'system_prompt',
+];
+
+/**
+ * A character file is wrong. The message reads
+ * `characters/narrator.ts: tools[0].name: what is wrong; what to write instead`.
+ */
+export class CharacterError extends TroupeError {
+  override name = 'CharacterError';
+  readonly kind: CharacterErrorKind;
+  /** The file as shown to people (relative to the working directory when inside it). */
+  readonly file: string;
+  /** The field path inside the character (`tools[0].function.name`), `''` for the whole file. */
+  readonly path: string;
+  /** What is wrong, without the file and path. */
+  readonly detail: string;
+
+  constructor(
+    kind: CharacterErrorKind,
+    file: string,
+    path: string,
+    detail: string,
+    options: TroupeErrorOptions = {},
+  ) {
+    super('E_CHARACTER', `${file}: ${path ? `${path}: ` : ''}${detail}`, options);
+    this.kind = kind;
+    this.file = file;
+    this.path = path;
+    this.detail = detail;
+  }
+}
+
+/** Strict loading found errors: all of them, in file order. */
+export class CharacterCheckError extends TroupeError {
+  override name = 'CharacterCheckError';
+  readonly errors: readonly CharacterError[];
+  constructor(errors: readonly CharacterError[]) {
+    super(
+      'E_CHARACTER',
+      `${errors.length} character error${errors.length === 1 ? '' : 's'}:\n` +
+        errors.map((e) => `  ${e.message.replaceAll('\n', '\n    ')}`).join('\n'),
+    );
+    this.errors = errors;
+  }
+}

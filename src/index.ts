@@ -1,4 +1,5 @@
 /** Troupe's public API: what character authors and embedders import. */
 export * from './errors.js';
+export * from './characters/index.js';
 export * from './llm/index.js';
 export * from './tools/index.js';

@@ -1,3 +1,4 @@
 /** Test kit: the LLM simulator and in-memory helpers. Never used on production paths. */
 export * from './memory-logger.js';
 export * from './simulator/index.js';
+export * from './character-kit.js';

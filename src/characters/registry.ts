@@ -1,0 +1,289 @@
+/**
+ * The character registry: every character of a directory, loaded and
+ * validated at startup, optionally kept fresh as files change. Sessions take
+ * a {@link LoadedCharacter} from it when they start and keep that version
+ * until they end.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { extname, join, resolve, sep } from 'node:path';
+import {
+  CHARACTER_ERROR_KINDS,
+  CharacterCheckError,
+  CharacterError,
+  ConfigError,
+  type CharacterErrorKind,
+} from '../errors.js';
+import type { ToolLogger } from '../tools/types.js';
+import { CHARACTER_EXTENSIONS, RELOAD_DEBOUNCE_MS } from './constants.js';
+import { characterId, loadCharacterFile, shownPath } from './load.js';
+import type { CharacterSummary, LoadedCharacter } from './types.js';
+
+/** Counters the registry feeds; prom-client's Counter and Gauge fit. */
+export interface CharacterMetrics {
+  loadErrors: { inc(labels: { type: CharacterErrorKind }): void };
+  reloads: { inc(labels: { outcome: 'ok' | 'failed' | 'removed' }): void };
+  loaded: { set(value: number): void };
+}
+
+/** Options of {@link loadCharacters}. */
+export interface CharacterRegistryOptions {
+  /** The characters directory. Only this directory is ever read; clients cannot name another. */
+  dir: string;
+  /**
+   * Fail on any error instead of skipping the bad file (CI, `troupe check`).
+   * Applies to the first load; a failed reload always keeps the old version.
+   * @defaultValue false
+   */
+  strict?: boolean;
+  /** Reload characters when their files change. @defaultValue false */
+  watch?: boolean;
+  log?: ToolLogger;
+  metrics?: CharacterMetrics;
+}
+
+/** A change to the registry, for listeners. */
+export type CharacterChange =
+  | { type: 'added' | 'updated'; id: string; character: LoadedCharacter }
+  | { type: 'removed'; id: string }
+  /** A reload failed; the previous version (if any) stays. */
+  | { type: 'failed'; id: string; errors: readonly CharacterError[] };
+
+/** The characters of one directory. */
+export interface CharacterRegistry {
+  readonly dir: string;
+  /** The characters, sorted by id. */
+  list(): CharacterSummary[];
+  /** The current version of a character, `undefined` for an unknown id. */
+  get(id: string): LoadedCharacter | undefined;
+  /** Errors of the files that are wrong right now, in file order. */
+  errors(): readonly CharacterError[];
+  /** Errors seen since startup, by kind (what the metrics count). */
+  errorCounts(): Record<CharacterErrorKind, number>;
+  /** Calls `listener` on every change; returns the function that stops it. */
+  subscribe(listener: (change: CharacterChange) => void): () => void;
+  /** Re-reads the whole directory now (what a change of a helper module triggers). */
+  reload(): Promise<void>;
+  /** Stops watching. */
+  close(): void;
+}
+
+const NOT_CHARACTERS = /(\.test|\.spec|\.d)\.[cm]?[jt]s$/;
+
+/** Whether a directory entry is a character module (top level, not a test or helper). */
+export function isCharacterFileName(name: string): boolean {
+  return (
+    (CHARACTER_EXTENSIONS as readonly string[]).includes(extname(name)) &&
+    !name.startsWith('.') &&
+    !name.startsWith('_') &&
+    !NOT_CHARACTERS.test(name)
+  );
+}
+
+/**
+ * Loads every character of a directory.
+ *
+ * @example
+ * const characters = await loadCharacters({ dir: 'characters', watch: true, log });
+ * const narrator = characters.get('narrator');
+ */
+export async function loadCharacters(
+  options: CharacterRegistryOptions,
+): Promise<CharacterRegistry> {
+  const dir = resolve(options.dir);
+  const info = await stat(dir).catch(() => undefined);
+  if (!info?.isDirectory()) {
+    throw new ConfigError(
+      `characters directory ${shownPath(dir)} does not exist or is not a directory; ` +
+        'set CHARACTERS_DIR to the folder holding your character files.',
+    );
+  }
+  const { log, metrics } = options;
+  const characters = new Map<string, LoadedCharacter>();
+  const fileErrors = new Map<string, CharacterError[]>();
+  const counts = Object.fromEntries(CHARACTER_ERROR_KINDS.map((k) => [k, 0])) as Record<
+    CharacterErrorKind,
+    number
+  >;
+  const listeners = new Set<(change: CharacterChange) => void>();
+  let generation = 0;
+
+  function emit(change: CharacterChange): void {
+    for (const listener of listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        log?.error({ err, id: change.id }, 'character change listener failed');
+      }
+    }
+  }
+
+  function recordErrors(file: string, errors: CharacterError[]): void {
+    fileErrors.set(file, errors);
+    for (const e of errors) {
+      counts[e.kind]++;
+      metrics?.loadErrors.inc({ type: e.kind });
+      log?.error({ file: e.file, path: e.path, kind: e.kind, detail: e.detail }, 'character error');
+    }
+  }
+
+  /** Top-level character files grouped by id; ids with several files are errors. */
+  async function discover(): Promise<Map<string, string[]>> {
+    const entries = await readdir(dir, { withFileTypes: true });
+    const byId = new Map<string, string[]>();
+    for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      if (!entry.isFile() || !isCharacterFileName(entry.name)) continue;
+      const file = join(dir, entry.name);
+      const id = characterId(file);
+      byId.set(id, [...(byId.get(id) ?? []), file]);
+    }
+    return byId;
+  }
+
+  /** Loads (or reloads) the ids given; `all` also drops characters whose files are gone. */
+  async function sync(only: ReadonlySet<string> | 'all'): Promise<void> {
+    const found = await discover().catch((err: unknown) => {
+      log?.error({ err, dir }, 'characters directory cannot be read');
+      return undefined;
+    });
+    if (found === undefined) return;
+    generation++;
+    for (const [id, character] of [...characters]) {
+      if (!found.has(id) && (only === 'all' || only.has(id))) {
+        characters.delete(id);
+        fileErrors.delete(character.file);
+        metrics?.reloads.inc({ outcome: 'removed' });
+        log?.info({ id, file: shownPath(character.file) }, 'character removed');
+        emit({ type: 'removed', id });
+      }
+    }
+    for (const file of fileErrors.keys()) {
+      if (!found.has(characterId(file))) fileErrors.delete(file);
+    }
+    for (const [id, files] of found) {
+      if (only !== 'all' && !only.has(id)) continue;
+      if (files.length > 1) {
+        for (const file of files) {
+          const others = files.filter((f) => f !== file).map(shownPath);
+          recordErrors(file, [
+            new CharacterError(
+              'duplicate_id',
+              shownPath(file),
+              '',
+              `duplicate character id "${id}" (also ${others.join(', ')}); the file name is the id, so rename or remove one`,
+            ),
+          ]);
+        }
+        emit({ type: 'failed', id, errors: files.flatMap((f) => fileErrors.get(f) ?? []) });
+        continue;
+      }
+      const file = files[0]!;
+      const previous = characters.get(id);
+      const result = await loadCharacterFile(file, {
+        root: dir,
+        generation,
+        version: (previous?.version ?? 0) + 1,
+      });
+      if (!result.ok) {
+        recordErrors(file, result.errors);
+        if (previous) metrics?.reloads.inc({ outcome: 'failed' });
+        emit({ type: 'failed', id, errors: result.errors });
+        continue;
+      }
+      fileErrors.delete(file);
+      characters.set(id, result.character);
+      if (previous) metrics?.reloads.inc({ outcome: 'ok' });
+      log?.info(
+        { id, file: shownPath(file), version: result.character.version },
+        previous ? 'character reloaded' : 'character loaded',
+      );
+      emit({ type: previous ? 'updated' : 'added', id, character: result.character });
+    }
+    metrics?.loaded.set(characters.size);
+  }
+
+  await sync('all');
+  if (options.strict) {
+    const errors = [...fileErrors.values()].flat();
+    if (errors.length > 0) throw new CharacterCheckError(errors);
+  }
+  if (characters.size === 0) log?.warn({ dir: shownPath(dir) }, 'no characters loaded');
+
+  // Reloads run one at a time, in the order changes arrive.
+  let queue: Promise<void> = Promise.resolve();
+  const enqueue = (only: ReadonlySet<string> | 'all') => {
+    queue = queue
+      .then(() => sync(only))
+      .catch((err: unknown) => {
+        log?.error({ err }, 'character reload failed');
+      });
+    return queue;
+  };
+
+  let watcher: FSWatcher | undefined;
+  if (options.watch) watcher = watchDirectory(dir, enqueue, log);
+
+  return {
+    dir,
+    list: () => [...characters.values()].sort((a, b) => (a.id < b.id ? -1 : 1)).map(summarise),
+    get: (id) => characters.get(id),
+    errors: () => [...fileErrors.values()].flat(),
+    errorCounts: () => ({ ...counts }),
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    reload: () => enqueue('all'),
+    close() {
+      watcher?.close();
+      watcher = undefined;
+    },
+  };
+}
+
+function summarise(c: LoadedCharacter): CharacterSummary {
+  return {
+    id: c.id,
+    name: c.name,
+    description: c.description,
+    voice: c.voice,
+    tools: c.toolNames,
+    variants: c.variants,
+    greeting: c.greeting,
+    version: c.version,
+  };
+}
+
+/**
+ * Watches the directory tree. A changed character file reloads that
+ * character; a change anywhere else (a helper module, a tool library in a
+ * subfolder) reloads them all, since any of them may import it.
+ */
+function watchDirectory(
+  dir: string,
+  enqueue: (only: ReadonlySet<string> | 'all') => Promise<void>,
+  log: ToolLogger | undefined,
+): FSWatcher {
+  let pending = new Set<string>();
+  let everything = false;
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    const only = everything ? 'all' : pending;
+    pending = new Set();
+    everything = false;
+    void enqueue(only);
+  };
+  const watcher = watch(dir, { recursive: true }, (_event, name) => {
+    if (name === null) everything = true;
+    else if (!name.includes(sep) && isCharacterFileName(name)) pending.add(characterId(name));
+    else if (!name.split(sep).some((part) => part === 'node_modules' || part.startsWith('.'))) {
+      everything = true;
+    } else return;
+    clearTimeout(timer);
+    // Editors save in bursts (write, rename, chmod); reload once they are done.
+    timer = setTimeout(flush, RELOAD_DEBOUNCE_MS);
+  });
+  watcher.on('error', (err) => log?.error({ err, dir }, 'characters directory watch failed'));
+  watcher.on('close', () => clearTimeout(timer));
+  return watcher;
+}

@@ -1,0 +1,500 @@
+/**
+ * Validation of character modules with zod. Every problem becomes a
+ * {@link CharacterError} naming the field path, what is wrong and what to
+ * write instead; all problems of a file are reported, not only the first.
+ */
+import { z } from 'zod';
+import { CharacterError, type CharacterErrorKind } from '../errors.js';
+import { TOOL_NAME_PATTERN } from '../tools/constants.js';
+import { compileJsonSchema } from '../tools/define-tool.js';
+import {
+  MAX_CHARACTER_TOOL_ROUNDS,
+  MAX_CHARACTER_TOOL_TIMEOUT_MS,
+  MAX_CHARACTER_TOOLS,
+} from './constants.js';
+
+/** A path into the character object, as zod reports it. */
+export type FieldPath = readonly PropertyKey[];
+
+/** One problem found in a character, before it is tied to its file. */
+export interface FieldProblem {
+  kind: CharacterErrorKind;
+  path: FieldPath;
+  detail: string;
+}
+
+type Kinded = { params: { kind: CharacterErrorKind } };
+
+function fn(what: string, example: string, kind: CharacterErrorKind = 'handler_type') {
+  return z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', {
+    error: `expected a function (${what}) such as ${example}`,
+    params: { kind },
+  } as { error: string } & Kinded);
+}
+
+const JSON_TYPES = ['string', 'number', 'integer', 'boolean', 'object', 'array', 'null'] as const;
+const JSON_TYPE_LIST = JSON_TYPES.map((t) => `"${t}"`).join(', ');
+
+/**
+ * The subset of JSON Schema that tool parameters use, checked field by field
+ * so a mistake is reported at its exact path (`…properties.importance.enum`).
+ */
+const jsonSchemaNode: z.ZodType = z.lazy(() =>
+  z
+    .looseObject(
+      {
+        type: z
+          .union([z.enum(JSON_TYPES), z.array(z.enum(JSON_TYPES)).min(1)], {
+            error: `expected one of ${JSON_TYPE_LIST} (or an array of them)`,
+          })
+          .optional(),
+        description: z.string({ error: 'expected a string' }).optional(),
+        properties: z
+          .record(z.string(), jsonSchemaNode, {
+            error: 'expected an object mapping each property name to its schema',
+          })
+          .optional(),
+        required: z
+          .array(z.string({ error: 'expected a property name (a string)' }), {
+            error: 'expected an array of property names such as ["location"]',
+          })
+          .optional(),
+        items: jsonSchemaNode.optional(),
+        anyOf: z.array(jsonSchemaNode, { error: 'expected an array of schemas' }).optional(),
+        oneOf: z.array(jsonSchemaNode, { error: 'expected an array of schemas' }).optional(),
+        allOf: z.array(jsonSchemaNode, { error: 'expected an array of schemas' }).optional(),
+        additionalProperties: z
+          .union([z.boolean(), jsonSchemaNode], { error: 'expected true, false or a schema' })
+          .optional(),
+        minimum: z.number({ error: 'expected a number' }).optional(),
+        maximum: z.number({ error: 'expected a number' }).optional(),
+        minLength: z.int({ error: 'expected an integer' }).min(0).optional(),
+        maxLength: z.int({ error: 'expected an integer' }).min(0).optional(),
+        minItems: z.int({ error: 'expected an integer' }).min(0).optional(),
+        maxItems: z.int({ error: 'expected an integer' }).min(0).optional(),
+      },
+      { error: 'expected a JSON Schema object such as {"type":"string"}' },
+    )
+    .superRefine((node, ctx) => {
+      checkEnum(node, ctx);
+      if (Array.isArray(node.required) && node.properties && typeof node.properties === 'object') {
+        const props = node.properties as Record<string, unknown>;
+        node.required.forEach((key, i) => {
+          if (typeof key === 'string' && !(key in props)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['required', i],
+              input: key,
+              message: `lists "${key}", which is not in properties; add it to properties or remove it from required`,
+            });
+          }
+        });
+      }
+    }),
+);
+
+function checkEnum(node: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  if (!('enum' in node)) return;
+  const values = node.enum;
+  const type = node.type;
+  const want =
+    type === undefined || type === 'string'
+      ? 'strings'
+      : type === 'number' || type === 'integer'
+        ? 'numbers'
+        : 'values';
+  if (!Array.isArray(values) || values.length === 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['enum'],
+      input: values,
+      message: `expected an array of ${want}`,
+    });
+    return;
+  }
+  values.forEach((v, i) => {
+    const ok =
+      want === 'strings'
+        ? typeof v === 'string'
+        : want === 'numbers'
+          ? typeof v === 'number'
+          : v === null || ['string', 'number', 'boolean'].includes(typeof v);
+    if (!ok) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['enum', i],
+        input: v,
+        message: `expected ${want === 'values' ? 'a string, number, boolean or null' : `one of the ${want} of a ${String(type ?? 'string')} enum`}`,
+      });
+    }
+  });
+}
+
+/** The `parameters` of a tool: an object schema at the top. */
+const toolParameters = z
+  .looseObject(
+    {
+      type: z.literal('object', {
+        error: 'expected "object": tool parameters are {"type":"object","properties":{…}}',
+      }),
+    },
+    {
+      error:
+        'expected an object schema such as {"type":"object","properties":{"city":{"type":"string"}}}',
+    },
+  )
+  // The node schema is recursive (z.lazy), so its static type is loose; any is safe here.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  .pipe(jsonSchemaNode as z.ZodType<any, any>);
+
+const toolName = z
+  .string({ error: 'expected a tool name (a string) such as "get_weather"' })
+  .refine((s) => TOOL_NAME_PATTERN.test(s), {
+    error: 'is not a valid tool name; use 1-64 letters, digits, "_" or "-" such as "get_weather"',
+    params: { kind: 'tool_name' },
+  } as { error: string } & Kinded);
+
+const behaviourShape = {
+  timeoutMs: z
+    .number({ error: 'expected a number of milliseconds such as 100' })
+    .positive({ error: 'expected a positive number of milliseconds such as 100' })
+    .max(MAX_CHARACTER_TOOL_TIMEOUT_MS, {
+      error: `expected at most ${MAX_CHARACTER_TOOL_TIMEOUT_MS} ms; a slower tool should answer at once and finish in the background`,
+    })
+    .optional(),
+  cancellable: z.boolean({ error: 'expected true or false' }).optional(),
+  filler: z
+    .strictObject(
+      {
+        text: z.string({ error: 'expected the text to say while waiting' }),
+        afterMs: z.number({ error: 'expected milliseconds such as 500' }).min(0),
+      },
+      { error: 'expected { text: "One moment…", afterMs: 500 }' },
+    )
+    .optional(),
+};
+
+const zodToolSchema = z.strictObject({
+  kind: z.literal('zod').optional(),
+  name: toolName,
+  description: z.string({ error: 'expected a string saying what the tool does' }),
+  parameters: z.custom<z.ZodObject>((v) => v instanceof z.ZodObject, {
+    error: 'expected a zod object schema such as z.object({ city: z.string() })',
+  }),
+  handler: fn('the tool handler', '({ city }, ctx) => `Sunny in ${city}`').optional(),
+  ...behaviourShape,
+});
+
+const jsonToolSchema = z.strictObject({
+  type: z.literal('function', { error: 'expected "function"' }),
+  function: z.strictObject(
+    {
+      name: toolName,
+      description: z.string({ error: 'expected a string saying what the tool does' }).optional(),
+      parameters: toolParameters.optional(),
+      strict: z.boolean({ error: 'expected true or false' }).optional(),
+    },
+    { error: 'expected { name, description, parameters }' },
+  ),
+  ...behaviourShape,
+});
+
+const toolLibrarySchema = z.custom<{ variant: string }>(
+  (v) =>
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as { variant?: unknown }).variant === 'string' &&
+    (v as { implementations?: unknown }).implementations instanceof Map,
+  { error: 'expected a tool library made with defineToolLibrary(variant, { … })' },
+);
+
+/** The fields of a character; tools are checked one by one afterwards. */
+const characterSchema = z.strictObject({
+  name: z
+    .string({ error: 'expected a non-empty string, the name users see, such as "Narrator"' })
+    .trim()
+    .min(1, { error: 'expected a non-empty string, the name users see, such as "Narrator"' }),
+  description: z.string({ error: 'expected a one-line string' }).optional(),
+  voice: z
+    .record(z.string(), z.string({ error: 'expected a voice name (a string)' }), {
+      error: 'expected the voice per TTS provider such as { espeak: "en-us", openai: "alloy" }',
+    })
+    .optional(),
+  instructions: z.unknown().refine((v) => v !== undefined, {
+    error: 'missing; expected the instructions such as { prompt: "You are a storyteller…" }',
+  }),
+  makeSystemPrompt: fn(
+    'the prompt generator',
+    '(instructions, ctx) => instructions.prompt',
+  ).optional(),
+  tools: z
+    .array(z.unknown(), { error: 'expected an array of tools such as [defineTool({ … })]' })
+    .max(MAX_CHARACTER_TOOLS, { error: `expected at most ${MAX_CHARACTER_TOOLS} tools` })
+    .optional(),
+  handleToolCall: fn(
+    'serving the OpenAI-JSON tools',
+    'async (name, args, ctx) => ({ … })',
+  ).optional(),
+  toolLibraries: z
+    .array(toolLibrarySchema, {
+      error: 'expected an array of tool libraries such as [defineToolLibrary("a", { … })]',
+    })
+    .optional(),
+  maxToolRounds: z
+    .int({ error: 'expected a whole number such as 3' })
+    .min(1, { error: 'expected at least 1' })
+    .max(MAX_CHARACTER_TOOL_ROUNDS, { error: `expected at most ${MAX_CHARACTER_TOOL_ROUNDS}` })
+    .optional(),
+  toolMode: z.enum(['native', 'prompt'], { error: 'expected "native" or "prompt"' }).optional(),
+  toolFormat: z
+    .enum(['tools', 'functions'], { error: 'expected "tools" or "functions"' })
+    .optional(),
+  greeting: z.string({ error: 'expected the first line the character says' }).optional(),
+  llm: z
+    .strictObject(
+      {
+        model: z.string({ error: 'expected a model name' }).min(1).optional(),
+        temperature: z
+          .number({ error: 'expected a number from 0 to 2' })
+          .min(0, { error: 'expected a number from 0 to 2' })
+          .max(2, { error: 'expected a number from 0 to 2' })
+          .optional(),
+        maxTokens: z
+          .int({ error: 'expected a whole number of tokens such as 512' })
+          .positive({ error: 'expected a positive number of tokens' })
+          .optional(),
+      },
+      { error: 'expected { model?, temperature?, maxTokens? }' },
+    )
+    .optional(),
+  metadata: z.record(z.string(), z.unknown(), { error: 'expected an object' }).optional(),
+});
+
+const KNOWN_FIELDS = Object.keys(characterSchema.shape);
+
+/** A character whose fields passed validation (tools still as written). */
+export type ValidCharacter = z.output<typeof characterSchema>;
+
+/** Checks a character object; returns every problem found (empty when valid). */
+export function validateCharacter(value: unknown): {
+  character: ValidCharacter | undefined;
+  problems: FieldProblem[];
+} {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return {
+      character: undefined,
+      problems: [
+        {
+          kind: 'shape',
+          path: [],
+          detail: `the default export must be a character object, got ${preview(value)}; write export default defineCharacter({ name, instructions, … })`,
+        },
+      ],
+    };
+  }
+  const problems: FieldProblem[] = [];
+  const parsed = characterSchema.safeParse(value, { reportInput: true });
+  if (!parsed.success) problems.push(...issuesToProblems(parsed.error.issues, [], KNOWN_FIELDS));
+  const raw = value as Record<string, unknown>;
+  if (Array.isArray(raw.tools)) problems.push(...checkTools(raw));
+  if (raw.makeSystemPrompt === undefined && raw.instructions !== undefined) {
+    const i = raw.instructions as { prompt?: unknown } | string;
+    if (typeof i !== 'string' && typeof i?.prompt !== 'string') {
+      problems.push({
+        kind: 'shape',
+        path: ['makeSystemPrompt'],
+        detail:
+          'missing; without instructions.prompt (a string) the character needs a prompt generator such as makeSystemPrompt: (instructions, ctx) => "You are …"',
+      });
+    }
+  }
+  return { character: problems.length ? undefined : (parsed.data as ValidCharacter), problems };
+}
+
+/** Whether a tool entry is written with zod (`defineTool`, or any zod `parameters`). */
+export function isZodToolEntry(tool: unknown): boolean {
+  if (typeof tool !== 'object' || tool === null) return false;
+  const t = tool as Record<string, unknown>;
+  return t.kind === 'zod' || t.parameters instanceof z.ZodType;
+}
+
+function checkTools(raw: Record<string, unknown>): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  const tools = raw.tools as unknown[];
+  const seen = new Map<string, number>();
+  const hasLibraries = Array.isArray(raw.toolLibraries) && raw.toolLibraries.length > 0;
+  tools.forEach((tool, i) => {
+    const at: PropertyKey[] = ['tools', i];
+    if (typeof tool !== 'object' || tool === null) {
+      problems.push({
+        kind: 'shape',
+        path: at,
+        detail: `expected a tool: defineTool({ name, description, parameters, handler }) or { type: "function", function: { name, description, parameters } }, got ${preview(tool)}`,
+      });
+      return;
+    }
+    const t = tool as Record<string, unknown>;
+    const zodStyle = isZodToolEntry(t);
+    const schema = zodStyle ? zodToolSchema : jsonToolSchema;
+    const parsed = schema.safeParse(t, { reportInput: true });
+    const fields = Object.keys(schema.shape);
+    if (!parsed.success) problems.push(...issuesToProblems(parsed.error.issues, at, fields));
+    const fnPart = t.function as Record<string, unknown> | undefined;
+    const name = zodStyle ? t.name : fnPart?.name;
+    const namePath = zodStyle ? [...at, 'name'] : [...at, 'function', 'name'];
+    if (typeof name === 'string') {
+      const first = seen.get(name);
+      if (first !== undefined) {
+        problems.push({
+          kind: 'duplicate_tool',
+          path: namePath,
+          detail: `duplicate tool name "${name}" (tools[${first}] has it too); give each tool its own name`,
+        });
+      } else seen.set(name, i);
+    }
+    if (!zodStyle && parsed.success && fnPart?.parameters !== undefined) {
+      // What the field checks above miss, the compiler catches (e.g. a $ref it cannot follow).
+      try {
+        compileJsonSchema(String(name), fnPart.parameters as Record<string, unknown>);
+      } catch (err) {
+        problems.push({
+          kind: 'json_schema',
+          path: [...at, 'function', 'parameters'],
+          detail: `is not a JSON Schema that can be validated (${(err as Error).cause instanceof Error ? ((err as Error).cause as Error).message : (err as Error).message}); write an object schema such as {"type":"object","properties":{…},"required":[…]}`,
+        });
+      }
+    }
+    if (hasLibraries) return; // the libraries are checked when the tools are bound
+    if (zodStyle && t.handler === undefined) {
+      problems.push({
+        kind: 'missing_handler',
+        path: [...at, 'handler'],
+        detail:
+          'missing; give defineTool a handler such as handler: (args, ctx) => "done", or bind the tool from a tool library (toolLibraries)',
+      });
+    }
+    if (!zodStyle && raw.handleToolCall === undefined) {
+      problems.push({
+        kind: 'missing_handler',
+        path: at,
+        detail: `the OpenAI-JSON tool "${String(name)}" has nothing to run it; add handleToolCall: async (name, args, ctx) => { … } to the character`,
+      });
+    }
+  });
+  return problems;
+}
+
+/** Turns zod issues into problems with paths under `prefix`. */
+function issuesToProblems(
+  issues: readonly z.core.$ZodIssue[],
+  prefix: FieldPath,
+  knownFields: readonly string[],
+): FieldProblem[] {
+  const out: FieldProblem[] = [];
+  for (const issue of issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) {
+        const guess = closest(key, knownFields);
+        out.push({
+          kind: 'shape',
+          path: [...prefix, ...issue.path, key],
+          detail: `unknown field${guess ? `; did you mean "${guess}"?` : `; known fields are ${knownFields.join(', ')}`}`,
+        });
+      }
+      continue;
+    }
+    const path = [...prefix, ...issue.path];
+    const kind = kindOf(issue, path);
+    const input = (issue as { input?: unknown }).input;
+    const detail =
+      input === undefined && issue.code !== 'custom'
+        ? issue.message.startsWith('missing')
+          ? issue.message
+          : `missing; ${issue.message}`
+        : issue.message.startsWith('missing') || issue.message.startsWith('lists ')
+          ? issue.message
+          : withGot(issue.message, input);
+    out.push({ kind, path, detail });
+  }
+  return out;
+}
+
+/** `what is wrong, got X; what to write`: the value goes before the advice. */
+function withGot(message: string, input: unknown): string {
+  const cut = message.indexOf('; ');
+  const got = `, got ${preview(input)}`;
+  return cut < 0 ? message + got : message.slice(0, cut) + got + message.slice(cut);
+}
+
+function kindOf(issue: z.core.$ZodIssue, path: FieldPath): CharacterErrorKind {
+  const given = (issue as { params?: { kind?: CharacterErrorKind } }).params?.kind;
+  if (given) return given;
+  // Anything inside an OpenAI tool's parameters is a JSON Schema mistake.
+  if (path[0] === 'tools' && path[2] === 'function' && path[3] === 'parameters') {
+    return 'json_schema';
+  }
+  return 'shape';
+}
+
+/** `tools[0].function.parameters.properties["my key"]` */
+export function formatPath(path: FieldPath): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) {
+      out += out ? `.${key}` : key;
+    } else out += `[${JSON.stringify(String(key))}]`;
+  }
+  return out;
+}
+
+/** A short, readable rendering of a wrong value for an error message. */
+export function preview(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (typeof value === 'function') return 'a function';
+  if (value instanceof z.ZodType) return 'a zod schema';
+  if (value instanceof Map) return 'a Map';
+  if (typeof value === 'bigint' || typeof value === 'symbol') return String(value);
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = Object.prototype.toString.call(value);
+  }
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** The known word nearest to a typo, if it is near enough to be a likely meaning. */
+function closest(word: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const d = editDistance(word.toLowerCase(), k.toLowerCase());
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return bestDistance <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(
+        (prev[j] ?? 0) + 1,
+        (cur[j - 1] ?? 0) + 1,
+        (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    prev = cur;
+  }
+  return prev[b.length] ?? 0;
+}
+
+/** Ties problems to a file. */
+export function toErrors(file: string, problems: readonly FieldProblem[]): CharacterError[] {
+  return problems.map((p) => new CharacterError(p.kind, file, formatPath(p.path), p.detail));
+}

@@ -1,0 +1,188 @@
+/**
+ * The authors' test kit: run a character against a scripted model (the LLM
+ * simulator on loopback) through the real turn engine, and look at what its
+ * tools were called with, what they returned and what the character said.
+ */
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import { CharacterCheckError } from '../errors.js';
+import { fromNamespace, loadCharacterFile } from '../characters/load.js';
+import type { Character, LoadedCharacter } from '../characters/types.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import { createLlmClient } from '../llm/client.js';
+import { runTurn, type TurnEvent, type TurnSummary } from '../llm/turn-runner.js';
+import type { ToolResult } from '../tools/types.js';
+import { createMemoryLogger, type MemoryLogger } from './memory-logger.js';
+import { startSimulator, type Simulator } from './simulator/server.js';
+import type { ProfileName } from './simulator/profiles.js';
+import type { SimReply, SimRule, SimScript } from './simulator/script.js';
+
+/** Options of {@link testCharacter}. */
+export interface CharacterTestOptions {
+  /** What the model answers: a script, or just its rules. */
+  script: SimScript | readonly SimRule[];
+  /** The tool-library variant to run (A/B). @defaultValue the character's first */
+  variant?: string;
+  /** How the simulated server chunks its stream. @defaultValue 'openai' */
+  profile?: ProfileName;
+  /** What the client would send with the session. @defaultValue {} */
+  metadata?: Record<string, unknown>;
+  /** The session's start time, for prompt generators that print it. @defaultValue new Date() */
+  now?: Date;
+  /** @defaultValue a random UUID */
+  sessionId?: string;
+  /** Id of an inline character (one passed as an object). @defaultValue 'inline' */
+  id?: string;
+}
+
+/** One turn as the test sees it. */
+export interface CharacterTurn {
+  /** Everything the character said this turn. */
+  text: string;
+  /** Each tool call with its `name`, validated `args`, `outcome` and `output`. */
+  toolCalls: ToolResult[];
+  summary: TurnSummary;
+  events: TurnEvent[];
+}
+
+/** A running test conversation with a character. */
+export interface CharacterTestSession {
+  readonly character: LoadedCharacter;
+  readonly systemPrompt: string;
+  /** The conversation so far, in the chat format sent to the model. */
+  readonly history: ChatMessage[];
+  /** The per-session state tools keep in `ctx.session.state`. */
+  readonly state: Record<string, unknown>;
+  /** Everything the character and its tools logged. */
+  readonly log: MemoryLogger;
+  /** The simulator: `simulator.requests` shows what the model was sent. */
+  readonly simulator: Simulator;
+  /** Sends a user message and runs the turn to its end. */
+  say(text: string, options?: { signal?: AbortSignal }): Promise<CharacterTurn>;
+  /** Stops the simulator. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a test conversation with a character: a file path, a loaded
+ * character, or a character object.
+ *
+ * @example
+ * const chat = await testCharacter('characters/hello.ts', {
+ *   script: [
+ *     { when: { round: 0 }, reply: callsTool('sayHello', { personName: 'Ada' }) },
+ *     { when: { round: 1 }, reply: says('I said hello to Ada.') },
+ *   ],
+ * });
+ * const turn = await chat.say('Greet Ada');
+ * expect(turn.toolCalls[0]).toMatchObject({ outcome: 'ok', output: 'Hello, Ada! Nice to meet you.' });
+ * await chat.close();
+ */
+export async function testCharacter(
+  character: string | LoadedCharacter | Character<never>,
+  options: CharacterTestOptions,
+): Promise<CharacterTestSession> {
+  const loaded = await resolveCharacter(character, options.id ?? 'inline');
+  const variant = options.variant ?? loaded.variants[0]!;
+  const toolset = loaded.toolset(variant);
+  const sessionId = options.sessionId ?? randomUUID();
+  const systemPrompt = await loaded.systemPrompt({
+    now: options.now ?? new Date(),
+    sessionId,
+    variant,
+    metadata: options.metadata ?? {},
+  });
+  const script: SimScript = isRuleList(options.script)
+    ? { rules: [...options.script] }
+    : options.script;
+  const simulator = await startSimulator({ script, profile: options.profile ?? 'openai' });
+  const llm = await createLlmClient({
+    baseURL: simulator.url,
+    apiKey: 'test',
+    model: loaded.llm.model ?? 'sim-model',
+    maxRetries: 0,
+  });
+  const log = createMemoryLogger({ session: sessionId, character: loaded.id });
+  const state: Record<string, unknown> = {};
+  const history: ChatMessage[] = [{ role: 'system', content: systemPrompt }];
+  if (loaded.greeting) history.push({ role: 'assistant', content: loaded.greeting });
+
+  return {
+    character: loaded,
+    systemPrompt,
+    history,
+    state,
+    log,
+    simulator,
+    async say(text, sayOptions = {}) {
+      history.push({ role: 'user', content: text });
+      const events: TurnEvent[] = [];
+      const turn = runTurn({
+        llm,
+        messages: history,
+        toolset,
+        signal: sayOptions.signal ?? new AbortController().signal,
+        session: { id: sessionId, character: loaded.id, state },
+        log,
+        ...(loaded.toolMode ? { toolMode: loaded.toolMode } : {}),
+        ...(loaded.toolFormat ? { toolFormat: loaded.toolFormat } : {}),
+        ...(loaded.maxToolRounds ? { maxToolRounds: loaded.maxToolRounds } : {}),
+        request: {
+          ...(loaded.llm.temperature !== undefined ? { temperature: loaded.llm.temperature } : {}),
+          ...(loaded.llm.maxTokens !== undefined ? { max_tokens: loaded.llm.maxTokens } : {}),
+        },
+      });
+      let step = await turn.next();
+      while (!step.done) {
+        events.push(step.value);
+        step = await turn.next();
+      }
+      const summary = step.value;
+      history.push(...summary.messages);
+      return { text: summary.text, toolCalls: summary.toolCalls, summary, events };
+    },
+    close: () => simulator.close(),
+  };
+}
+
+/** A scripted reply that says `text`. */
+export function says(text: string): SimReply {
+  return { parts: [{ text }] };
+}
+
+/**
+ * A scripted reply that calls tools; pass several `[name, args]` pairs for
+ * parallel calls, and `text` to say something first.
+ *
+ * @example callsTool('get_current_weather', { location: 'Paris', format: 'celsius' })
+ */
+export function callsTool(
+  name: string,
+  args: Record<string, unknown> | string = {},
+  ...more: [name: string, args: Record<string, unknown> | string][]
+): SimReply {
+  return {
+    parts: [[name, args] as const, ...more].map(([n, a]) => ({
+      toolCall: { name: n, arguments: a },
+    })),
+  };
+}
+
+async function resolveCharacter(
+  character: string | LoadedCharacter | Character<never>,
+  id: string,
+): Promise<LoadedCharacter> {
+  if (typeof character === 'string') {
+    const result = await loadCharacterFile(resolve(character));
+    if (!result.ok) throw new CharacterCheckError(result.errors);
+    return result.character;
+  }
+  if ('toolset' in character && typeof character.toolset === 'function') return character;
+  const result = await fromNamespace({ default: character }, { id, file: `${id}.ts`, version: 1 });
+  if (!result.ok) throw new CharacterCheckError(result.errors);
+  return result.character;
+}
+
+function isRuleList(script: SimScript | readonly SimRule[]): script is readonly SimRule[] {
+  return Array.isArray(script);
+}
