@@ -3,7 +3,7 @@
  * on every reload, and import failures turned into messages with file:line.
  */
 import { readFile } from 'node:fs/promises';
-import { register } from 'node:module';
+import { findSourceMap, register } from 'node:module';
 import { extname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { transform, type Message } from 'esbuild';
@@ -22,7 +22,11 @@ function ensureHooks(): void {
   const underTsx = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((a) =>
     a.includes('tsx'),
   );
-  if (!underTsx) registerTsx();
+  if (!underTsx) {
+    registerTsx();
+    // As the tsx CLI does: stack traces of TypeScript characters point at their own lines.
+    process.setSourceMapsEnabled(true);
+  }
   register(new URL('./fresh-import-hooks.mjs', import.meta.url));
 }
 
@@ -119,14 +123,22 @@ async function locateSyntaxError(file: string): Promise<Message | undefined> {
   }
 }
 
-/** The line of `file` in the error's stack where it was thrown, if it is there. */
-function thrownAt(err: Error, file: string): string | undefined {
+/**
+ * The line of `file` in the error's stack where it was thrown, if it is
+ * there, mapped back through the module's source map (tsx compiles
+ * TypeScript into fewer lines; test runners may format stacks themselves).
+ */
+function thrownAt(err: Error, file: string): number | undefined {
   const href = pathToFileURL(file).href;
   for (const frame of (err.stack ?? '').split('\n')) {
-    const i = frame.indexOf(href) >= 0 ? frame.indexOf(href) : frame.indexOf(file);
-    if (i < 0) continue;
-    const m = /:(\d+):\d+\)?\s*$/.exec(frame);
-    if (m) return m[1];
+    const m = /((?:file:\/\/)?\/[^\s()]+):(\d+):(\d+)\)?\s*$/.exec(frame);
+    if (!m) continue;
+    const [, where, line, column] = m as unknown as [string, string, string, string];
+    const bare = where.replace(/\?.*$/, '');
+    if (bare !== href && bare !== file) continue;
+    const entry = findSourceMap(where)?.findEntry(Number(line) - 1, Number(column) - 1);
+    const original = entry && 'originalLine' in entry ? entry.originalLine : undefined;
+    return original === undefined ? Number(line) : original + 1;
   }
   return undefined;
 }

@@ -75,23 +75,34 @@ const jsonSchemaNode: z.ZodType = z.lazy(() =>
       },
       { error: 'expected a JSON Schema object such as {"type":"string"}' },
     )
-    .superRefine((node, ctx) => {
-      checkEnum(node, ctx);
-      if (Array.isArray(node.required) && node.properties && typeof node.properties === 'object') {
-        const props = node.properties as Record<string, unknown>;
-        node.required.forEach((key, i) => {
-          if (typeof key === 'string' && !(key in props)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: ['required', i],
-              input: key,
-              message: `lists "${key}", which is not in properties; add it to properties or remove it from required`,
-            });
-          }
-        });
-      }
-    }),
+    .superRefine(
+      (node, ctx) => {
+        checkEnum(node, ctx);
+        if (
+          Array.isArray(node.required) &&
+          node.properties &&
+          typeof node.properties === 'object'
+        ) {
+          const props = node.properties as Record<string, unknown>;
+          node.required.forEach((key, i) => {
+            if (typeof key === 'string' && !(key in props)) {
+              ctx.addIssue({
+                code: 'custom',
+                path: ['required', i],
+                input: key,
+                message: `lists "${key}", which is not in properties; add it to properties or remove it from required`,
+              });
+            }
+          });
+        }
+      }, // Run even when a field above failed, so every mistake of a node is reported.
+      { when: (payload) => isPlainObject(payload.value) },
+    ),
 );
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
 
 function checkEnum(node: Record<string, unknown>, ctx: z.RefinementCtx): void {
   if (!('enum' in node)) return;

@@ -1,0 +1,89 @@
+/**
+ * `troupe check`: load every character of a directory the way the server
+ * does and report each one and every error, for authors and CI.
+ */
+import type { CharacterError } from '../errors.js';
+import { shownPath } from './load.js';
+import { loadCharacters } from './registry.js';
+
+/** One character file in the report. */
+export interface CheckRow {
+  id: string;
+  name: string;
+  tools: readonly string[];
+  /** `ok`, or the kinds of error found in its file. */
+  status: string;
+}
+
+/** What `troupe check` found. */
+export interface CheckReport {
+  dir: string;
+  rows: CheckRow[];
+  errors: readonly CharacterError[];
+}
+
+/**
+ * Loads a characters directory and reports on it. Never throws for bad
+ * characters (they are in `errors`); throws a ConfigError when `dir` is not a directory.
+ *
+ * @example
+ * const report = await checkCharacters('characters');
+ * process.exitCode = report.errors.length ? 1 : 0;
+ */
+export async function checkCharacters(dir: string): Promise<CheckReport> {
+  const registry = await loadCharacters({ dir });
+  const errors = registry.errors();
+  const rows: CheckRow[] = registry.list().map((c) => ({
+    id: c.id,
+    name: c.name,
+    tools: c.tools,
+    status: 'ok',
+  }));
+  const failed = new Map<string, Set<string>>();
+  for (const e of errors) {
+    const id = idOf(e.file);
+    failed.set(id, (failed.get(id) ?? new Set()).add(e.kind));
+  }
+  for (const [id, kinds] of failed) {
+    rows.push({ id, name: '-', tools: [], status: `error: ${[...kinds].join(', ')}` });
+  }
+  rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  registry.close();
+  return { dir: shownPath(registry.dir), rows, errors };
+}
+
+function idOf(file: string): string {
+  const base = file.split(/[\\/]/).pop() ?? file;
+  return base.replace(/\.[^.]+$/, '');
+}
+
+/** The report as text: a table, then every error. */
+export function formatCheckReport(report: CheckReport): string {
+  const header: CheckRow = { id: 'id', name: 'name', tools: [], status: 'status' };
+  const cells = (r: CheckRow, isHeader = false) => [
+    r.id,
+    r.name,
+    isHeader ? 'tools' : r.tools.join(', ') || '-',
+    r.status,
+  ];
+  const table = [cells(header, true), ...report.rows.map((r) => cells(r))];
+  const widths = [0, 1, 2, 3].map((i) => Math.max(...table.map((row) => row[i]!.length)));
+  const lines = table.map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  );
+  const ok = report.rows.filter((r) => r.status === 'ok').length;
+  const out = [
+    `Characters in ${report.dir}:`,
+    '',
+    ...lines,
+    '',
+    `${ok} ok, ${report.rows.length - ok} with errors, ${report.errors.length} error${report.errors.length === 1 ? '' : 's'}.`,
+  ];
+  if (report.errors.length > 0) {
+    out.push('', ...report.errors.map((e) => `error [${e.kind}] ${e.message}`));
+  }
+  return out.join('\n');
+}
