@@ -48,7 +48,7 @@ export async function checkCharacters(dir: string): Promise<CheckReport> {
     rows.push({ id, name: '-', tools: [], status: `error: ${[...kinds].join(', ')}` });
   }
   rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  registry.close();
+  await registry.close();
   return { dir: shownPath(registry.dir), rows, errors };
 }
 

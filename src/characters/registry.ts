@@ -4,9 +4,9 @@
  * a {@link LoadedCharacter} from it when they start and keep that version
  * until they end.
  */
-import { watch, type FSWatcher } from 'node:fs';
+import { watch as chokidarWatch } from 'chokidar';
 import { readdir, stat } from 'node:fs/promises';
-import { extname, join, resolve, sep } from 'node:path';
+import { extname, join, relative, resolve, sep } from 'node:path';
 import {
   CHARACTER_ERROR_KINDS,
   CharacterCheckError,
@@ -64,8 +64,12 @@ export interface CharacterRegistry {
   subscribe(listener: (change: CharacterChange) => void): () => void;
   /** Re-reads the whole directory now (what a change of a helper module triggers). */
   reload(): Promise<void>;
-  /** Stops watching. */
-  close(): void;
+  /** Stops watching and waits for a reload in progress. */
+  close(): Promise<void>;
+}
+
+interface FSWatcher {
+  close(): Promise<void>;
 }
 
 const NOT_CHARACTERS = /(\.test|\.spec|\.d)\.[cm]?[jt]s$/;
@@ -221,7 +225,7 @@ export async function loadCharacters(
   };
 
   let watcher: FSWatcher | undefined;
-  if (options.watch) watcher = watchDirectory(dir, enqueue, log);
+  if (options.watch) watcher = await watchDirectory(dir, enqueue, log);
 
   return {
     dir,
@@ -234,9 +238,11 @@ export async function loadCharacters(
       return () => listeners.delete(listener);
     },
     reload: () => enqueue('all'),
-    close() {
-      watcher?.close();
+    async close() {
+      const closing = watcher?.close();
       watcher = undefined;
+      await closing;
+      await queue;
     },
   };
 }
@@ -255,15 +261,16 @@ function summarise(c: LoadedCharacter): CharacterSummary {
 }
 
 /**
- * Watches the directory tree. A changed character file reloads that
- * character; a change anywhere else (a helper module, a tool library in a
- * subfolder) reloads them all, since any of them may import it.
+ * Watches the directory tree (chokidar: atomic saves, new subfolders). A
+ * changed character file reloads that character; a change anywhere else (a
+ * helper module, a tool library in a subfolder) reloads them all, since any
+ * of them may import it. Resolves once the watch is in place.
  */
-function watchDirectory(
+async function watchDirectory(
   dir: string,
   enqueue: (only: ReadonlySet<string> | 'all') => Promise<void>,
   log: ToolLogger | undefined,
-): FSWatcher {
+): Promise<FSWatcher> {
   let pending = new Set<string>();
   let everything = false;
   let timer: NodeJS.Timeout | undefined;
@@ -273,17 +280,25 @@ function watchDirectory(
     everything = false;
     void enqueue(only);
   };
-  const watcher = watch(dir, { recursive: true }, (_event, name) => {
-    if (name === null) everything = true;
-    else if (!name.includes(sep) && isCharacterFileName(name)) pending.add(characterId(name));
-    else if (!name.split(sep).some((part) => part === 'node_modules' || part.startsWith('.'))) {
-      everything = true;
-    } else return;
+  const ignored = (path: string) =>
+    relative(dir, path)
+      .split(sep)
+      .some((part) => part === 'node_modules' || part.startsWith('.'));
+  const watcher = chokidarWatch(dir, { ignoreInitial: true, ignored });
+  watcher.on('all', (_event, path) => {
+    const name = relative(dir, path);
+    if (!name.includes(sep) && isCharacterFileName(name)) pending.add(characterId(name));
+    else everything = true;
     clearTimeout(timer);
     // Editors save in bursts (write, rename, chmod); reload once they are done.
     timer = setTimeout(flush, RELOAD_DEBOUNCE_MS);
   });
   watcher.on('error', (err) => log?.error({ err, dir }, 'characters directory watch failed'));
-  watcher.on('close', () => clearTimeout(timer));
-  return watcher;
+  await new Promise<void>((ready) => watcher.once('ready', ready));
+  return {
+    close: async () => {
+      clearTimeout(timer);
+      await watcher.close();
+    },
+  };
 }

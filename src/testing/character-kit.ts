@@ -78,8 +78,8 @@ export interface CharacterTestSession {
  * expect(turn.toolCalls[0]).toMatchObject({ outcome: 'ok', output: 'Hello, Ada! Nice to meet you.' });
  * await chat.close();
  */
-export async function testCharacter(
-  character: string | LoadedCharacter | Character<never>,
+export async function testCharacter<I>(
+  character: string | LoadedCharacter | Character<I>,
   options: CharacterTestOptions,
 ): Promise<CharacterTestSession> {
   const loaded = await resolveCharacter(character, options.id ?? 'inline');
@@ -168,8 +168,8 @@ export function callsTool(
   };
 }
 
-async function resolveCharacter(
-  character: string | LoadedCharacter | Character<never>,
+async function resolveCharacter<I>(
+  character: string | LoadedCharacter | Character<I>,
   id: string,
 ): Promise<LoadedCharacter> {
   if (typeof character === 'string') {

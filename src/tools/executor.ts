@@ -260,7 +260,12 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unkno
     if (got === undefined && issue.code === 'invalid_type') {
       return `${path}: required (expected ${issue.expected})`;
     }
-    let message = issue.message.replace(/^Invalid (input|option): /, '');
+    let message = issue.message
+      .replace(/^Invalid (input|option): /, '')
+      .replace(/^expected int, received number$/, 'expected an integer');
+    // A missing enum or literal field is reported by zod as a bad value; say it is missing.
+    if (got === undefined && issue.code === 'invalid_value')
+      return `${path}: required (${message})`;
     if (issue.code === 'unrecognized_keys') message = `unexpected ${issue.keys.join(', ')}`;
     return got === undefined ? `${path}: ${message}` : `${path}: ${message}, got ${preview(got)}`;
   });

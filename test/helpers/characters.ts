@@ -1,5 +1,5 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { CharacterChange, CharacterRegistry } from '../../src/characters/registry.js';
 
 /** Where test character directories go: inside the project, so `zod` and `src/` resolve. */
@@ -28,7 +28,10 @@ export async function characterDir(files: Record<string, string> = {}): Promise<
   const write = async (name: string, source: string) => {
     const file = join(dir, name);
     await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, source);
+    // Write then rename, as editors do, so a watcher never sees a half-written file.
+    const temp = join(dirname(file), `.${basename(file)}.tmp`);
+    await writeFile(temp, source);
+    await rename(temp, file);
     return file;
   };
   for (const [name, source] of Object.entries(files)) await write(name, source);

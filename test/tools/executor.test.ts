@@ -118,8 +118,23 @@ describe('tool executor', () => {
     );
     expect(r.outcome).toBe('invalid_args');
     expect(r.output).toContain('location: expected string');
-    expect(r.output).toContain('days:');
+    expect(r.output).toContain('days: expected an integer, got 1.5');
     expect(r.output).toContain('stops.1.city: required');
+  });
+
+  it('reports a missing enum argument as required, with its choices', async () => {
+    const strictFormat = structuredClone(weatherJson);
+    (strictFormat.function.parameters as { required: string[] }).required.push('format');
+    delete (strictFormat.function.parameters as { properties: { format: { default?: string } } })
+      .properties.format.default;
+    const tools = createToolset([strictFormat], { handleToolCall: () => 'x' });
+    const r = await executeToolCall(
+      call('get_current_weather', { location: 'Oslo' }),
+      tools,
+      options(),
+    );
+    expect(r.outcome).toBe('invalid_args');
+    expect(r.output).toContain('format: required (expected one of "celsius"|"fahrenheit")');
   });
 
   it('treats empty, whitespace and null arguments as no arguments', async () => {
