@@ -3,7 +3,8 @@
  * every variant and try its prompt generator once, so that everything that
  * can be wrong with a character is found at load time, not in a session.
  */
-import { basename, extname, relative, resolve, sep } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { basename, dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { CharacterError, ConfigError, ToolBindingError } from '../errors.js';
 import { DEFAULT_VARIANT } from '../tools/constants.js';
 import { createToolset, type ToolLibrary, type ToolSpec, type Toolset } from '../tools/library.js';
@@ -70,6 +71,16 @@ export async function loadCharacterFile(
       ),
     );
   }
+  if (extname(path) !== '.mjs' && (await packageType(dirname(path))) !== 'module') {
+    return fail(
+      new CharacterError(
+        'import',
+        shown,
+        '',
+        `is not inside an ES-module package, so it would load as CommonJS; put {"type":"module"} in a package.json in ${shownPath(dirname(path))} (or use the .mjs extension)`,
+      ),
+    );
+  }
   let ns: Record<string, unknown>;
   try {
     ns = await importFresh(
@@ -118,6 +129,21 @@ export async function fromNamespace(
     return { ok: false, errors: toErrors(shown, authorPaths([problem], mod.authorPath)) };
   }
   return { ok: true, character: loaded };
+}
+
+/** The `type` of the package.json nearest to `dir`, as Node decides how to load .ts/.js files. */
+async function packageType(dir: string): Promise<string | undefined> {
+  for (let d = dir; ; d = dirname(d)) {
+    const text = await readFile(join(d, 'package.json'), 'utf8').catch(() => undefined);
+    if (text !== undefined) {
+      try {
+        return (JSON.parse(text) as { type?: string }).type;
+      } catch {
+        return undefined;
+      }
+    }
+    if (dirname(d) === d) return undefined;
+  }
 }
 
 function fail(error: CharacterError): LoadResult {
@@ -198,6 +224,7 @@ function buildLoaded(
     toolMode: character.toolMode,
     toolFormat: character.toolFormat,
     llm: Object.freeze({ ...(character.llm ?? {}) }),
+    metadata: Object.freeze({ ...(character.metadata ?? {}) }),
     toolNames: Object.freeze(first.descriptions.map((d) => d.name)),
     variants: Object.freeze(variants),
     systemPrompt: (ctx: PromptContext) =>

@@ -65,6 +65,8 @@ export interface Character<I = CharacterInstructions> {
   /** The first line the character says when a session starts. */
   greeting?: string;
   llm?: CharacterLlmOverrides;
+  /** Free-form data for whoever runs the character (dashboards, frontends); Troupe ignores it. */
+  metadata?: Record<string, unknown>;
 }
 
 /** A character that passed validation, ready for sessions. Immutable. */
@@ -87,6 +89,7 @@ export interface LoadedCharacter {
   readonly toolMode: ToolMode | undefined;
   readonly toolFormat: ToolFormat | undefined;
   readonly llm: Readonly<CharacterLlmOverrides>;
+  readonly metadata: Readonly<Record<string, unknown>>;
   /** Tool names in the character's order. */
   readonly toolNames: readonly string[];
   /** The variants a session may ask for; the first is the default. */

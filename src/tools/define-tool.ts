@@ -37,8 +37,11 @@ export function defineTool<S extends z.ZodObject>(spec: ZodToolSpec<S>): ZodTool
   return { ...spec, kind: 'zod' };
 }
 
-/** The OpenAI JSON form of a tool, as ported from other character files. */
-export interface OpenAiToolJson {
+/**
+ * The OpenAI JSON form of a tool, as ported from other character files. The
+ * behaviour fields (`timeoutMs`, `cancellable`, `filler`) sit beside `function`.
+ */
+export interface OpenAiToolJson extends ToolBehaviour {
   type: 'function';
   function: { name: string; description?: string; parameters?: Record<string, unknown> };
 }

@@ -126,7 +126,7 @@ function bindOne(
     const tool =
       'kind' in spec
         ? zodToolToRunnable(spec, impl.handler)
-        : jsonToolToRunnable(spec, (_n, a, c) => impl.handler(a, c));
+        : jsonToolToRunnable(spec, (_n, a, c) => impl.handler(a, c), spec);
     checkSameSchema(name, library!.variant, tool.description.parameters, impl.parameters);
     return { ...tool, ...pickBehaviour(impl) };
   }
@@ -144,7 +144,7 @@ function bindOne(
   if (typeof handleToolCall !== 'function') {
     throw new ConfigError(`handleToolCall: must be a function, got ${typeof handleToolCall}.`);
   }
-  return jsonToolToRunnable(spec, handleToolCall);
+  return jsonToolToRunnable(spec, handleToolCall, spec);
 }
 
 function missing(name: string, library: ToolLibrary): ToolBindingError {

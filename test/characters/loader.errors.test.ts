@@ -412,3 +412,23 @@ describe('a valid character', () => {
     expect(result.ok && result.character.toolNames).toEqual(['roll']);
   });
 });
+
+describe('a character outside an ES-module package', () => {
+  it('is refused with the package.json to write', async () => {
+    const outside = await characterDir({ 'package.json': '{"name":"not-esm"}' });
+    try {
+      const file = await outside.write('a.ts', character());
+      const result = await loadCharacterFile(file);
+      expect(result.ok).toBe(false);
+      if (result.ok) return;
+      expect(result.errors.map((e) => e.kind)).toEqual(['import']);
+      expect(result.errors[0]!.detail).toMatch(
+        /^is not inside an ES-module package, so it would load as CommonJS; put \{"type":"module"\} in a package.json in /,
+      );
+      const mjs = await outside.write('b.mjs', `export default { name: 'B', instructions: 'x' };`);
+      expect((await loadCharacterFile(mjs)).ok).toBe(true);
+    } finally {
+      await outside.cleanup();
+    }
+  });
+});

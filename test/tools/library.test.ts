@@ -52,6 +52,27 @@ describe('tool libraries (late binding and A/B variants)', () => {
     expect(b.tools.get('sayHello')?.timeoutMs).toBe(50);
   });
 
+  it('keeps the timeout, cancellable and filler written beside an OpenAI-JSON tool', () => {
+    const slow: OpenAiToolJson = {
+      type: 'function',
+      function: { name: 'slow_lookup' },
+      timeoutMs: 1000,
+      cancellable: false,
+      filler: { text: 'One moment.', afterMs: 300 },
+    };
+    const inline = createToolset([slow], { handleToolCall: () => 'x' });
+    const bound = createToolset([slow], {
+      library: defineToolLibrary('a', { slow_lookup: () => 'y' }),
+    });
+    for (const set of [inline, bound]) {
+      expect(set.tools.get('slow_lookup')).toMatchObject({
+        timeoutMs: 1000,
+        cancellable: false,
+        filler: { text: 'One moment.', afterMs: 300 },
+      });
+    }
+  });
+
   it('keeps the character description the model sees, whatever the variant', () => {
     const a = createToolset([sayHello], { library: variantA });
     expect(a.descriptions).toEqual([
