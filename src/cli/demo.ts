@@ -1,149 +1,109 @@
 /**
- * The offline demo: starts the LLM simulator on loopback and runs a scripted
- * conversation through the turn engine, printing the reply as it streams and a
- * line per tool call. No network, no model, no keys.
+ * The offline demo: loads the characters in characters/, starts the LLM
+ * simulator on loopback, and talks to four of them through the turn engine,
+ * printing each reply as it streams and a line per tool call. No network, no
+ * model, no keys.
  */
-import { z } from 'zod';
+import { formatCheckReport, checkCharacters } from '../characters/check.js';
+import { loadCharacters } from '../characters/registry.js';
+import type { LoadedCharacter } from '../characters/types.js';
 import type { ChatMessage } from '../llm/chunk.js';
-import { createLlmClient } from '../llm/client.js';
+import { createLlmClient, type LlmClient } from '../llm/client.js';
 import { runTurn } from '../llm/turn-runner.js';
-import { createToolset, defineTool, type OpenAiToolJson } from '../tools/index.js';
 import { createMemoryLogger } from '../testing/memory-logger.js';
-import { startSimulator, type SimScript } from '../testing/simulator/index.js';
+import { startSimulator, type SimReply, type SimScript } from '../testing/simulator/index.js';
 
-const weather: OpenAiToolJson = {
-  type: 'function',
-  function: {
-    name: 'get_current_weather',
-    description: 'Get the current weather',
-    parameters: {
-      type: 'object',
-      properties: {
-        location: { type: 'string', description: 'City name' },
-        format: { type: 'string', enum: ['celsius', 'fahrenheit'] },
-      },
-      required: ['location', 'format'],
-    },
-  },
-};
-
-const logStoryEvent = defineTool({
-  name: 'log_story_event',
-  description: 'Log an important story event for the developer to see',
-  parameters: z.object({
-    event: z.string().describe('What happened'),
-    importance: z.enum(['low', 'medium', 'high']).default('medium'),
-  }),
-  handler: ({ event, importance }) => `Logged: ${event} (${importance})`,
+const say = (text: string): SimReply => ({ parts: [{ text }] });
+const call = (text: string, name: string, args: Record<string, unknown>): SimReply => ({
+  parts: [{ text }, { toolCall: { name, arguments: args } }],
 });
 
+/** What the simulated model answers; rules are matched on the latest user message. */
 const script: SimScript = {
   rules: [
+    { when: { user: 'weather in glasgow' }, reply: say('Sure — in celsius or fahrenheit?') },
     {
-      when: { user: 'mars', round: 0 },
-      reply: {
-        parts: [
-          {
-            toolCall: {
-              name: 'get_current_weather',
-              arguments: { location: 'Mars', format: 'kelvin' },
-            },
-          },
-        ],
-      },
+      when: { user: 'celsius', round: 0 },
+      reply: call('Checking Glasgow. ', 'get_current_weather', {
+        location: 'Glasgow, Scotland',
+        format: 'celsius',
+      }),
     },
+    { when: { user: 'celsius' }, reply: say("That's the weather in Glasgow right now.") },
     {
-      when: { user: 'mars' },
-      reply: {
-        parts: [
-          { text: 'I can only give the weather in celsius or fahrenheit — which would you like?' },
-        ],
-      },
+      when: { user: 'kelvin', round: 0 },
+      reply: call('', 'get_current_weather', { location: 'Mars', format: 'kelvin' }),
     },
+    { when: { user: 'kelvin' }, reply: say('I can only do celsius or fahrenheit. Which one?') },
     {
-      when: { user: 'weather', round: 0 },
-      reply: {
-        parts: [
-          { text: 'Let me check Paris and Rome for you. ' },
-          {
-            toolCall: {
-              name: 'get_current_weather',
-              arguments: { location: 'Paris', format: 'celsius' },
-            },
-          },
-          {
-            toolCall: {
-              name: 'get_current_weather',
-              arguments: { location: 'Rome', format: 'celsius' },
-            },
-          },
-        ],
-      },
+      when: { user: 'dragon', round: 0 },
+      reply: call(
+        'The dragon woke beneath the mountain, and the village bells began to ring. ',
+        'log_story_event',
+        { event: 'The dragon woke' },
+      ),
     },
+    { when: { user: 'dragon' }, reply: say('What will our hero do next?') },
     {
-      when: { user: 'weather' },
-      reply: {
-        parts: [
-          { text: 'Paris is 18 °C and cloudy; Rome is 24 °C and sunny. Pack a light jacket.' },
-        ],
-      },
+      when: { user: 'ada', round: 0 },
+      reply: call('', 'sayHello', { personName: 'Ada' }),
     },
+    { when: { user: 'ada' }, reply: say('I just said hello to Ada for you.') },
     {
-      when: { user: 'story', round: 0 },
-      reply: {
-        parts: [
-          { text: 'The dragon woke beneath the mountain, and the village bells began to ring. ' },
-          {
-            toolCall: {
-              name: 'log_story_event',
-              arguments: { event: 'The dragon woke', importance: 'high' },
-            },
-          },
-        ],
-      },
+      when: { user: 'quiz', round: 0 },
+      reply: call("Let's play! ", 'start_quiz', { topic: 'geography' }),
     },
-    { when: { user: 'story' }, reply: { parts: [{ text: 'What will our hero do next?' }] } },
+    { when: { user: 'quiz' }, reply: say('First question: what is the capital of France?') },
+    { when: { user: 'paris', round: 0 }, reply: call('', 'answer', { answer: 'Paris' }) },
+    { when: { user: 'paris' }, reply: say('Correct! How many legs does a spider have?') },
   ],
 };
 
-const FORECAST: Record<string, { temperature: number; sky: string }> = {
-  Paris: { temperature: 18, sky: 'cloudy' },
-  Rome: { temperature: 24, sky: 'sunny' },
-};
+/** Who the demo talks to, with which tool variant, and what the user says. */
+const CONVERSATIONS: { id: string; variant?: string; lines: string[] }[] = [
+  {
+    id: 'weather',
+    lines: ["What's the weather in Glasgow?", 'Celsius, please.', 'And on Mars, in kelvin?'],
+  },
+  { id: 'narrator', lines: ['Tell me a story about a dragon.'] },
+  { id: 'hello', variant: 'b', lines: ['Say hello to Ada.'] },
+  { id: 'quizmaster', lines: ["Let's do a quiz!", 'Paris'] },
+];
 
-async function main(): Promise<void> {
-  const sim = await startSimulator({
-    script,
-    profile: 'vllm-hermes',
-    latency: { ttftMs: 150, tokensPerSec: 40 },
-  });
-  const llm = await createLlmClient({ baseURL: sim.url });
-  const toolset = createToolset([weather, logStoryEvent], {
-    handleToolCall: (_name, args) => ({
-      location: args.location,
-      unit: args.format,
-      ...FORECAST[String(args.location)],
-    }),
-  });
-  const out = process.stdout;
-  out.write(`Troupe demo: LLM simulator at ${sim.url} (model ${llm.model}, vLLM-style chunks)\n\n`);
+const out = process.stdout;
+const bold = (s: string) => `\x1b[1m${s}\x1b[0m`;
+const dim = (s: string) => `\x1b[2m${s}\x1b[0m`;
+const cyan = (s: string) => `\x1b[36m${s}\x1b[0m`;
 
-  const history: ChatMessage[] = [
-    { role: 'system', content: 'You are a helpful storyteller who can check the weather.' },
-  ];
-  for (const user of [
-    'What is the weather in Paris and Rome?',
-    'Tell me a story about a dragon.',
-    'And the weather on Mars, in kelvin?',
-  ]) {
-    out.write(`\x1b[1myou:\x1b[0m ${user}\n\x1b[1mcharacter:\x1b[0m `);
+async function converse(
+  llm: LlmClient,
+  character: LoadedCharacter,
+  variant: string | undefined,
+  lines: string[],
+): Promise<void> {
+  const chosen = variant ?? character.variants[0]!;
+  const session = { id: `demo-${character.id}`, character: character.id, state: {} };
+  const systemPrompt = await character.systemPrompt({
+    now: new Date(),
+    sessionId: session.id,
+    variant: chosen,
+    metadata: {},
+  });
+  const history: ChatMessage[] = [{ role: 'system', content: systemPrompt }];
+  out.write(bold(`── ${character.name} (${character.id}, tool variant ${chosen}) ──\n`));
+  if (character.greeting) {
+    history.push({ role: 'assistant', content: character.greeting });
+    out.write(`${bold(`${character.name}:`)} ${character.greeting}\n`);
+  }
+  for (const user of lines) {
+    out.write(`${bold('you:')} ${user}\n${bold(`${character.name}:`)} `);
     history.push({ role: 'user', content: user });
     const turn = runTurn({
       llm,
       messages: history,
-      toolset,
+      toolset: character.toolset(chosen),
       signal: new AbortController().signal,
-      session: { id: 'demo', character: 'demo', state: {} },
+      session,
       log: createMemoryLogger(),
     });
     let pendingBreak = false;
@@ -155,20 +115,41 @@ async function main(): Promise<void> {
       } else if (e.type === 'tool.result') {
         const r = e.result;
         out.write(
-          `\n  \x1b[36m[tool ${r.name} → ${r.outcome} in ${r.durationMs.toFixed(1)} ms: ${r.output}]\x1b[0m`,
+          `\n  ${cyan(`[tool ${r.name} → ${r.outcome} in ${r.durationMs.toFixed(1)} ms: ${r.output}]`)}`,
         );
         pendingBreak = true;
       } else if (e.type === 'finish') {
         history.push(...e.summary.messages);
         out.write(
-          `\n  \x1b[2m(${e.summary.status}; ${e.summary.requests} requests, ${e.summary.toolRounds} tool rounds, ` +
-            `first text after ${e.summary.ttftMs?.toFixed(0)} ms)\x1b[0m\n\n`,
+          `\n  ${dim(`(${e.summary.status}; ${e.summary.requests} requests, ${e.summary.toolRounds} tool rounds, first text after ${e.summary.ttftMs?.toFixed(0)} ms)`)}\n`,
         );
       }
     }
   }
+  out.write('\n');
+}
+
+async function main(): Promise<void> {
+  out.write(`${formatCheckReport(await checkCharacters('characters'))}\n\n`);
+  const characters = await loadCharacters({ dir: 'characters' });
+  const sim = await startSimulator({
+    script,
+    profile: 'vllm-hermes',
+    latency: { ttftMs: 150, tokensPerSec: 40 },
+  });
+  const llm = await createLlmClient({ baseURL: sim.url });
+  out.write(`LLM simulator at ${sim.url} (model ${llm.model}, vLLM-style chunks)\n\n`);
+  for (const { id, variant, lines } of CONVERSATIONS) {
+    const character = characters.get(id);
+    if (character === undefined) {
+      out.write(`(skipping ${id}: it did not load, see the errors above)\n\n`);
+      continue;
+    }
+    await converse(llm, character, variant, lines);
+  }
   await sim.close();
-  out.write('Run the tests with: npm test\n');
+  await characters.close();
+  out.write('Write your own character: characters/README.md. Run the tests: npm test\n');
 }
 
 main().catch((err: unknown) => {
