@@ -3,8 +3,8 @@
  * does and report each one and every error, for authors and CI.
  */
 import type { CharacterError } from '../errors.js';
-import { shownPath } from './load.js';
-import { loadCharacters } from './registry.js';
+import { characterId, shownPath } from './load.js';
+import { loadCharacters, type CharacterRegistry } from './registry.js';
 
 /** One character file in the report. */
 export interface CheckRow {
@@ -32,6 +32,12 @@ export interface CheckReport {
  */
 export async function checkCharacters(dir: string): Promise<CheckReport> {
   const registry = await loadCharacters({ dir });
+  await registry.close();
+  return reportOf(registry);
+}
+
+/** The report of what a registry holds now: its characters and the files that failed. */
+export function reportOf(registry: CharacterRegistry): CheckReport {
   const errors = registry.errors();
   const rows: CheckRow[] = registry.list().map((c) => ({
     id: c.id,
@@ -41,20 +47,14 @@ export async function checkCharacters(dir: string): Promise<CheckReport> {
   }));
   const failed = new Map<string, Set<string>>();
   for (const e of errors) {
-    const id = idOf(e.file);
+    const id = characterId(e.file);
     failed.set(id, (failed.get(id) ?? new Set()).add(e.kind));
   }
   for (const [id, kinds] of failed) {
     rows.push({ id, name: '-', tools: [], status: `error: ${[...kinds].join(', ')}` });
   }
   rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  await registry.close();
   return { dir: shownPath(registry.dir), rows, errors };
-}
-
-function idOf(file: string): string {
-  const base = file.split(/[\\/]/).pop() ?? file;
-  return base.replace(/\.[^.]+$/, '');
 }
 
 /** The report as text: a table, then every error. */

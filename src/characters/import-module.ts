@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { transform, type Message } from 'esbuild';
 import { register as registerTsx } from 'tsx/esm/api';
 import { nativeImport } from './native-import.mjs';
+import { withTimeout } from './with-timeout.js';
 
 /** Time a module gets to finish importing (top-level await included). */
 export const IMPORT_TIMEOUT_MS = 10_000;
@@ -44,24 +45,14 @@ export async function importFresh(
   const url = pathToFileURL(file);
   url.searchParams.set('troupe-fresh', String(generation));
   url.searchParams.set('troupe-root', pathToFileURL(root).href.replace(/\/?$/, '/'));
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new Error(
-            `did not finish importing within ${IMPORT_TIMEOUT_MS / 1000} s; is there a top-level await that never settles?`,
-          ),
-        ),
-      IMPORT_TIMEOUT_MS,
-    );
-    timer.unref();
-  });
-  try {
-    return await Promise.race([nativeImport(url.href), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withTimeout(
+    nativeImport(url.href),
+    IMPORT_TIMEOUT_MS,
+    () =>
+      new Error(
+        `did not finish importing within ${IMPORT_TIMEOUT_MS / 1000} s; is there a top-level await that never settles?`,
+      ),
+  );
 }
 
 /** Removes the reload query from URLs in messages and stacks. */

@@ -1,4 +1,5 @@
 export * from './constants.js';
+export * from './conversation.js';
 export * from './define-character.js';
 export { loadCharacterFile, fromNamespace, characterId } from './load.js';
 export type { LoadResult, LoadFileOptions } from './load.js';

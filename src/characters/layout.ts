@@ -83,7 +83,6 @@ function fromUnmuteExports(ns: Record<string, unknown>): ModuleCharacter {
           : 'is not a class with a makeSystemPrompt() method; ') +
         'write export class PromptGenerator { constructor(instructions) { … } makeSystemPrompt(ctx) { return "You are …"; } }',
     });
-    delete value.makeSystemPrompt;
     // Keep validating the other fields without also reporting a missing generator.
     value.makeSystemPrompt = () => '';
   } else {

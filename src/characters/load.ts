@@ -11,14 +11,10 @@ import { createToolset, type ToolLibrary, type ToolSpec, type Toolset } from '..
 import { CHARACTER_ID_PATTERN, SYSTEM_PROMPT_TIMEOUT_MS } from './constants.js';
 import { describeImportError, importFresh, stripFreshQuery } from './import-module.js';
 import { fromModule } from './layout.js';
+import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
-import {
-  isZodToolEntry,
-  preview,
-  toErrors,
-  validateCharacter,
-  type FieldProblem,
-} from './validate.js';
+import { preview } from '../tools/preview.js';
+import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
 /** What loading one file produced: a character, or the errors that stopped it. */
 export type LoadResult =
@@ -243,26 +239,17 @@ function buildLoaded(
 
 /** Runs the prompt generator (sync or async) under a time limit and checks it returns a string. */
 async function runPromptGenerator(shown: string, generate: () => unknown): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
   const failed = (detail: string, cause?: unknown) =>
     new CharacterError('system_prompt', shown, 'makeSystemPrompt', detail, { cause });
   let result: unknown;
   try {
-    result = await Promise.race([
-      Promise.resolve().then(generate),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(failed(`did not return within ${SYSTEM_PROMPT_TIMEOUT_MS} ms`)),
-          SYSTEM_PROMPT_TIMEOUT_MS,
-        );
-      }),
-    ]);
+    result = await withTimeout(Promise.resolve().then(generate), SYSTEM_PROMPT_TIMEOUT_MS, () =>
+      failed(`did not return within ${SYSTEM_PROMPT_TIMEOUT_MS} ms`),
+    );
   } catch (err) {
     if (err instanceof CharacterError) throw err;
     const e = err instanceof Error ? err : new Error(String(err));
     throw failed(`threw ${e.name}: ${stripFreshQuery(e.message)}`, err);
-  } finally {
-    clearTimeout(timer);
   }
   if (typeof result !== 'string') {
     throw failed(`returned ${preview(result)}; it must return the system prompt as a string`);

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { CharacterError, type CharacterErrorKind } from '../errors.js';
 import { TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
+import { preview } from '../tools/preview.js';
 import {
   MAX_CHARACTER_TOOL_ROUNDS,
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
@@ -23,13 +24,11 @@ export interface FieldProblem {
   detail: string;
 }
 
-type Kinded = { params: { kind: CharacterErrorKind } };
-
 function fn(what: string, example: string, kind: CharacterErrorKind = 'handler_type') {
   return z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', {
     error: `expected a function (${what}) such as ${example}`,
     params: { kind },
-  } as { error: string } & Kinded);
+  });
 }
 
 const JSON_TYPES = ['string', 'number', 'integer', 'boolean', 'object', 'array', 'null'] as const;
@@ -163,7 +162,7 @@ const toolName = z
   .refine((s) => TOOL_NAME_PATTERN.test(s), {
     error: 'is not a valid tool name; use 1-64 letters, digits, "_" or "-" such as "get_weather"',
     params: { kind: 'tool_name' },
-  } as { error: string } & Kinded);
+  });
 
 const behaviourShape = {
   timeoutMs: z
@@ -291,7 +290,7 @@ export function validateCharacter(value: unknown): {
   character: ValidCharacter | undefined;
   problems: FieldProblem[];
 } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (!isPlainObject(value)) {
     return {
       character: undefined,
       problems: [
@@ -417,14 +416,13 @@ function issuesToProblems(
     const path = [...prefix, ...issue.path];
     const kind = kindOf(issue, path);
     const input = (issue as { input?: unknown }).input;
+    // Say what was given when there was something; a missing field says so instead.
     const detail =
-      input === undefined && issue.code !== 'custom'
-        ? issue.message.startsWith('missing')
+      input !== undefined
+        ? withGot(issue.message, input)
+        : issue.code === 'custom' || issue.message.startsWith('missing')
           ? issue.message
-          : `missing; ${issue.message}`
-        : issue.message.startsWith('missing') || issue.message.startsWith('lists ')
-          ? issue.message
-          : withGot(issue.message, input);
+          : `missing; ${issue.message}`;
     out.push({ kind, path, detail });
   }
   return out;
@@ -457,22 +455,6 @@ export function formatPath(path: FieldPath): string {
     } else out += `[${JSON.stringify(String(key))}]`;
   }
   return out;
-}
-
-/** A short, readable rendering of a wrong value for an error message. */
-export function preview(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (typeof value === 'function') return 'a function';
-  if (value instanceof z.ZodType) return 'a zod schema';
-  if (value instanceof Map) return 'a Map';
-  if (typeof value === 'bigint' || typeof value === 'symbol') return String(value);
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = Object.prototype.toString.call(value);
-  }
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
 /** The known word nearest to a typo, if it is near enough to be a likely meaning. */

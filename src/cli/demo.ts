@@ -4,10 +4,10 @@
  * printing each reply as it streams and a line per tool call. No network, no
  * model, no keys.
  */
-import { formatCheckReport, checkCharacters } from '../characters/check.js';
+import { formatCheckReport, reportOf } from '../characters/check.js';
+import { openConversation } from '../characters/conversation.js';
 import { loadCharacters } from '../characters/registry.js';
 import type { LoadedCharacter } from '../characters/types.js';
-import type { ChatMessage } from '../llm/chunk.js';
 import { createLlmClient, type LlmClient } from '../llm/client.js';
 import { runTurn } from '../llm/turn-runner.js';
 import { createMemoryLogger } from '../testing/memory-logger.js';
@@ -81,30 +81,27 @@ async function converse(
   variant: string | undefined,
   lines: string[],
 ): Promise<void> {
-  const chosen = variant ?? character.variants[0]!;
   const session = { id: `demo-${character.id}`, character: character.id, state: {} };
-  const systemPrompt = await character.systemPrompt({
+  const opening = await openConversation(character, {
     now: new Date(),
     sessionId: session.id,
-    variant: chosen,
     metadata: {},
+    ...(variant ? { variant } : {}),
   });
-  const history: ChatMessage[] = [{ role: 'system', content: systemPrompt }];
-  out.write(bold(`── ${character.name} (${character.id}, tool variant ${chosen}) ──\n`));
-  if (character.greeting) {
-    history.push({ role: 'assistant', content: character.greeting });
-    out.write(`${bold(`${character.name}:`)} ${character.greeting}\n`);
-  }
+  const history = opening.messages;
+  out.write(bold(`── ${character.name} (${character.id}, tool variant ${opening.variant}) ──\n`));
+  if (character.greeting) out.write(`${bold(`${character.name}:`)} ${character.greeting}\n`);
   for (const user of lines) {
     out.write(`${bold('you:')} ${user}\n${bold(`${character.name}:`)} `);
     history.push({ role: 'user', content: user });
     const turn = runTurn({
       llm,
       messages: history,
-      toolset: character.toolset(chosen),
+      toolset: opening.toolset,
       signal: new AbortController().signal,
       session,
       log: createMemoryLogger(),
+      ...opening.turn,
     });
     let pendingBreak = false;
     for await (const e of turn) {
@@ -130,8 +127,8 @@ async function converse(
 }
 
 async function main(): Promise<void> {
-  out.write(`${formatCheckReport(await checkCharacters('characters'))}\n\n`);
   const characters = await loadCharacters({ dir: 'characters' });
+  out.write(`${formatCheckReport(reportOf(characters))}\n\n`);
   const sim = await startSimulator({
     script,
     profile: 'vllm-hermes',

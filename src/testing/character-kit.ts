@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { CharacterCheckError } from '../errors.js';
+import { openConversation } from '../characters/conversation.js';
 import { fromNamespace, loadCharacterFile } from '../characters/load.js';
 import type { Character, LoadedCharacter } from '../characters/types.js';
 import type { ChatMessage } from '../llm/chunk.js';
@@ -83,14 +84,12 @@ export async function testCharacter<I>(
   options: CharacterTestOptions,
 ): Promise<CharacterTestSession> {
   const loaded = await resolveCharacter(character, options.id ?? 'inline');
-  const variant = options.variant ?? loaded.variants[0]!;
-  const toolset = loaded.toolset(variant);
   const sessionId = options.sessionId ?? randomUUID();
-  const systemPrompt = await loaded.systemPrompt({
+  const opening = await openConversation(loaded, {
     now: options.now ?? new Date(),
     sessionId,
-    variant,
     metadata: options.metadata ?? {},
+    ...(options.variant ? { variant: options.variant } : {}),
   });
   const script: SimScript = isRuleList(options.script)
     ? { rules: [...options.script] }
@@ -104,12 +103,11 @@ export async function testCharacter<I>(
   });
   const log = createMemoryLogger({ session: sessionId, character: loaded.id });
   const state: Record<string, unknown> = {};
-  const history: ChatMessage[] = [{ role: 'system', content: systemPrompt }];
-  if (loaded.greeting) history.push({ role: 'assistant', content: loaded.greeting });
+  const history: ChatMessage[] = opening.messages;
 
   return {
     character: loaded,
-    systemPrompt,
+    systemPrompt: opening.systemPrompt,
     history,
     state,
     log,
@@ -120,17 +118,11 @@ export async function testCharacter<I>(
       const turn = runTurn({
         llm,
         messages: history,
-        toolset,
+        toolset: opening.toolset,
         signal: sayOptions.signal ?? new AbortController().signal,
         session: { id: sessionId, character: loaded.id, state },
         log,
-        ...(loaded.toolMode ? { toolMode: loaded.toolMode } : {}),
-        ...(loaded.toolFormat ? { toolFormat: loaded.toolFormat } : {}),
-        ...(loaded.maxToolRounds ? { maxToolRounds: loaded.maxToolRounds } : {}),
-        request: {
-          ...(loaded.llm.temperature !== undefined ? { temperature: loaded.llm.temperature } : {}),
-          ...(loaded.llm.maxTokens !== undefined ? { max_tokens: loaded.llm.maxTokens } : {}),
-        },
+        ...opening.turn,
       });
       let step = await turn.next();
       while (!step.done) {

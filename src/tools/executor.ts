@@ -8,6 +8,7 @@ import {
 } from './constants.js';
 import type { Toolset } from './library.js';
 import type { ToolCall, ToolContext, ToolLogger, ToolOutcome, ToolResult } from './types.js';
+import { preview } from './preview.js';
 
 /** Options of the tool executor. */
 export interface ExecutorOptions {
@@ -280,11 +281,6 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
     cur = (cur as Record<PropertyKey, unknown>)[key];
   }
   return cur;
-}
-
-function preview(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
 function shortMessage(error: unknown): string {
