@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { DEFAULT_CHARACTERS_DIR, DEFAULT_CHARACTERS_STRICT } from './defaults.js';
+import * as D from './defaults.js';
 
 export * from './defaults.js';
 
@@ -19,9 +19,72 @@ export interface CharactersConfig {
   watch: boolean;
 }
 
+/** The HTTP/WebSocket server. */
+export interface ServerConfig {
+  /** @defaultValue 8080 (0 = any free port) */
+  port: number;
+  /** @defaultValue 127.0.0.1 */
+  host: string;
+  /** Clients must present it (Bearer, subprotocol or `?token=`); unset = no auth. */
+  authToken?: string;
+  /**
+   * Browser origins allowed to connect: `'*'` for any, else a list. Clients
+   * without an `Origin` header (not browsers) and same-origin pages always may.
+   * @defaultValue []
+   */
+  allowedOrigins: '*' | string[];
+  /** @defaultValue 1000 */
+  maxSessions: number;
+  /** @defaultValue 1 MiB */
+  maxFrameBytes: number;
+  /** @defaultValue 4 MiB */
+  maxBufferedBytes: number;
+  /** @defaultValue 10000 */
+  shutdownGraceMs: number;
+  /** @defaultValue 5000 */
+  healthCacheMs: number;
+  /** Serve https/wss with these PEM files (both or neither). */
+  tls?: { certFile: string; keyFile: string };
+}
+
+/** The OpenAI-compatible LLM endpoint. */
+export interface LlmConfig {
+  /** @defaultValue vLLM on 127.0.0.1:8000, or OpenAI when only a key is set */
+  baseURL: string;
+  apiKey?: string;
+  /** Unset: the only model the server lists. */
+  model?: string;
+}
+
+/** How sessions run turns. */
+export interface SessionsConfig {
+  /** The character of sessions that name none; unset = the first loaded (alphabetical). */
+  defaultCharacter?: string;
+  /** @defaultValue 100 */
+  toolTimeoutMs: number;
+  /** @defaultValue 10 */
+  maxToolRounds: number;
+  /** History budget in estimated tokens. @defaultValue 6000 */
+  contextTokens: number;
+  /** How a session's tool variant is chosen when the client names none. @defaultValue 'first' */
+  variantAssignment: 'first' | 'random';
+}
+
+/** Logging. */
+export interface LogConfig {
+  /** @defaultValue info */
+  level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Log user and model text; otherwise it is redacted. @defaultValue false */
+  content: boolean;
+}
+
 /** Troupe's settings. */
 export interface Config {
   characters: CharactersConfig;
+  server: ServerConfig;
+  llm: LlmConfig;
+  sessions: SessionsConfig;
+  log: LogConfig;
 }
 
 const flag = z
@@ -30,11 +93,61 @@ const flag = z
   })
   .transform((v) => ['1', 'true', 'yes', 'on'].includes(v));
 
+const text = (what: string) =>
+  z
+    .string()
+    .trim()
+    .min(1, { error: `expected ${what}` });
+
+const integer = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, { error: `expected a whole number from ${min} to ${max}` })
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .min(min, { error: `expected a whole number from ${min} to ${max}` })
+        .max(max, { error: `expected a whole number from ${min} to ${max}` }),
+    );
+
+const url = z
+  .string()
+  .trim()
+  .refine((v) => /^https?:\/\/[^/]/.test(v) && URL.canParse(v), {
+    error: 'expected an http(s) URL such as http://127.0.0.1:8000/v1',
+  });
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
 const envSchema = z.object({
-  CHARACTERS_DIR: z.string().trim().min(1, { error: 'expected a directory path' }).optional(),
+  CHARACTERS_DIR: text('a directory path').optional(),
   CHARACTERS_STRICT: flag.optional(),
   CHARACTERS_WATCH: flag.optional(),
   NODE_ENV: z.string().optional(),
+  PORT: integer(0, 65535).optional(),
+  HOST: text('a host name or IP address').optional(),
+  LLM_BASE_URL: url.optional(),
+  LLM_API_KEY: z.string().optional(),
+  OPENAI_API_KEY: z.string().optional(),
+  LLM_MODEL: text('a model name').optional(),
+  DEFAULT_CHARACTER: text('a character id').optional(),
+  AUTH_TOKEN: z.string().optional(),
+  ALLOWED_ORIGINS: z.string().optional(),
+  MAX_SESSIONS: integer(1, 1_000_000).optional(),
+  MAX_FRAME_BYTES: integer(1024, 64 * 1024 * 1024).optional(),
+  MAX_BUFFERED_BYTES: integer(1024, 1024 * 1024 * 1024).optional(),
+  SHUTDOWN_GRACE_MS: integer(0, 600_000).optional(),
+  HEALTH_CACHE_MS: integer(0, 3_600_000).optional(),
+  TOOL_TIMEOUT_MS: integer(1, 60_000).optional(),
+  MAX_TOOL_ROUNDS: integer(0, 100).optional(),
+  CONTEXT_TOKENS: integer(256, 10_000_000).optional(),
+  TOOL_VARIANT: z.enum(['first', 'random'], { error: 'expected first or random' }).optional(),
+  TLS_CERT: text('a PEM certificate file').optional(),
+  TLS_KEY: text('a PEM key file').optional(),
+  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of ${LOG_LEVELS.join(', ')}` }).optional(),
+  LOG_CONTENT: flag.optional(),
 });
 
 /** CLI flags that override the environment. */
@@ -43,10 +156,27 @@ const FLAGS = {
   strict: { type: 'boolean' },
   watch: { type: 'boolean' },
   'no-watch': { type: 'boolean' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'llm-base-url': { type: 'string' },
+  'llm-model': { type: 'string' },
+  'default-character': { type: 'string' },
+  'log-level': { type: 'string' },
+} as const;
+
+/** Which environment variable each value flag stands for (its value is checked the same way). */
+const FLAG_ENV = {
+  port: 'PORT',
+  host: 'HOST',
+  'llm-base-url': 'LLM_BASE_URL',
+  'llm-model': 'LLM_MODEL',
+  'default-character': 'DEFAULT_CHARACTER',
+  'log-level': 'LOG_LEVEL',
 } as const;
 
 /**
- * Reads the settings. Throws one {@link ConfigError} listing every bad value.
+ * Reads the settings: flags override the environment, which overrides the
+ * defaults in `defaults.ts`. Throws one {@link ConfigError} listing every bad value.
  *
  * @example
  * const config = loadConfig(process.env, process.argv.slice(2));
@@ -55,23 +185,7 @@ export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   argv: readonly string[] = [],
 ): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(
-      `invalid configuration:\n${parsed.error.issues
-        .map(
-          (i) =>
-            `  ${i.path.join('.')}: ${i.message}, got ${JSON.stringify((env as Record<string, unknown>)[String(i.path[0])])}`,
-        )
-        .join('\n')}`,
-    );
-  }
-  let values: {
-    'characters-dir'?: string;
-    strict?: boolean;
-    watch?: boolean;
-    'no-watch'?: boolean;
-  };
+  let values: Partial<Record<keyof typeof FLAGS, string | boolean>>;
   try {
     values = parseArgs({
       args: [...argv],
@@ -82,13 +196,74 @@ export function loadConfig(
   } catch (err) {
     throw new ConfigError(`invalid command line: ${(err as Error).message}`, { cause: err });
   }
-  const e = parsed.data;
-  const watchFlag = values['no-watch'] ? false : values.watch;
+  // Value flags go through the same schema as their variables; errors name the flag.
+  const merged: Record<string, string | undefined> = { ...env };
+  const origin = new Map<string, string>();
+  for (const [name, variable] of Object.entries(FLAG_ENV)) {
+    const v = values[name as keyof typeof FLAG_ENV];
+    if (typeof v === 'string') {
+      merged[variable] = v;
+      origin.set(variable, `--${name}`);
+    }
+  }
+  const parsed = envSchema.safeParse(merged);
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((i) => {
+        const key = String(i.path[0]);
+        return `  ${origin.get(key) ?? key}: ${i.message}, got ${JSON.stringify(merged[key])}`;
+      });
+  const e = parsed.data ?? {};
+  if ((e.TLS_CERT === undefined) !== (e.TLS_KEY === undefined)) {
+    problems.push('  TLS_CERT and TLS_KEY: set both (to serve https/wss) or neither');
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
+
+  const watchFlag = values['no-watch'] ? false : (values.watch as boolean | undefined);
+  const apiKey = e.LLM_API_KEY || e.OPENAI_API_KEY || undefined;
+  const origins = (e.ALLOWED_ORIGINS ?? '')
+    .split(',')
+    .map((o) => o.trim().replace(/\/$/, ''))
+    .filter(Boolean);
   return {
     characters: {
-      dir: values['characters-dir'] ?? e.CHARACTERS_DIR ?? DEFAULT_CHARACTERS_DIR,
-      strict: values.strict ?? e.CHARACTERS_STRICT ?? DEFAULT_CHARACTERS_STRICT,
+      dir:
+        (values['characters-dir'] as string | undefined) ??
+        e.CHARACTERS_DIR ??
+        D.DEFAULT_CHARACTERS_DIR,
+      strict:
+        (values.strict as boolean | undefined) ??
+        e.CHARACTERS_STRICT ??
+        D.DEFAULT_CHARACTERS_STRICT,
       watch: watchFlag ?? e.CHARACTERS_WATCH ?? e.NODE_ENV !== 'production',
+    },
+    server: {
+      port: e.PORT ?? D.DEFAULT_PORT,
+      host: e.HOST ?? D.DEFAULT_HOST,
+      ...(e.AUTH_TOKEN ? { authToken: e.AUTH_TOKEN } : {}),
+      allowedOrigins: origins.includes('*') ? '*' : origins,
+      maxSessions: e.MAX_SESSIONS ?? D.DEFAULT_MAX_SESSIONS,
+      maxFrameBytes: e.MAX_FRAME_BYTES ?? D.DEFAULT_MAX_FRAME_BYTES,
+      maxBufferedBytes: e.MAX_BUFFERED_BYTES ?? D.DEFAULT_MAX_BUFFERED_BYTES,
+      shutdownGraceMs: e.SHUTDOWN_GRACE_MS ?? D.DEFAULT_SHUTDOWN_GRACE_MS,
+      healthCacheMs: e.HEALTH_CACHE_MS ?? D.DEFAULT_HEALTH_CACHE_MS,
+      ...(e.TLS_CERT && e.TLS_KEY ? { tls: { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } } : {}),
+    },
+    llm: {
+      baseURL: e.LLM_BASE_URL ?? (apiKey ? D.OPENAI_BASE_URL : D.DEFAULT_LLM_BASE_URL),
+      ...(apiKey ? { apiKey } : {}),
+      ...(e.LLM_MODEL ? { model: e.LLM_MODEL } : {}),
+    },
+    sessions: {
+      ...(e.DEFAULT_CHARACTER ? { defaultCharacter: e.DEFAULT_CHARACTER } : {}),
+      toolTimeoutMs: e.TOOL_TIMEOUT_MS ?? D.DEFAULT_TOOL_TIMEOUT_MS,
+      maxToolRounds: e.MAX_TOOL_ROUNDS ?? D.DEFAULT_MAX_TOOL_ROUNDS,
+      contextTokens: e.CONTEXT_TOKENS ?? D.DEFAULT_CONTEXT_TOKENS,
+      variantAssignment: e.TOOL_VARIANT ?? 'first',
+    },
+    log: {
+      level: e.LOG_LEVEL ?? D.DEFAULT_LOG_LEVEL,
+      content: e.LOG_CONTENT ?? D.DEFAULT_LOG_CONTENT,
     },
   };
 }
