@@ -49,6 +49,7 @@ export async function openConversation(
       ...(character.toolFormat ? { toolFormat: character.toolFormat } : {}),
       ...(character.maxToolRounds ? { maxToolRounds: character.maxToolRounds } : {}),
       request: {
+        ...(llm.model !== undefined ? { model: llm.model } : {}),
         ...(llm.temperature !== undefined ? { temperature: llm.temperature } : {}),
         ...(llm.maxTokens !== undefined ? { max_tokens: llm.maxTokens } : {}),
       },

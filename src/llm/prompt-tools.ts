@@ -210,7 +210,9 @@ function partialMarkerSuffix(s: string): number {
 }
 
 /** The user message that feeds results back in prompt-based tool mode. */
-export function promptToolResultsMessage(results: readonly ToolResult[]): string {
+export function promptToolResultsMessage(
+  results: readonly Pick<ToolResult, 'name' | 'outcome' | 'output'>[],
+): string {
   return results
     .map(
       (r) =>

@@ -1,7 +1,13 @@
 import { TroupeError, TurnAbortedError, LlmStreamError } from '../errors.js';
 import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
 import type { Toolset } from '../tools/library.js';
-import type { ToolCall, ToolContext, ToolLogger, ToolResult } from '../tools/types.js';
+import type {
+  ToolCall,
+  ToolContext,
+  ToolDescription,
+  ToolLogger,
+  ToolResult,
+} from '../tools/types.js';
 import { StreamAssembler, type AssembledCall } from './assembler.js';
 import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
 import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
@@ -41,6 +47,12 @@ export interface TurnOptions {
   request?: Pick<ChatRequest, 'temperature' | 'max_tokens' | 'model' | 'tool_choice'>;
   /** Said when the model still calls tools after the round limit. */
   roundLimitFallback?: string;
+  /**
+   * Tools the client runs (Realtime `session.tools`): offered to the model
+   * beside the toolset's; a round that calls one ends the turn with the calls
+   * in `clientCalls`, after the round's server-side calls have run.
+   */
+  clientTools?: readonly ToolDescription[];
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -77,6 +89,8 @@ export interface TurnSummary {
   requests: number;
   toolRounds: number;
   toolCalls: ToolResult[];
+  /** Calls of client-side tools awaiting the client's output (the last assistant message holds them). */
+  clientCalls: ToolCall[];
   usage: TurnUsage;
   /** Turn start → first reply text, ms; null when no text came. */
   ttftMs: number | null;
@@ -129,15 +143,19 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   const toolMode = options.toolMode ?? llm.toolMode ?? 'native';
   const legacy = (options.toolFormat ?? llm.toolFormat) === 'functions';
   const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
-  const hasTools = toolset.descriptions.length > 0;
+  const clientTools = options.clientTools ?? [];
+  const clientNames = new Set(clientTools.map((t) => t.name));
+  const descriptions = toolset.descriptions.concat(clientTools);
+  const hasTools = descriptions.length > 0;
   const started = performance.now();
   const base =
     toolMode === 'prompt' && hasTools
-      ? withPromptTools(options.messages, toolset)
+      ? withPromptTools(options.messages, descriptions)
       : options.messages;
 
   const added: ChatMessage[] = [];
   const toolCalls: ToolResult[] = [];
+  const clientCalls: ToolCall[] = [];
   const rounds: RoundTiming[] = [];
   const usage: TurnUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   let text = '';
@@ -152,6 +170,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       requests: rounds.length,
       toolRounds,
       toolCalls,
+      clientCalls,
       usage,
       ttftMs,
       rounds,
@@ -168,7 +187,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       return summary;
     }
     const final = hasTools && toolRounds >= maxToolRounds;
-    const request = buildRequest(options, base, added, toolMode, legacy, final);
+    const request = buildRequest(options, descriptions, base, added, toolMode, legacy, final);
     yield { type: 'round.start', round, final };
 
     const timing: RoundTiming = {
@@ -286,35 +305,59 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
     added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
 
-    const results = runCalls(calls, promptCalls, filter !== undefined, toolset, options);
-    const resultMessages: ChatMessage[] = [];
+    // Client-side calls go back to the client; the round's server-side calls still run.
+    const serverIdx = calls.flatMap((c, i) => (clientNames.has(c.name) ? [] : [i]));
+    for (const call of calls) if (clientNames.has(call.name)) clientCalls.push(call);
+    const results = runCalls(
+      serverIdx.map((i) => calls[i]!),
+      filter ? serverIdx.map((i) => promptCalls[i]!) : [],
+      filter !== undefined,
+      toolset,
+      options,
+    );
+    const roundResults: ToolResult[] = [];
     for (const pending of results) {
       const result = await pending;
       timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
       toolCalls.push(result);
+      roundResults.push(result);
       yield { type: 'tool.result', round, result };
-      if (toolMode === 'native') {
-        resultMessages.push(
-          legacy
-            ? { role: 'function', name: result.name || 'unnamed_tool', content: result.output }
-            : { role: 'tool', tool_call_id: result.callId, content: result.output },
-        );
-      }
     }
-    if (toolMode === 'prompt') {
-      resultMessages.push({
-        role: 'user',
-        content: promptToolResultsMessage(toolCalls.slice(-calls.length)),
-      });
-    }
-    added.push(...resultMessages);
+    added.push(...toolResultMessages(roundResults, toolMode, legacy));
     toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
+    if (clientCalls.length > 0) {
+      const summary = summarize('completed');
+      yield { type: 'finish', summary };
+      return summary;
+    }
   }
+}
+
+/**
+ * The history messages that hand tool results back to the model: one `tool`
+ * message per call (legacy: `function`), or in prompt mode one user message
+ * listing them all.
+ */
+export function toolResultMessages(
+  results: readonly Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>[],
+  toolMode: ToolMode,
+  legacy: boolean,
+): ChatMessage[] {
+  if (results.length === 0) return [];
+  if (toolMode === 'prompt') {
+    return [{ role: 'user', content: promptToolResultsMessage(results) }];
+  }
+  return results.map((r) =>
+    legacy
+      ? { role: 'function', name: r.name || 'unnamed_tool', content: r.output }
+      : { role: 'tool', tool_call_id: r.callId, content: r.output },
+  );
 }
 
 function buildRequest(
   options: TurnOptions,
+  descriptions: readonly ToolDescription[],
   base: readonly ChatMessage[],
   added: readonly ChatMessage[],
   toolMode: ToolMode,
@@ -327,7 +370,6 @@ function buildRequest(
   if (r?.temperature !== undefined) req.temperature = r.temperature;
   if (r?.max_tokens !== undefined) req.max_tokens = r.max_tokens;
   if (r?.model !== undefined) req.model = r.model;
-  const descriptions = options.toolset.descriptions;
   if (descriptions.length === 0) return req;
   if (toolMode === 'prompt') {
     if (final) req.messages = messages.concat({ role: 'system', content: PROMPT_MODE_FINAL_NOTE });
@@ -344,8 +386,11 @@ function buildRequest(
   return req;
 }
 
-function withPromptTools(messages: readonly ChatMessage[], toolset: Toolset): ChatMessage[] {
-  const section = promptToolsInstructions(toolset.descriptions);
+function withPromptTools(
+  messages: readonly ChatMessage[],
+  descriptions: readonly ToolDescription[],
+): ChatMessage[] {
+  const section = promptToolsInstructions(descriptions);
   const first = messages[0];
   if (first && first.role === 'system') {
     return [{ role: 'system', content: `${first.content}\n\n${section}` }, ...messages.slice(1)];
