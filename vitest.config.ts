@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Browser suites run on their own: npm run test:browser.
+    exclude: ['test/**/*.browser.test.ts', '**/node_modules/**'],
     // Two cores: keep the worker count small so socket tests are not starved.
     maxWorkers: 2,
     testTimeout: 15_000,

@@ -2,3 +2,4 @@
 export * from './memory-logger.js';
 export * from './simulator/index.js';
 export * from './character-kit.js';
+export * from './scripts/demo.js';

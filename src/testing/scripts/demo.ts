@@ -1,0 +1,93 @@
+/**
+ * The demo's simulator script: every seed character gets lines that make it
+ * use its tools. Rules match on the latest user message, so the phrases are
+ * distinct across characters; tests and the demo share them.
+ */
+import type { SimReply, SimScript } from '../simulator/script.js';
+
+const say = (text: string): SimReply => ({ parts: [{ text }] });
+const call = (text: string, name: string, args: Record<string, unknown>): SimReply => ({
+  parts: [...(text ? [{ text }] : []), { toolCall: { name, arguments: args } }],
+});
+
+/** What to type to each seed character in the demo, with the tools each line uses. */
+export const DEMO_LINES: Readonly<Record<string, readonly string[]>> = {
+  weather: [
+    "What's the weather in Glasgow?",
+    'Celsius, please.',
+    'And the forecast for 3 days?',
+    'And on Mars, in kelvin?',
+  ],
+  narrator: ['Tell me a story about a dragon.'],
+  hello: ['Say hello to Ada.'],
+  quizmaster: ["Let's do a quiz!", 'Paris', "What's my score?"],
+  plain: ['Hello there!'],
+};
+
+/** Said when no rule matches: what the demo understands. */
+export const DEMO_FALLBACK_TEXT =
+  'This is the offline demo: a simulated model that follows a script. Try ' +
+  Object.values(DEMO_LINES)
+    .map((lines) => `"${lines[0]}"`)
+    .join(', ') +
+  ' — or point LLM_BASE_URL at a real model.';
+
+/** The demo's script (vLLM-style chunks by default). */
+export const DEMO_SCRIPT: SimScript = {
+  description: 'Troupe demo: every seed character uses its tools.',
+  rules: [
+    // weather: a clarifying question, then its tools (the model must not guess the unit).
+    { when: { user: 'weather in glasgow' }, reply: say('Sure — in celsius or fahrenheit?') },
+    {
+      when: { user: 'celsius', round: 0 },
+      reply: call('Checking Glasgow. ', 'get_current_weather', {
+        location: 'Glasgow, Scotland',
+        format: 'celsius',
+      }),
+    },
+    { when: { user: 'celsius' }, reply: say("That's the weather in Glasgow right now.") },
+    {
+      when: { user: 'forecast', round: 0 },
+      reply: call('', 'get_n_day_weather_forecast', {
+        location: 'Glasgow, Scotland',
+        format: 'celsius',
+        num_days: 3,
+      }),
+    },
+    { when: { user: 'forecast' }, reply: say('That is the outlook for the next three days.') },
+    {
+      when: { user: 'kelvin', round: 0 },
+      reply: call('', 'get_current_weather', { location: 'Mars', format: 'kelvin' }),
+    },
+    { when: { user: 'kelvin' }, reply: say('I can only do celsius or fahrenheit. Which one?') },
+    // narrator
+    {
+      when: { user: 'dragon', round: 0 },
+      reply: call(
+        'The dragon woke beneath the mountain, and the village bells began to ring. ',
+        'log_story_event',
+        { event: 'The dragon woke', importance: 'high' },
+      ),
+    },
+    { when: { user: 'dragon' }, reply: say('What will our hero do next?') },
+    // hello
+    {
+      when: { user: 'hello to ada', round: 0 },
+      reply: call('', 'sayHello', { personName: 'Ada' }),
+    },
+    { when: { user: 'hello to ada' }, reply: say('I just said hello to Ada for you.') },
+    // quizmaster
+    {
+      when: { user: 'quiz', round: 0 },
+      reply: call("Let's play! ", 'start_quiz', { topic: 'geography' }),
+    },
+    { when: { user: 'quiz' }, reply: say('First question: what is the capital of France?') },
+    { when: { user: 'paris', round: 0 }, reply: call('', 'answer', { answer: 'Paris' }) },
+    { when: { user: 'paris' }, reply: say('Correct! How many legs does a spider have?') },
+    { when: { user: 'score', round: 0 }, reply: call('', 'score', {}) },
+    { when: { user: 'score' }, reply: say('That is your score so far.') },
+    // plain: no tools at all
+    { when: { user: 'hello there' }, reply: say('Hello! I am a plain character, no tools.') },
+  ],
+  fallback: say(DEMO_FALLBACK_TEXT),
+};
