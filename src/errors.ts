@@ -130,3 +130,59 @@ export class CharacterCheckError extends TroupeError {
     this.errors = errors;
   }
 }
+
+/** The `error.type` of an `error` event: whose fault it was. */
+export type WireErrorType = 'invalid_request_error' | 'server_error' | 'llm_error';
+
+/**
+ * Something to tell a client through an `error` event, and, when the socket
+ * must go, the close code. Carries everything the wire needs, the way an HTTP
+ * exception carries its status.
+ */
+export class ProtocolError extends TroupeError {
+  override name = 'ProtocolError';
+  readonly type: WireErrorType;
+  /** The wire `error.code`, e.g. `unknown_parameter`. */
+  readonly wireCode: string;
+  /** The offending field, e.g. `session.tools[0].name`. */
+  readonly param: string | null;
+  /** The client's `event_id` of the offending event. */
+  readonly eventId: string | null;
+  /** Close the socket with this code after sending the error. */
+  readonly closeCode: number | undefined;
+
+  constructor(
+    wireCode: string,
+    message: string,
+    options: TroupeErrorOptions & {
+      type?: WireErrorType;
+      param?: string | null;
+      eventId?: string | null;
+      closeCode?: number;
+    } = {},
+  ) {
+    super('E_PROTOCOL', message, options);
+    this.type = options.type ?? 'invalid_request_error';
+    this.wireCode = wireCode;
+    this.param = options.param ?? null;
+    this.eventId = options.eventId ?? null;
+    this.closeCode = options.closeCode;
+  }
+
+  /** The `error` field of the wire's `error` event. */
+  get payload(): {
+    type: WireErrorType;
+    code: string;
+    message: string;
+    param: string | null;
+    event_id: string | null;
+  } {
+    return {
+      type: this.type,
+      code: this.wireCode,
+      message: this.message,
+      param: this.param,
+      event_id: this.eventId,
+    };
+  }
+}

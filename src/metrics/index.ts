@@ -2,9 +2,43 @@
  * Every Prometheus metric Troupe exports, on one prom-client registry per
  * server. Names are `troupe_<area>_<thing>_<unit>`; labels stay low-cardinality.
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CHARACTER_ERROR_KINDS } from '../errors.js';
 import type { CharacterMetrics } from '../characters/registry.js';
+import { TOOL_OUTCOMES } from '../tools/types.js';
+
+/** Latency buckets (seconds) for time to first token and turn phases. */
+const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Tool handler buckets (seconds); the Unmute fork's, for existing dashboards. */
+const TOOL_BUCKETS_S = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+
+/** Session, turn and tool metrics, as a session records them. */
+export interface SessionMetrics {
+  active: Gauge;
+  total: Counter<'character'>;
+  duration: Histogram;
+  turns: Counter<'character' | 'status'>;
+  /** `response.create` received → first text delta sent. */
+  ttft: Histogram<'character'>;
+  /** LLM request sent → first chunk. */
+  llmTtft: Histogram<'character'>;
+  tokens: Counter<'character' | 'kind'>;
+  toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome'>;
+  toolLatency: Histogram<'character' | 'tool' | 'variant'>;
+  toolRounds: Histogram<'character'>;
+  /** The Unmute fork's names. */
+  unmute: {
+    toolCalls: Counter<'character_name' | 'tool_name'>;
+    toolErrors: Counter<'error_type'>;
+    toolLatency: Histogram<'tool_name'>;
+  };
+}
+
+/** Connection and protocol metrics, as the server records them. */
+export interface ServerMetrics {
+  protocolErrors: Counter<'code'>;
+  rejected: Counter<'reason'>;
+}
 
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
@@ -16,6 +50,8 @@ export interface MetricsOptions {
 export interface Metrics {
   readonly registry: Registry;
   readonly characters: CharacterMetrics;
+  readonly sessions: SessionMetrics;
+  readonly server: ServerMetrics;
 }
 
 /**
@@ -48,5 +84,109 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     help: 'Characters currently available to new sessions.',
     registers: [registry],
   });
-  return { registry, characters: { loadErrors, reloads, loaded } };
+  const registers = [registry];
+  const sessions: SessionMetrics = {
+    active: new Gauge({
+      name: 'troupe_sessions_active',
+      help: 'Sessions open now.',
+      registers,
+    }),
+    total: new Counter({
+      name: 'troupe_sessions_total',
+      help: 'Sessions opened, by character.',
+      labelNames: ['character'],
+      registers,
+    }),
+    duration: new Histogram({
+      name: 'troupe_session_duration_seconds',
+      help: 'How long sessions lasted.',
+      buckets: [1, 10, 30, 60, 300, 900, 1800, 3600, 7200],
+      registers,
+    }),
+    turns: new Counter({
+      name: 'troupe_turns_total',
+      help: 'Responses, by character and status (completed, cancelled, incomplete, failed).',
+      labelNames: ['character', 'status'],
+      registers,
+    }),
+    ttft: new Histogram({
+      name: 'troupe_turn_ttft_seconds',
+      help: 'response.create received to first text delta sent.',
+      labelNames: ['character'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    }),
+    llmTtft: new Histogram({
+      name: 'troupe_llm_ttft_seconds',
+      help: 'LLM request sent to its first chunk.',
+      labelNames: ['character'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    }),
+    tokens: new Counter({
+      name: 'troupe_llm_tokens_total',
+      help: 'Tokens the LLM reported, by character and kind (prompt, completion).',
+      labelNames: ['character', 'kind'],
+      registers,
+    }),
+    toolCalls: new Counter({
+      name: 'troupe_tool_calls_total',
+      help: 'Tool calls by character, tool, variant and outcome (client-side tools count as tool="client").',
+      labelNames: ['character', 'tool', 'variant', 'outcome'],
+      registers,
+    }),
+    toolLatency: new Histogram({
+      name: 'troupe_tool_latency_seconds',
+      help: 'Tool call duration (validation and handler), by character, tool and variant.',
+      labelNames: ['character', 'tool', 'variant'],
+      buckets: TOOL_BUCKETS_S,
+      registers,
+    }),
+    toolRounds: new Histogram({
+      name: 'troupe_turn_tool_rounds',
+      help: 'Tool rounds per response.',
+      labelNames: ['character'],
+      buckets: [0, 1, 2, 3, 5, 10, 20, 50, 100],
+      registers,
+    }),
+    unmute: {
+      toolCalls: new Counter({
+        name: 'character_tool_calls_total',
+        help: "Tool calls by character and tool (the Unmute fork's name).",
+        labelNames: ['character_name', 'tool_name'],
+        registers,
+      }),
+      toolErrors: new Counter({
+        name: 'character_tool_errors_total',
+        help: "Tool calls that did not end ok, by outcome (the Unmute fork's name).",
+        labelNames: ['error_type'],
+        registers,
+      }),
+      toolLatency: new Histogram({
+        name: 'character_tool_latency_seconds',
+        help: "Tool call duration by tool (the Unmute fork's name and buckets).",
+        labelNames: ['tool_name'],
+        buckets: TOOL_BUCKETS_S,
+        registers,
+      }),
+    },
+  };
+  for (const outcome of TOOL_OUTCOMES) {
+    if (outcome !== 'ok') sessions.unmute.toolErrors.inc({ error_type: outcome }, 0);
+  }
+  const server: ServerMetrics = {
+    protocolErrors: new Counter({
+      name: 'troupe_protocol_errors_total',
+      help: 'error events sent to clients, by code.',
+      labelNames: ['code'],
+      registers,
+    }),
+    rejected: new Counter({
+      name: 'troupe_connections_rejected_total',
+      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, unknown_character, shutting_down).',
+      labelNames: ['reason'],
+      registers,
+    }),
+  };
+  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server };
 }

@@ -1,0 +1,390 @@
+/**
+ * Zod schemas of every client event, GA names and shapes with the beta
+ * aliases mapped onto them. {@link parseClientEvent} turns a frame into a
+ * {@link ClientEvent} or a {@link ProtocolError} that says what is wrong.
+ */
+import { z } from 'zod';
+import { ProtocolError } from '../errors.js';
+import { preview } from '../tools/preview.js';
+import type {
+  AudioFormat,
+  ClientEvent,
+  ClientEventType,
+  ContentPart,
+  ResponseOptions,
+  SessionUpdate,
+} from '../session/events.js';
+
+const eventId = z.string().max(256).optional();
+
+const toolChoice = z.union([
+  z.enum(['auto', 'none', 'required']),
+  z.strictObject({ type: z.literal('function'), name: z.string().min(1) }),
+]);
+
+/** Function names as OpenAI takes them. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+const clientTool = z.strictObject({
+  type: z.literal('function'),
+  name: z.string().regex(TOOL_NAME, {
+    error: 'expected a function name of 1–64 letters, digits, _ or -',
+  }),
+  description: z.string().default(''),
+  parameters: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
+});
+
+const modalities = z
+  .array(z.enum(['text', 'audio']))
+  .min(1, { error: 'expected ["text"] or ["audio"]' })
+  .max(2);
+
+const maxTokens = z.union([z.number().int().min(1).max(1_000_000), z.literal('inf')]);
+const temperature = z.number().min(0).max(2);
+
+/** Beta strings and GA objects, as one {@link AudioFormat}. */
+const audioFormat = z.union([
+  z.enum(['pcm16', 'g711_ulaw', 'g711_alaw', 'ogg_opus']).transform(
+    (f): AudioFormat =>
+      ({
+        pcm16: { type: 'audio/pcm', rate: 24000 },
+        g711_ulaw: { type: 'audio/pcmu' },
+        g711_alaw: { type: 'audio/pcma' },
+        ogg_opus: { type: 'audio/ogg', rate: 24000 },
+      })[f] as AudioFormat,
+  ),
+  z.strictObject({
+    type: z.enum(['audio/pcm', 'audio/pcmu', 'audio/pcma', 'audio/ogg']),
+    rate: z.number().int().positive().optional(),
+  }),
+]);
+
+const turnDetection = z
+  .strictObject({
+    type: z.enum(['server_vad', 'semantic_vad']),
+    threshold: z.number().min(0).max(1).optional(),
+    prefix_padding_ms: z.number().int().min(0).max(10_000).optional(),
+    silence_duration_ms: z.number().int().min(0).max(10_000).optional(),
+    create_response: z.boolean().optional(),
+    interrupt_response: z.boolean().optional(),
+    eagerness: z.string().optional(),
+    idle_timeout_ms: z.number().int().nullable().optional(),
+  })
+  .nullable();
+
+/** Fields OpenAI clients send that Troupe accepts without using (the model is the character's). */
+const accepted = {
+  model: z.string().optional(),
+  tracing: z.unknown().optional(),
+  include: z.unknown().optional(),
+  prompt: z.unknown().optional(),
+  truncation: z.unknown().optional(),
+  input_audio_transcription: z.unknown().optional(),
+  input_audio_noise_reduction: z.unknown().optional(),
+  speed: z.number().optional(),
+  id: z.string().optional(),
+  object: z.string().optional(),
+  expires_at: z.unknown().optional(),
+  client_secret: z.unknown().optional(),
+};
+
+const sessionSchema = z
+  .strictObject({
+    type: z
+      .literal('realtime', {
+        error: 'expected "realtime" (transcription sessions are not offered)',
+      })
+      .optional(),
+    character: z.string().min(1).optional(),
+    instructions: z.string().optional(),
+    voice: z.string().optional(),
+    tools: z.array(clientTool).max(128).optional(),
+    tool_choice: toolChoice.optional(),
+    output_modalities: modalities.optional(),
+    audio: z
+      .strictObject({
+        input: z
+          .strictObject({
+            format: audioFormat.optional(),
+            turn_detection: turnDetection.optional(),
+            transcription: z.unknown().optional(),
+            noise_reduction: z.unknown().optional(),
+          })
+          .optional(),
+        output: z
+          .strictObject({
+            format: audioFormat.optional(),
+            voice: z.string().optional(),
+            speed: z.number().optional(),
+          })
+          .optional(),
+      })
+      .optional(),
+    temperature: temperature.optional(),
+    max_output_tokens: maxTokens.optional(),
+    allow_recording: z.boolean().optional(),
+    // Beta names.
+    modalities: modalities.optional(),
+    input_audio_format: audioFormat.optional(),
+    output_audio_format: audioFormat.optional(),
+    turn_detection: turnDetection.optional(),
+    max_response_output_tokens: maxTokens.optional(),
+    ...accepted,
+  })
+  .transform((s): SessionUpdate => {
+    const out: SessionUpdate = {};
+    if (s.character !== undefined) out.character = s.character;
+    if (s.instructions !== undefined) out.instructions = s.instructions;
+    const voice = s.audio?.output?.voice ?? s.voice;
+    if (voice !== undefined) out.voice = voice;
+    if (s.tools !== undefined) out.tools = s.tools;
+    if (s.tool_choice !== undefined) out.tool_choice = s.tool_choice;
+    const mods = s.output_modalities ?? s.modalities;
+    if (mods !== undefined) out.output_modalities = mods;
+    const input = s.audio?.input?.format ?? s.input_audio_format;
+    if (input !== undefined) out.input_audio_format = input;
+    const output = s.audio?.output?.format ?? s.output_audio_format;
+    if (output !== undefined) out.output_audio_format = output;
+    const td =
+      s.audio?.input?.turn_detection !== undefined
+        ? s.audio.input.turn_detection
+        : s.turn_detection;
+    if (td !== undefined) out.turn_detection = td;
+    if (s.temperature !== undefined) out.temperature = s.temperature;
+    const max = s.max_output_tokens ?? s.max_response_output_tokens;
+    if (max !== undefined) out.max_output_tokens = max;
+    if (s.allow_recording !== undefined) out.allow_recording = s.allow_recording;
+    return out;
+  });
+
+const text = z.string();
+
+/** Content parts; beta's `text` (assistant) becomes `output_text`. */
+const contentPart = z.union([
+  z.strictObject({ type: z.literal('input_text'), text }),
+  z.strictObject({
+    type: z.literal('input_image'),
+    image_url: z
+      .string()
+      .refine((u) => /^(data:image\/[a-z0-9.+-]+;base64,|https?:\/\/)/i.test(u), {
+        error: 'expected a data:image/…;base64 URL or an http(s) URL',
+      }),
+    detail: z.enum(['auto', 'low', 'high']).optional(),
+  }),
+  z.strictObject({
+    type: z.literal('input_audio'),
+    audio: z.string().optional(),
+    transcript: z.string().nullable().optional(),
+  }),
+  z
+    .strictObject({ type: z.enum(['output_text', 'text']), text })
+    .transform((p): ContentPart => ({ type: 'output_text', text: p.text })),
+  z
+    .strictObject({
+      type: z.enum(['output_audio', 'audio']),
+      audio: z.string().optional(),
+      transcript: z.string().nullable().optional(),
+    })
+    .transform((p): ContentPart => ({ ...p, type: 'output_audio' })),
+]);
+
+const itemId = z.string().min(1).max(64);
+
+const messageItem = z.strictObject({
+  type: z.literal('message'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  status: z.string().optional(),
+  role: z.enum(['user', 'assistant', 'system']),
+  content: z.array(contentPart).min(1, { error: 'expected at least one content part' }),
+});
+
+const functionCallOutputItem = z.strictObject({
+  type: z.literal('function_call_output'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  call_id: z.string().min(1),
+  output: z.string(),
+});
+
+const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem], {
+  error: 'expected an item of type "message" or "function_call_output"',
+});
+
+const responseSchema = z
+  .strictObject({
+    instructions: z.string().optional(),
+    output_modalities: modalities.optional(),
+    modalities: modalities.optional(),
+    tool_choice: toolChoice.optional(),
+    temperature: temperature.optional(),
+    max_output_tokens: maxTokens.optional(),
+    max_response_output_tokens: maxTokens.optional(),
+    metadata: z.record(z.string(), z.string()).optional(),
+    conversation: z
+      .literal('auto', { error: 'expected "auto" (out-of-band responses are not offered)' })
+      .optional(),
+    // Accepted, unused: the voice and tools are the session's.
+    voice: z.string().optional(),
+    audio: z.unknown().optional(),
+  })
+  .transform((r): ResponseOptions => {
+    const out: ResponseOptions = {};
+    if (r.instructions !== undefined) out.instructions = r.instructions;
+    const mods = r.output_modalities ?? r.modalities;
+    if (mods !== undefined) out.output_modalities = mods;
+    if (r.tool_choice !== undefined) out.tool_choice = r.tool_choice;
+    if (r.temperature !== undefined) out.temperature = r.temperature;
+    const max = r.max_output_tokens ?? r.max_response_output_tokens;
+    if (max !== undefined) out.max_output_tokens = max;
+    if (r.metadata !== undefined) out.metadata = r.metadata;
+    return out;
+  });
+
+/** One schema per client event type. */
+const SCHEMAS = {
+  'session.update': z.strictObject({
+    type: z.literal('session.update'),
+    event_id: eventId,
+    session: sessionSchema,
+  }),
+  'conversation.item.create': z.strictObject({
+    type: z.literal('conversation.item.create'),
+    event_id: eventId,
+    previous_item_id: z.string().nullable().optional(),
+    item,
+  }),
+  'conversation.item.retrieve': z.strictObject({
+    type: z.literal('conversation.item.retrieve'),
+    event_id: eventId,
+    item_id: itemId,
+  }),
+  'conversation.item.delete': z.strictObject({
+    type: z.literal('conversation.item.delete'),
+    event_id: eventId,
+    item_id: itemId,
+  }),
+  'conversation.item.truncate': z.strictObject({
+    type: z.literal('conversation.item.truncate'),
+    event_id: eventId,
+    item_id: itemId,
+    content_index: z.number().int().min(0),
+    audio_end_ms: z.number().int().min(0),
+  }),
+  'response.create': z.strictObject({
+    type: z.literal('response.create'),
+    event_id: eventId,
+    response: responseSchema.optional(),
+  }),
+  'response.cancel': z.strictObject({
+    type: z.literal('response.cancel'),
+    event_id: eventId,
+    response_id: z.string().optional(),
+  }),
+  'input_audio_buffer.append': z.strictObject({
+    type: z.literal('input_audio_buffer.append'),
+    event_id: eventId,
+    audio: z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, { error: 'expected base64 audio' }),
+  }),
+  'input_audio_buffer.commit': z.strictObject({
+    type: z.literal('input_audio_buffer.commit'),
+    event_id: eventId,
+  }),
+  'input_audio_buffer.clear': z.strictObject({
+    type: z.literal('input_audio_buffer.clear'),
+    event_id: eventId,
+  }),
+} satisfies Record<ClientEventType, z.ZodType>;
+
+/** Every client event type Troupe understands. */
+export const CLIENT_EVENT_TYPES = Object.keys(SCHEMAS) as ClientEventType[];
+
+/**
+ * Parses one text frame. Never throws: a bad frame becomes a
+ * {@link ProtocolError} naming the event, the field and what was expected.
+ *
+ * @example
+ * const parsed = parseClientEvent('{"type":"response.create"}');
+ * if (parsed.ok) session.handle(parsed.event); else send(errorEvent(parsed.error));
+ */
+export function parseClientEvent(
+  frame: string,
+): { ok: true; event: ClientEvent } | { ok: false; error: ProtocolError } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(frame);
+  } catch (err) {
+    return fail('invalid_json', `The frame is not valid JSON: ${(err as Error).message}.`);
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return fail('invalid_event', 'An event must be a JSON object with a "type".');
+  }
+  const obj = raw as Record<string, unknown>;
+  const id = typeof obj.event_id === 'string' ? obj.event_id : null;
+  if (typeof obj.type !== 'string') {
+    return fail('missing_required_parameter', 'The event has no "type".', 'type', id);
+  }
+  const schema = (SCHEMAS as Record<string, z.ZodType<ClientEvent>>)[obj.type];
+  if (schema === undefined) {
+    return fail(
+      'unknown_event_type',
+      `Unknown event type "${obj.type.slice(0, 100)}"; expected one of ${CLIENT_EVENT_TYPES.join(', ')}.`,
+      'type',
+      id,
+    );
+  }
+  const parsed = schema.safeParse(obj);
+  if (parsed.success) return { ok: true, event: parsed.data };
+  const { code, param, message } = describeIssue(parsed.error.issues[0]!, obj);
+  return fail(code, `${obj.type}: ${message}`, param, id);
+}
+
+function fail(
+  code: string,
+  message: string,
+  param: string | null = null,
+  eventId: string | null = null,
+): { ok: false; error: ProtocolError } {
+  return { ok: false, error: new ProtocolError(code, message, { param, eventId }) };
+}
+
+/** The first zod issue as a wire code, a dotted path and a sentence. */
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  input: Record<string, unknown>,
+): { code: string; param: string; message: string } {
+  const path = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys') {
+    const param = [...path, issue.keys[0]!].reduce(joinPath, '');
+    return {
+      code: 'unknown_parameter',
+      param,
+      message: `${param}: unknown parameter${issue.keys.length > 1 ? ` (also ${issue.keys.slice(1).join(', ')})` : ''}.`,
+    };
+  }
+  const param = path.reduce(joinPath, '');
+  const value = valueAt(input, issue.path);
+  if (value === undefined && issue.code === 'invalid_type') {
+    return {
+      code: 'missing_required_parameter',
+      param,
+      message: `${param}: missing required parameter.`,
+    };
+  }
+  const shown = value === undefined ? '' : `, got ${preview(value)}`;
+  return { code: 'invalid_value', param, message: `${param}: ${issue.message}${shown}.` };
+}
+
+function joinPath(acc: string, key: string): string {
+  if (/^\d+$/.test(key)) return `${acc}[${key}]`;
+  return acc === '' ? key : `${acc}.${key}`;
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = input;
+  for (const k of path) {
+    if (v === null || typeof v !== 'object') return undefined;
+    v = (v as Record<PropertyKey, unknown>)[k];
+  }
+  return v;
+}

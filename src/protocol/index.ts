@@ -1,0 +1,3 @@
+/** The wire contract: client event schemas, server event encoding, dialects. */
+export * from './client-events.js';
+export * from './server-events.js';

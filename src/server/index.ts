@@ -1,0 +1,188 @@
+/**
+ * The Troupe server: one HTTP(S) server for the routes and the realtime
+ * WebSocket endpoint, with graceful shutdown.
+ */
+import { readFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
+import type { Config } from '../config/index.js';
+import { ConfigError } from '../errors.js';
+import type { LlmClient } from '../llm/client.js';
+import { createMetrics, type Metrics } from '../metrics/index.js';
+import { createHttpHandler } from './http-routes.js';
+import { createServerLlm, type ServerLlm } from './llm.js';
+import { createLogger } from './logger.js';
+import { CLOSE, createRealtime } from './realtime.js';
+
+export { CLOSE } from './realtime.js';
+export { createLogger } from './logger.js';
+export type { LlmHealth } from './llm.js';
+
+/** Options of {@link startServer}. */
+export interface ServerOptions {
+  config: Config;
+  /** Characters already loaded; otherwise loaded from `config.characters` (and closed with the server). */
+  registry?: CharacterRegistry;
+  /** A ready LLM client; otherwise one is made from `config.llm` on first use. */
+  llm?: LlmClient;
+  /** @defaultValue a new registry with process metrics */
+  metrics?: Metrics;
+  /** @defaultValue pino on stdout per `config.log` */
+  logger?: Logger;
+}
+
+/** A running server. */
+export interface TroupeServer {
+  /** `http(s)://host:port` */
+  readonly url: string;
+  /** `ws(s)://host:port/v1/realtime` */
+  readonly wsUrl: string;
+  readonly port: number;
+  readonly registry: CharacterRegistry;
+  readonly metrics: Metrics;
+  readonly llm: ServerLlm;
+  /** Open sessions. */
+  readonly sessions: number;
+  /**
+   * Stops accepting, lets running responses finish until `graceMs` (config:
+   * `SHUTDOWN_GRACE_MS`), then closes every socket with 1001. Resolves true
+   * when every response finished in time.
+   */
+  shutdown(graceMs?: number): Promise<boolean>;
+  /** Shuts down with no grace. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the server.
+ *
+ * @example
+ * const server = await startServer({ config: loadConfig(process.env) });
+ * console.log(`web client: ${server.url}/`);
+ */
+export async function startServer(options: ServerOptions): Promise<TroupeServer> {
+  const { config } = options;
+  const log = options.logger ?? createLogger(config.log);
+  const metrics = options.metrics ?? createMetrics();
+  const ownRegistry = options.registry === undefined;
+  const registry =
+    options.registry ??
+    (await loadCharacters({
+      dir: config.characters.dir,
+      strict: config.characters.strict,
+      watch: config.characters.watch,
+      log: log.child({ part: 'characters' }),
+      metrics: metrics.characters,
+    }));
+  const wanted = config.sessions.defaultCharacter;
+  if (wanted !== undefined && registry.get(wanted) === undefined) {
+    if (ownRegistry) await registry.close();
+    throw new ConfigError(
+      `DEFAULT_CHARACTER=${wanted}: no such character in ${registry.dir}; available: ${
+        registry
+          .list()
+          .map((c) => c.id)
+          .join(', ') || 'none'
+      }.`,
+    );
+  }
+  const llm = createServerLlm({
+    config: config.llm,
+    ...(options.llm ? { client: options.llm } : {}),
+    log: log.child({ part: 'llm' }),
+    cacheMs: config.server.healthCacheMs,
+  });
+  const realtime = createRealtime({ config, registry, llm, metrics, log });
+  let shuttingDown = false;
+  const handler = createHttpHandler({
+    registry,
+    metrics,
+    llm,
+    sessions: () => ({ active: realtime.active, max: config.server.maxSessions }),
+    startedAt: performance.now(),
+    shuttingDown: () => shuttingDown,
+  });
+  const tls = config.server.tls;
+  let server: Server;
+  if (tls) {
+    const [cert, key] = await Promise.all([
+      readPem(tls.certFile, 'TLS_CERT'),
+      readPem(tls.keyFile, 'TLS_KEY'),
+    ]);
+    server = createHttpsServer({ cert, key }, handler);
+  } else {
+    server = createHttpServer(handler);
+  }
+  server.on('upgrade', realtime.upgrade);
+  server.on('clientError', (_err, socket) => socket.destroy());
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      reject(
+        new ConfigError(
+          err.code === 'EADDRINUSE'
+            ? `port ${config.server.port} on ${config.server.host} is in use; set PORT to a free one.`
+            : `cannot listen on ${config.server.host}:${config.server.port}: ${err.message}`,
+          { cause: err },
+        ),
+      );
+    });
+    server.listen(config.server.port, config.server.host, resolve);
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  const url = `${tls ? 'https' : 'http'}://${host}:${port}`;
+  const wsUrl = `${tls ? 'wss' : 'ws'}://${host}:${port}/v1/realtime`;
+  log.info(
+    { url, characters: registry.list().length, llm: config.llm.baseURL },
+    'server listening',
+  );
+
+  let stopped: Promise<boolean> | undefined;
+  async function shutdown(graceMs = config.server.shutdownGraceMs): Promise<boolean> {
+    stopped ??= (async () => {
+      shuttingDown = true;
+      realtime.stopAccepting();
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      log.info({ sessions: realtime.active, graceMs }, 'shutting down');
+      const drained = await realtime.drain(Date.now() + graceMs);
+      if (!drained) log.warn({ graceMs }, 'responses still running at the deadline; cancelled');
+      realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down');
+      server.closeAllConnections();
+      await closed;
+      if (ownRegistry) await registry.close();
+      log.info({}, 'server stopped');
+      return drained;
+    })();
+    return stopped;
+  }
+
+  return {
+    url,
+    wsUrl,
+    port,
+    registry,
+    metrics,
+    llm,
+    get sessions() {
+      return realtime.active;
+    },
+    shutdown,
+    async close() {
+      await shutdown(0);
+    },
+  };
+}
+
+async function readPem(file: string, variable: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${variable}=${file}: cannot read it (${(err as Error).message}).`, {
+      cause: err,
+    });
+  }
+}

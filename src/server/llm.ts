@@ -1,0 +1,115 @@
+/**
+ * The LLM as the server holds it: connected on first use (the server may come
+ * up before vLLM does), and probed for `/health` with a cached answer.
+ */
+import type { LlmConfig } from '../config/index.js';
+import { DEFAULT_HEALTH_TIMEOUT_MS } from '../config/index.js';
+import { createLlmClient, type LlmClient } from '../llm/client.js';
+import type { ToolLogger } from '../tools/types.js';
+
+/** What `/health` says about the LLM. */
+export interface LlmHealth {
+  ok: boolean;
+  base_url: string;
+  model: string | null;
+  latency_ms: number | null;
+  error?: string;
+  checked_at: string;
+}
+
+/** A lazily connected LLM with a health probe. */
+export interface ServerLlm {
+  /** The client; connects (and picks the model) on first call, retried after a failure. */
+  get(): Promise<LlmClient>;
+  /** Reachability of `GET /models`, cached for `cacheMs`. */
+  health(): Promise<LlmHealth>;
+}
+
+/** Options of {@link createServerLlm}. */
+export interface ServerLlmOptions {
+  config: LlmConfig;
+  /** A ready client (tests, embedding); otherwise one is made from `config`. */
+  client?: LlmClient;
+  log: ToolLogger;
+  /** @defaultValue 5000 */
+  cacheMs: number;
+}
+
+/**
+ * Wraps the configured LLM endpoint for the server.
+ *
+ * @example
+ * const llm = createServerLlm({ config: config.llm, log, cacheMs: 5000 });
+ * const client = await llm.get();
+ */
+export function createServerLlm(options: ServerLlmOptions): ServerLlm {
+  const { config, log } = options;
+  let client: Promise<LlmClient> | undefined = options.client
+    ? Promise.resolve(options.client)
+    : undefined;
+  let cached: { at: number; value: Promise<LlmHealth> } | undefined;
+
+  function get(): Promise<LlmClient> {
+    client ??= createLlmClient({
+      baseURL: config.baseURL,
+      ...(config.apiKey ? { apiKey: config.apiKey } : {}),
+      ...(config.model ? { model: config.model } : {}),
+      log,
+    }).catch((err: unknown) => {
+      // Not cached: the next turn tries again (the LLM may be starting).
+      client = undefined;
+      throw err;
+    });
+    return client;
+  }
+
+  async function probe(): Promise<LlmHealth> {
+    const baseURL = options.client?.baseURL ?? config.baseURL;
+    const started = performance.now();
+    const checkedAt = new Date().toISOString();
+    try {
+      const res = await fetch(`${baseURL.replace(/\/$/, '')}/models`, {
+        headers: config.apiKey ? { authorization: `Bearer ${config.apiKey}` } : {},
+        signal: AbortSignal.timeout(DEFAULT_HEALTH_TIMEOUT_MS),
+      });
+      await res.body?.cancel();
+      const latency = Math.round(performance.now() - started);
+      const model = options.client?.model ?? config.model ?? null;
+      if (!res.ok) {
+        return {
+          ok: false,
+          base_url: baseURL,
+          model,
+          latency_ms: latency,
+          error: `GET /models answered HTTP ${res.status}`,
+          checked_at: checkedAt,
+        };
+      }
+      return { ok: true, base_url: baseURL, model, latency_ms: latency, checked_at: checkedAt };
+    } catch (err) {
+      return {
+        ok: false,
+        base_url: baseURL,
+        model: null,
+        latency_ms: null,
+        error: describeFetchError(err),
+        checked_at: checkedAt,
+      };
+    }
+  }
+
+  return {
+    get,
+    health() {
+      const now = performance.now();
+      if (!cached || now - cached.at > options.cacheMs) cached = { at: now, value: probe() };
+      return cached.value;
+    },
+  };
+}
+
+function describeFetchError(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e.name === 'TimeoutError') return `no answer within ${DEFAULT_HEALTH_TIMEOUT_MS} ms`;
+  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+}

@@ -1,0 +1,359 @@
+/**
+ * `/v1/realtime`: the WebSocket upgrade, who may connect (auth, origin,
+ * limits), and the glue between a socket and its session: frames are parsed
+ * with the protocol's schemas, events are encoded for the dialect, and a
+ * client that stops reading is cut off before it can hold the server's memory.
+ */
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { CharacterRegistry } from '../characters/registry.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import type { Config } from '../config/index.js';
+import { ProtocolError } from '../errors.js';
+import type { Metrics } from '../metrics/index.js';
+import { DIALECTS, createEncoder, parseClientEvent, type Dialect } from '../protocol/index.js';
+import type { ServerEvent } from '../session/events.js';
+import { createSession, type Session } from '../session/session.js';
+import type { ServerLlm } from './llm.js';
+
+/** Close codes of PROTOCOL.md. */
+export const CLOSE = {
+  NORMAL: 1000,
+  GOING_AWAY: 1001,
+  POLICY: 1008,
+  TOO_BIG: 1009,
+  INTERNAL: 1011,
+  TRY_AGAIN: 1013,
+} as const;
+
+/** The subprotocol browsers use to carry the token (`openai-insecure-api-key.<token>`). */
+const KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
+/** How long a closing socket may take to say goodbye before it is cut. */
+const CLOSE_TIMEOUT_MS = 1_000;
+
+/** What the realtime endpoint needs from the server. */
+export interface RealtimeContext {
+  config: Config;
+  registry: CharacterRegistry;
+  llm: ServerLlm;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/** The realtime endpoint. */
+export interface RealtimeEndpoint {
+  /** Handles an HTTP upgrade request (any path: others get 404). */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  readonly active: number;
+  /** Stops taking connections; new ones are closed with 1001. */
+  stopAccepting(): void;
+  /** Waits until no session has a response running, or `deadline` (epoch ms) passes. */
+  drain(deadline: number): Promise<boolean>;
+  /** Closes every socket with `code` and stops every session. */
+  closeAll(code: number, reason: string): void;
+}
+
+/**
+ * Creates the endpoint.
+ *
+ * @example
+ * const realtime = createRealtime({ config, registry, llm, metrics, log });
+ * server.on('upgrade', realtime.upgrade);
+ */
+export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
+  const { config, metrics, log } = ctx;
+  const limits = config.server;
+  const connections = new Map<WebSocket, Session | undefined>();
+  let accepting = true;
+
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: limits.maxFrameBytes,
+    // Browsers fail a connection whose offered subprotocols were all refused,
+    // so one is always picked: `realtime` when offered, never the token.
+    handleProtocols(protocols) {
+      if (protocols.has('realtime')) return 'realtime';
+      for (const p of protocols) if (!p.startsWith(KEY_PROTOCOL_PREFIX)) return p;
+      return protocols.values().next().value ?? false;
+    },
+  });
+
+  const reject = (
+    ws: WebSocket,
+    code: number,
+    reason: string,
+    label: string,
+    error?: ProtocolError,
+  ) => {
+    metrics.server.rejected.inc({ reason: label });
+    if (error) {
+      metrics.server.protocolErrors.inc({ code: error.wireCode });
+      ws.send(
+        JSON.stringify({ type: 'error', event_id: `event_${randomUUID()}`, error: error.payload }),
+      );
+    }
+    closeSocket(ws, code, reason);
+  };
+
+  function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    if (url.pathname !== '/v1/realtime') {
+      socket.end(
+        'HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\nWebSocket endpoint is /v1/realtime\n',
+      );
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      void connect(ws, req, url).catch((err: unknown) => {
+        log.error({ err }, 'connection setup failed');
+        closeSocket(ws, CLOSE.INTERNAL, 'internal error');
+      });
+    });
+  }
+
+  async function connect(ws: WebSocket, req: IncomingMessage, url: URL): Promise<void> {
+    // Refusals still complete the upgrade, so the client gets a close code and reason.
+    if (!accepting) return reject(ws, CLOSE.GOING_AWAY, 'server shutting down', 'shutting_down');
+    const denied = checkAccess(req, url);
+    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
+    if (connections.size >= limits.maxSessions) {
+      return reject(
+        ws,
+        CLOSE.TRY_AGAIN,
+        `server full (${limits.maxSessions} sessions); try again later`,
+        'full',
+      );
+    }
+
+    const picked = pickSession(url);
+    if (picked instanceof ProtocolError) {
+      return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
+    }
+    const { character, variant, dialect } = picked;
+    connections.set(ws, undefined);
+    ws.on('close', () => {
+      connections.get(ws)?.close();
+      connections.delete(ws);
+    });
+
+    const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+    const sessionLog = log.child({ session: id, character: character.id });
+    const encoder = createEncoder(dialect);
+    let cutOff = false;
+    const send = (event: ServerEvent): void => {
+      if (cutOff || ws.readyState !== ws.OPEN) return;
+      if (event.type === 'error') metrics.server.protocolErrors.inc({ code: event.error.code });
+      const frame = encoder.encode(event);
+      if (frame === null) return;
+      ws.send(frame);
+      if (ws.bufferedAmount > limits.maxBufferedBytes) {
+        // A client that stopped reading: free what it holds now, not when it wakes up.
+        cutOff = true;
+        sessionLog.warn({ buffered: ws.bufferedAmount }, 'slow consumer closed');
+        metrics.server.rejected.inc({ reason: 'slow_consumer' });
+        connections.get(ws)?.close();
+        ws.terminate();
+      }
+    };
+
+    // Frames that arrive while the session opens wait in this chain, in order.
+    let opened!: () => void;
+    let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
+    ws.on('message', (data, isBinary) => {
+      const receivedAt = performance.now();
+      chain = chain.then(() => {
+        const session = connections.get(ws);
+        if (!session || cutOff) return;
+        if (isBinary) {
+          return send({
+            type: 'error',
+            error: new ProtocolError(
+              'invalid_frame',
+              'Binary frames are not taken; send each event as a JSON text frame.',
+            ).payload,
+          });
+        }
+        const parsed = parseClientEvent((data as Buffer).toString('utf8'));
+        if (!parsed.ok) return send({ type: 'error', error: parsed.error.payload });
+        return session.handle(parsed.event, receivedAt);
+      });
+    });
+    ws.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        metrics.server.rejected.inc({ reason: 'frame_too_large' });
+        sessionLog.warn({ limit: limits.maxFrameBytes }, 'frame too large');
+      } else sessionLog.warn({ code: err.code, err: err.message }, 'socket error');
+    });
+
+    let session: Session;
+    try {
+      session = await createSession({
+        id,
+        character,
+        ...(variant ? { variant } : {}),
+        characters: {
+          get: (cid) => ctx.registry.get(cid),
+          ids: () => ctx.registry.list().map((c) => c.id),
+        },
+        llm: ctx.llm.get,
+        settings: config.sessions,
+        send,
+        log: sessionLog,
+        logContent: config.log.content,
+        metrics: metrics.sessions,
+        metadata: {},
+      });
+    } catch (err) {
+      // The prompt generator failed or timed out: the character cannot serve now.
+      sessionLog.error({ err }, 'session open failed');
+      const error = new ProtocolError(
+        'character_unavailable',
+        `Character "${character.id}" could not start a session: ${(err as Error).message}`,
+        { type: 'server_error' },
+      );
+      reject(ws, CLOSE.INTERNAL, 'character_unavailable', 'character_unavailable', error);
+      return opened();
+    }
+    if (ws.readyState !== ws.OPEN) {
+      session.close();
+      return opened();
+    }
+    connections.set(ws, session);
+    sessionLog.info(
+      { variant: variant ?? null, dialect, origin: req.headers.origin ?? null },
+      'session opened',
+    );
+    ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));
+    session.start();
+    opened();
+  }
+
+  function checkAccess(
+    req: IncomingMessage,
+    url: URL,
+  ): { reason: string; label: string } | undefined {
+    const origin = req.headers.origin;
+    if (origin !== undefined && !originAllowed(origin, req.headers.host, limits.allowedOrigins)) {
+      return { reason: `origin ${origin} not allowed`, label: 'origin' };
+    }
+    const token = limits.authToken;
+    if (token === undefined) return undefined;
+    const given = presentedToken(req, url);
+    if (given === undefined) return { reason: 'authentication required', label: 'auth' };
+    if (!sameSecret(given, token)) return { reason: 'invalid token', label: 'auth' };
+    return undefined;
+  }
+
+  function pickSession(
+    url: URL,
+  ): ProtocolError | { character: LoadedCharacter; variant?: string; dialect: Dialect } {
+    const dialectParam = url.searchParams.get('dialect') ?? 'openai';
+    if (!(DIALECTS as readonly string[]).includes(dialectParam)) {
+      return new ProtocolError(
+        'invalid_dialect',
+        `?dialect=${dialectParam} is not offered; use one of ${DIALECTS.join(', ')}.`,
+        { param: 'dialect' },
+      );
+    }
+    const ids = ctx.registry.list().map((c) => c.id);
+    const wanted = url.searchParams.get('character') ?? config.sessions.defaultCharacter ?? ids[0];
+    if (wanted === undefined) {
+      return new ProtocolError(
+        'no_characters',
+        `No characters are loaded from ${ctx.registry.dir}; run \`troupe check ${ctx.registry.dir}\` to see why.`,
+        { type: 'server_error', closeCode: CLOSE.INTERNAL },
+      );
+    }
+    const character = ctx.registry.get(wanted);
+    if (character === undefined) {
+      return new ProtocolError(
+        'unknown_character',
+        `No character "${wanted}"; available: ${ids.join(', ')}.`,
+        { param: 'character' },
+      );
+    }
+    const variantParam = url.searchParams.get('variant');
+    if (variantParam !== null && !character.variants.includes(variantParam)) {
+      return new ProtocolError(
+        'unknown_variant',
+        `Character "${character.id}" has no tool variant "${variantParam}"; variants: ${character.variants.join(', ')}.`,
+        { param: 'variant' },
+      );
+    }
+    let variant = variantParam ?? undefined;
+    if (variant === undefined && config.sessions.variantAssignment === 'random') {
+      variant = character.variants[Math.floor(Math.random() * character.variants.length)];
+    }
+    return { character, ...(variant ? { variant } : {}), dialect: dialectParam as Dialect };
+  }
+
+  return {
+    upgrade,
+    get active() {
+      return connections.size;
+    },
+    stopAccepting() {
+      accepting = false;
+    },
+    async drain(deadline) {
+      const busy = () => [...connections.values()].filter((s) => s?.busy) as Session[];
+      while (busy().length > 0) {
+        const left = deadline - Date.now();
+        if (left <= 0) return false;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          Promise.all(busy().map((s) => s.idle())),
+          new Promise((r) => (timer = setTimeout(r, left))),
+        ]);
+        clearTimeout(timer);
+      }
+      return true;
+    },
+    closeAll(code, reason) {
+      for (const [ws, session] of connections) {
+        session?.close();
+        closeSocket(ws, code, reason);
+      }
+    },
+  };
+}
+
+function closeSocket(ws: WebSocket, code: number, reason: string): void {
+  ws.close(code, reason.slice(0, 120));
+  // A peer that never answers the close would keep the socket (and its buffers).
+  setTimeout(() => ws.terminate(), CLOSE_TIMEOUT_MS).unref();
+}
+
+/** Bearer header, `openai-insecure-api-key.<token>` subprotocol, or `?token=`. */
+function presentedToken(req: IncomingMessage, url: URL): string | undefined {
+  const auth = req.headers.authorization;
+  if (auth?.startsWith('Bearer ')) return auth.slice('Bearer '.length).trim();
+  const protocols = req.headers['sec-websocket-protocol'];
+  if (protocols) {
+    for (const p of protocols.split(',').map((s) => s.trim())) {
+      if (p.startsWith(KEY_PROTOCOL_PREFIX)) return p.slice(KEY_PROTOCOL_PREFIX.length);
+    }
+  }
+  return url.searchParams.get('token') ?? undefined;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Same-origin pages always; others when listed (or `*`). */
+function originAllowed(origin: string, host: string | undefined, allowed: '*' | string[]): boolean {
+  if (allowed === '*') return true;
+  const normalized = origin.replace(/\/$/, '');
+  if (allowed.includes(normalized)) return true;
+  try {
+    return host !== undefined && new URL(normalized).host === host;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,282 @@
+/**
+ * What a session takes in and gives out. The vocabulary is the OpenAI
+ * Realtime API's (GA names and shapes), which Troupe uses internally; the
+ * session never sees JSON, event ids or dialects — `protocol/` parses client
+ * frames into {@link ClientEvent}s and encodes {@link ServerEvent}s per dialect.
+ */
+import type { ToolOutcome } from '../tools/types.js';
+
+// ── Items (conversation history as the client sees it) ─────────────────────
+
+/** A content part of a message item. */
+export type ContentPart =
+  | { type: 'input_text'; text: string }
+  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' }
+  | { type: 'input_audio'; audio?: string; transcript?: string | null }
+  | { type: 'output_text'; text: string }
+  | { type: 'output_audio'; audio?: string; transcript?: string | null };
+
+/** A message in the conversation. */
+export interface MessageItem {
+  id: string;
+  object: 'realtime.item';
+  type: 'message';
+  status: 'completed' | 'in_progress' | 'incomplete';
+  role: 'user' | 'assistant' | 'system';
+  content: ContentPart[];
+}
+
+/** A tool call the model made (server-side or client-side). */
+export interface FunctionCallItem {
+  id: string;
+  object: 'realtime.item';
+  type: 'function_call';
+  status: 'completed' | 'in_progress' | 'incomplete';
+  call_id: string;
+  name: string;
+  arguments: string;
+}
+
+/** The result of a tool call, from the server's handler or from the client. */
+export interface FunctionCallOutputItem {
+  id: string;
+  object: 'realtime.item';
+  type: 'function_call_output';
+  call_id: string;
+  output: string;
+}
+
+/** Any conversation item. */
+export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem;
+
+// ── Client → session ────────────────────────────────────────────────────────
+
+/** A function tool the client offers (and runs) itself. */
+export interface ClientTool {
+  type: 'function';
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** Tool choice as the Realtime API takes it. */
+export type ToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; name: string };
+
+/** Audio formats: GA objects; beta strings are mapped to these by the protocol. */
+export interface AudioFormat {
+  type: 'audio/pcm' | 'audio/pcmu' | 'audio/pcma' | 'audio/ogg';
+  rate?: number;
+}
+
+/** Server VAD settings (`null` = manual turn taking). */
+export interface TurnDetection {
+  type: 'server_vad' | 'semantic_vad';
+  threshold?: number;
+  prefix_padding_ms?: number;
+  silence_duration_ms?: number;
+  create_response?: boolean;
+  interrupt_response?: boolean;
+  eagerness?: string;
+}
+
+/** `session.update.session`, normalised (beta fields mapped to GA). Absent = unchanged. */
+export interface SessionUpdate {
+  character?: string;
+  instructions?: string;
+  voice?: string;
+  tools?: ClientTool[];
+  tool_choice?: ToolChoice;
+  output_modalities?: Array<'text' | 'audio'>;
+  input_audio_format?: AudioFormat;
+  output_audio_format?: AudioFormat;
+  turn_detection?: TurnDetection | null;
+  temperature?: number;
+  max_output_tokens?: number | 'inf';
+  /** Unmute's frontend sends it. */
+  allow_recording?: boolean;
+}
+
+/** An item the client adds. */
+export type ClientItem =
+  | {
+      type: 'message';
+      id?: string;
+      role: 'user' | 'assistant' | 'system';
+      content: ContentPart[];
+    }
+  | { type: 'function_call_output'; id?: string; call_id: string; output: string };
+
+/** `response.create.response`, normalised. */
+export interface ResponseOptions {
+  instructions?: string;
+  output_modalities?: Array<'text' | 'audio'>;
+  tool_choice?: ToolChoice;
+  temperature?: number;
+  max_output_tokens?: number | 'inf';
+  metadata?: Record<string, string>;
+}
+
+/** A client event after validation (GA names; `event_id` is the client's own). */
+export type ClientEvent = { event_id?: string } & (
+  | { type: 'session.update'; session: SessionUpdate }
+  | { type: 'conversation.item.create'; previous_item_id?: string | null; item: ClientItem }
+  | { type: 'conversation.item.retrieve'; item_id: string }
+  | { type: 'conversation.item.delete'; item_id: string }
+  | {
+      type: 'conversation.item.truncate';
+      item_id: string;
+      content_index: number;
+      audio_end_ms: number;
+    }
+  | { type: 'response.create'; response?: ResponseOptions }
+  | { type: 'response.cancel'; response_id?: string }
+  | { type: 'input_audio_buffer.append'; audio: string }
+  | { type: 'input_audio_buffer.commit' }
+  | { type: 'input_audio_buffer.clear' }
+);
+
+/** The type of every client event. */
+export type ClientEventType = ClientEvent['type'];
+
+// ── Session → client ────────────────────────────────────────────────────────
+
+/** Token counts of a response, in the Realtime shape. */
+export interface ResponseUsage {
+  total_tokens: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** One server-side or client-side tool call of a response, as `response.done` reports it. */
+export interface ResponseToolCall {
+  call_id: string;
+  name: string;
+  /** `pending_client` for a client-side call awaiting its output. */
+  outcome: ToolOutcome | 'pending_client';
+  duration_ms: number;
+}
+
+/** Troupe's additions to a response: timings and tools. */
+export interface ResponseTroupeInfo {
+  character: string;
+  variant: string;
+  /** `response.create` received → first text delta sent. */
+  ttft_ms: number | null;
+  /** Request sent to the LLM → its first chunk, first round. */
+  llm_ttft_ms: number | null;
+  duration_ms: number;
+  tool_rounds: number;
+  llm_requests: number;
+  tools: ResponseToolCall[];
+}
+
+/** The response object of `response.created` / `response.done`. */
+export interface ResponseObject {
+  object: 'realtime.response';
+  id: string;
+  status: 'in_progress' | 'completed' | 'cancelled' | 'incomplete' | 'failed';
+  status_details: null | {
+    type: 'cancelled' | 'incomplete' | 'failed';
+    reason?: string;
+    error?: { type: string; code: string; message: string };
+  };
+  output: Item[];
+  output_modalities: Array<'text' | 'audio'>;
+  usage: ResponseUsage | null;
+  metadata: Record<string, string> | null;
+  troupe?: ResponseTroupeInfo;
+}
+
+/** The character serving a session, as `session.created/updated` shows it. */
+export interface SessionCharacterInfo {
+  id: string;
+  name: string;
+  description: string;
+  variant: string;
+  tools: string[];
+  greeting: string | null;
+}
+
+/** The effective session, echoed on connect and after each update. */
+export interface SessionObject {
+  type: 'realtime';
+  object: 'realtime.session';
+  id: string;
+  model: string;
+  /** The character's id. */
+  character: string;
+  instructions: string;
+  output_modalities: Array<'text' | 'audio'>;
+  tools: ClientTool[];
+  tool_choice: ToolChoice;
+  temperature: number | null;
+  max_output_tokens: number | 'inf';
+  audio: {
+    input: { format: AudioFormat; turn_detection: TurnDetection | null };
+    output: { format: AudioFormat; voice: string | null };
+  };
+  troupe: { character: SessionCharacterInfo };
+}
+
+/** The error payload of an `error` event. */
+export interface ErrorPayload {
+  type: 'invalid_request_error' | 'server_error' | 'llm_error';
+  code: string;
+  message: string;
+  param: string | null;
+  event_id: string | null;
+}
+
+interface InResponse {
+  response_id: string;
+  item_id: string;
+  output_index: number;
+}
+
+/** Every event a session sends (GA names, no `event_id` yet). */
+export type ServerEvent =
+  | { type: 'session.created' | 'session.updated'; session: SessionObject }
+  | {
+      type: 'conversation.item.added' | 'conversation.item.done';
+      previous_item_id: string | null;
+      item: Item;
+    }
+  | { type: 'conversation.item.retrieved'; item: Item }
+  | { type: 'conversation.item.deleted'; item_id: string }
+  | { type: 'response.created' | 'response.done'; response: ResponseObject }
+  | {
+      type: 'response.output_item.added' | 'response.output_item.done';
+      response_id: string;
+      output_index: number;
+      item: Item;
+    }
+  | ({
+      type: 'response.content_part.added' | 'response.content_part.done';
+      content_index: number;
+      part: ContentPart;
+    } & InResponse)
+  | ({ type: 'response.output_text.delta'; content_index: number; delta: string } & InResponse)
+  | ({ type: 'response.output_text.done'; content_index: number; text: string } & InResponse)
+  | ({
+      type: 'response.function_call_arguments.delta';
+      call_id: string;
+      delta: string;
+    } & InResponse)
+  | ({
+      type: 'response.function_call_arguments.done';
+      call_id: string;
+      name: string;
+      arguments: string;
+    } & InResponse)
+  | ({
+      type: 'troupe.tool_call.result';
+      call_id: string;
+      name: string;
+      outcome: ToolOutcome;
+      output: string;
+      duration_ms: number;
+    } & InResponse)
+  | { type: 'error'; error: ErrorPayload };
+
+/** The type of every server event. */
+export type ServerEventType = ServerEvent['type'];

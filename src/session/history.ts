@@ -1,0 +1,173 @@
+/**
+ * A conversation's history: the items the client sees and the chat messages
+ * the model sees, kept in groups. A group starts with a user message and holds
+ * everything that answers it (assistant text, tool calls and their results),
+ * so trimming to the context budget drops whole groups and never parts a tool
+ * call from its result.
+ */
+import type { ChatMessage } from '../llm/chunk.js';
+import type { Item } from './events.js';
+
+/** One exchange: a user message (absent for the opening) and what followed. */
+export interface HistoryGroup {
+  items: Item[];
+  messages: ChatMessage[];
+}
+
+/** Tokens counted for an image, whatever its size (a high-detail tile set is ~765). */
+const IMAGE_TOKENS = 765;
+/** Per-message overhead of the chat format. */
+const MESSAGE_TOKENS = 4;
+
+/** A cheap, provider-neutral estimate: about 4 characters per token. */
+export function estimateTokens(message: ChatMessage): number {
+  let chars = 0;
+  let images = 0;
+  const content = message.content;
+  if (typeof content === 'string') chars += content.length;
+  else if (Array.isArray(content)) {
+    for (const part of content) {
+      if (part.type === 'text') chars += part.text.length;
+      else images++;
+    }
+  }
+  if (message.role === 'assistant') {
+    for (const call of message.tool_calls ?? []) {
+      chars += call.function.name.length + call.function.arguments.length + 16;
+    }
+    if (message.function_call) chars += message.function_call.arguments.length + 16;
+  }
+  return MESSAGE_TOKENS + Math.ceil(chars / 4) + images * IMAGE_TOKENS;
+}
+
+/** The messages of a history within a budget, and what had to go. */
+export interface TrimResult {
+  messages: ChatMessage[];
+  estimatedTokens: number;
+  droppedGroups: number;
+  droppedItems: number;
+}
+
+/** Items and messages of one conversation. */
+export class History {
+  #groups: HistoryGroup[] = [];
+  /** Messages that stand for exactly one item (client messages, the greeting): deletable. */
+  #single = new Map<string, ChatMessage>();
+
+  /** Every item, oldest first. */
+  get items(): Item[] {
+    return this.#groups.flatMap((g) => g.items);
+  }
+
+  /** The id of the newest item, null when empty. */
+  lastItemId(): string | null {
+    const g = this.#groups.at(-1);
+    return g?.items.at(-1)?.id ?? null;
+  }
+
+  /** The newest group, created when there is none. */
+  current(): HistoryGroup {
+    return this.#groups.at(-1) ?? this.startGroup();
+  }
+
+  /** Starts a new group (a user message begins one). */
+  startGroup(): HistoryGroup {
+    const group: HistoryGroup = { items: [], messages: [] };
+    this.#groups.push(group);
+    return group;
+  }
+
+  /** Adds an item that maps to exactly one message. */
+  addMessageItem(group: HistoryGroup, item: Item, message: ChatMessage): void {
+    group.items.push(item);
+    group.messages.push(message);
+    this.#single.set(item.id, message);
+  }
+
+  /** Finds an item by id. */
+  find(id: string): Item | undefined {
+    for (const g of this.#groups) {
+      const item = g.items.find((i) => i.id === id);
+      if (item) return item;
+    }
+    return undefined;
+  }
+
+  /**
+   * Puts tool results right after the assistant message that made the call
+   * (and its other results), so the history stays valid to send back.
+   */
+  insertToolResults(callId: string, item: Item, messages: readonly ChatMessage[]): void {
+    for (const g of this.#groups) {
+      const at = g.messages.findIndex(
+        (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === callId),
+      );
+      if (at === -1) continue;
+      let end = at + 1;
+      while (end < g.messages.length && g.messages[end]!.role === 'tool') end++;
+      g.messages.splice(end, 0, ...messages);
+      const callItem = g.items.findIndex((i) => i.type === 'function_call' && i.call_id === callId);
+      let itemEnd = callItem + 1;
+      while (itemEnd < g.items.length && g.items[itemEnd]!.type !== 'message') itemEnd++;
+      g.items.splice(itemEnd, 0, item);
+      return;
+    }
+    // Prompt mode has no call ids in messages: the results follow the latest exchange.
+    const g = this.current();
+    g.items.push(item);
+    g.messages.push(...messages);
+  }
+
+  /**
+   * Deletes a message item that stands for one chat message. Items of a
+   * response (text beside tool calls, calls, results) stay: removing one
+   * would part a call from its result. Returns false when not deletable.
+   */
+  delete(id: string): boolean {
+    const message = this.#single.get(id);
+    if (message === undefined) return false;
+    for (const g of this.#groups) {
+      const i = g.items.findIndex((it) => it.id === id);
+      if (i === -1) continue;
+      g.items.splice(i, 1);
+      g.messages.splice(g.messages.indexOf(message), 1);
+      this.#single.delete(id);
+      if (g.items.length === 0) this.#groups.splice(this.#groups.indexOf(g), 1);
+      return true;
+    }
+    return false;
+  }
+
+  /** Removes everything; returns the items that were there. */
+  clear(): Item[] {
+    const items = this.items;
+    this.#groups = [];
+    this.#single.clear();
+    return items;
+  }
+
+  /**
+   * The messages to send, oldest groups dropped (for good) until the rest and
+   * `reservedTokens` (system prompt) fit `budgetTokens`. The newest group is
+   * always kept, even alone over budget: the model's error then says so.
+   */
+  trim(budgetTokens: number, reservedTokens: number): TrimResult {
+    const sizes = this.#groups.map((g) => g.messages.reduce((n, m) => n + estimateTokens(m), 0));
+    let total = reservedTokens + sizes.reduce((a, b) => a + b, 0);
+    let drop = 0;
+    let droppedItems = 0;
+    while (total > budgetTokens && drop < this.#groups.length - 1) {
+      total -= sizes[drop]!;
+      droppedItems += this.#groups[drop]!.items.length;
+      for (const item of this.#groups[drop]!.items) this.#single.delete(item.id);
+      drop++;
+    }
+    if (drop > 0) this.#groups.splice(0, drop);
+    return {
+      messages: this.#groups.flatMap((g) => g.messages),
+      estimatedTokens: total,
+      droppedGroups: drop,
+      droppedItems,
+    };
+  }
+}

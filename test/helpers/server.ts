@@ -1,0 +1,87 @@
+/**
+ * Starts a real Troupe server on loopback (port chosen by the OS) against the
+ * LLM simulator, with logs captured in memory.
+ */
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/index.js';
+import { createLogger, startServer, type TroupeServer } from '../../src/server/index.js';
+import {
+  DEMO_SCRIPT,
+  startSimulator,
+  type SimScript,
+  type Simulator,
+  type SimulatorOptions,
+} from '../../src/testing/index.js';
+
+/** A server and its simulator. */
+export interface TestServer {
+  /** http://127.0.0.1:PORT */
+  url: string;
+  /** ws://127.0.0.1:PORT/v1/realtime */
+  wsUrl: string;
+  server: TroupeServer;
+  simulator: Simulator;
+  /** Log lines written so far, parsed. */
+  logs(): Array<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+/** Options of {@link startTestServer}. */
+export interface TestServerOptions {
+  /** @defaultValue DEMO_SCRIPT */
+  script?: SimScript;
+  /** Extra settings as environment variables (PORT, HOST, LLM_BASE_URL are set). */
+  env?: Record<string, string>;
+  simulator?: Omit<SimulatorOptions, 'script'>;
+}
+
+/**
+ * @example
+ * const t = await startTestServer();
+ * const client = await connect(`${t.wsUrl}?character=weather`);
+ */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const simulator = await startSimulator({
+    profile: 'vllm-hermes',
+    ...options.simulator,
+    script: options.script ?? DEMO_SCRIPT,
+  });
+  const config = loadConfig({
+    CHARACTERS_DIR: 'characters',
+    CHARACTERS_WATCH: 'false',
+    LOG_LEVEL: 'debug',
+    SHUTDOWN_GRACE_MS: '5000',
+    ...options.env,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LLM_BASE_URL: options.env?.LLM_BASE_URL ?? simulator.url,
+  });
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      done();
+    },
+  });
+  let server: TroupeServer;
+  try {
+    server = await startServer({
+      config,
+      logger: createLogger(config.log, sink),
+    });
+  } catch (err) {
+    await simulator.close();
+    throw err;
+  }
+  return {
+    url: server.url,
+    wsUrl: server.wsUrl,
+    server,
+    simulator,
+    logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
+    async close() {
+      await server.close();
+      await simulator.close();
+    },
+  };
+}
