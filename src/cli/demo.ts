@@ -1,155 +1,128 @@
 /**
- * The offline demo: loads the characters in characters/, starts the LLM
- * simulator on loopback, and talks to four of them through the turn engine,
- * printing each reply as it streams and a line per tool call. No network, no
- * model, no keys.
+ * The offline demo: the LLM simulator (scripted so that every seed character
+ * uses its tools, vLLM-style chunks, 150 ms to the first token) and the
+ * server over characters/. Prints the web client's URL and the chat command,
+ * then serves until Ctrl+C. No network, no model, no keys.
+ *
+ * `--check` instead talks to every seed character over the WebSocket, prints
+ * the conversations and exits (1 if any response did not complete).
+ *
+ * @example npm run demo
  */
+import { createServer } from 'node:net';
+import WebSocket from 'ws';
 import { formatCheckReport, reportOf } from '../characters/check.js';
-import { openConversation } from '../characters/conversation.js';
-import { loadCharacters } from '../characters/registry.js';
-import type { LoadedCharacter } from '../characters/types.js';
-import { createLlmClient, type LlmClient } from '../llm/client.js';
-import { runTurn } from '../llm/turn-runner.js';
-import { createMemoryLogger } from '../testing/memory-logger.js';
-import { startSimulator, type SimReply, type SimScript } from '../testing/simulator/index.js';
+import type { TroupeServer } from '../server/index.js';
+import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
+import { startSimulator } from '../testing/simulator/index.js';
+import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
+import { serve } from './serve.js';
 
-const say = (text: string): SimReply => ({ parts: [{ text }] });
-const call = (text: string, name: string, args: Record<string, unknown>): SimReply => ({
-  parts: [{ text }, { toolCall: { name, arguments: args } }],
-});
-
-/** What the simulated model answers; rules are matched on the latest user message. */
-const script: SimScript = {
-  rules: [
-    { when: { user: 'weather in glasgow' }, reply: say('Sure — in celsius or fahrenheit?') },
-    {
-      when: { user: 'celsius', round: 0 },
-      reply: call('Checking Glasgow. ', 'get_current_weather', {
-        location: 'Glasgow, Scotland',
-        format: 'celsius',
-      }),
-    },
-    { when: { user: 'celsius' }, reply: say("That's the weather in Glasgow right now.") },
-    {
-      when: { user: 'kelvin', round: 0 },
-      reply: call('', 'get_current_weather', { location: 'Mars', format: 'kelvin' }),
-    },
-    { when: { user: 'kelvin' }, reply: say('I can only do celsius or fahrenheit. Which one?') },
-    {
-      when: { user: 'dragon', round: 0 },
-      reply: call(
-        'The dragon woke beneath the mountain, and the village bells began to ring. ',
-        'log_story_event',
-        { event: 'The dragon woke' },
-      ),
-    },
-    { when: { user: 'dragon' }, reply: say('What will our hero do next?') },
-    {
-      when: { user: 'ada', round: 0 },
-      reply: call('', 'sayHello', { personName: 'Ada' }),
-    },
-    { when: { user: 'ada' }, reply: say('I just said hello to Ada for you.') },
-    {
-      when: { user: 'quiz', round: 0 },
-      reply: call("Let's play! ", 'start_quiz', { topic: 'geography' }),
-    },
-    { when: { user: 'quiz' }, reply: say('First question: what is the capital of France?') },
-    { when: { user: 'paris', round: 0 }, reply: call('', 'answer', { answer: 'Paris' }) },
-    { when: { user: 'paris' }, reply: say('Correct! How many legs does a spider have?') },
-  ],
-};
-
-/** Who the demo talks to, with which tool variant, and what the user says. */
-const CONVERSATIONS: { id: string; variant?: string; lines: string[] }[] = [
-  {
-    id: 'weather',
-    lines: ["What's the weather in Glasgow?", 'Celsius, please.', 'And on Mars, in kelvin?'],
-  },
-  { id: 'narrator', lines: ['Tell me a story about a dragon.'] },
-  { id: 'hello', variant: 'b', lines: ['Say hello to Ada.'] },
-  { id: 'quizmaster', lines: ["Let's do a quiz!", 'Paris'] },
-];
+/** The demo's port unless PORT says otherwise (a free one when it is taken). */
+const DEMO_PORT = 8080;
 
 const out = process.stdout;
-const bold = (s: string) => `\x1b[1m${s}\x1b[0m`;
-const dim = (s: string) => `\x1b[2m${s}\x1b[0m`;
-const cyan = (s: string) => `\x1b[36m${s}\x1b[0m`;
-
-async function converse(
-  llm: LlmClient,
-  character: LoadedCharacter,
-  variant: string | undefined,
-  lines: string[],
-): Promise<void> {
-  const session = { id: `demo-${character.id}`, character: character.id, state: {} };
-  const opening = await openConversation(character, {
-    now: new Date(),
-    sessionId: session.id,
-    metadata: {},
-    ...(variant ? { variant } : {}),
-  });
-  const history = opening.messages;
-  out.write(bold(`── ${character.name} (${character.id}, tool variant ${opening.variant}) ──\n`));
-  if (character.greeting) out.write(`${bold(`${character.name}:`)} ${character.greeting}\n`);
-  for (const user of lines) {
-    out.write(`${bold('you:')} ${user}\n${bold(`${character.name}:`)} `);
-    history.push({ role: 'user', content: user });
-    const turn = runTurn({
-      llm,
-      messages: history,
-      toolset: opening.toolset,
-      signal: new AbortController().signal,
-      session,
-      log: createMemoryLogger(),
-      ...opening.turn,
-    });
-    let pendingBreak = false;
-    for await (const e of turn) {
-      if (e.type === 'text.delta') {
-        if (pendingBreak) out.write('\n  ');
-        pendingBreak = false;
-        out.write(e.delta);
-      } else if (e.type === 'tool.result') {
-        const r = e.result;
-        out.write(
-          `\n  ${cyan(`[tool ${r.name} → ${r.outcome} in ${r.durationMs.toFixed(1)} ms: ${r.output}]`)}`,
-        );
-        pendingBreak = true;
-      } else if (e.type === 'finish') {
-        history.push(...e.summary.messages);
-        out.write(
-          `\n  ${dim(`(${e.summary.status}; ${e.summary.requests} requests, ${e.summary.toolRounds} tool rounds, first text after ${e.summary.ttftMs?.toFixed(0)} ms)`)}\n`,
-        );
-      }
-    }
-  }
-  out.write('\n');
-}
+const bold = (s: string) => (out.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 
 async function main(): Promise<void> {
-  const characters = await loadCharacters({ dir: 'characters' });
-  out.write(`${formatCheckReport(reportOf(characters))}\n\n`);
+  const argv = process.argv.slice(2);
+  const check = argv.includes('--check');
   const sim = await startSimulator({
-    script,
+    script: DEMO_SCRIPT,
     profile: 'vllm-hermes',
     latency: { ttftMs: 150, tokensPerSec: 40 },
   });
-  const llm = await createLlmClient({ baseURL: sim.url });
-  out.write(`LLM simulator at ${sim.url} (model ${llm.model}, vLLM-style chunks)\n\n`);
-  for (const { id, variant, lines } of CONVERSATIONS) {
-    const character = characters.get(id);
-    if (character === undefined) {
-      out.write(`(skipping ${id}: it did not load, see the errors above)\n\n`);
-      continue;
-    }
-    await converse(llm, character, variant, lines);
+  const port = process.env.PORT ?? String((await isFree(DEMO_PORT)) ? DEMO_PORT : 0);
+  const server = await serve({
+    env: {
+      LOG_LEVEL: 'error',
+      ...process.env,
+      PORT: port,
+      LLM_BASE_URL: sim.url,
+      LLM_API_KEY: '',
+      OPENAI_API_KEY: '',
+      LLM_MODEL: '',
+    },
+    argv: argv.filter((a) => a !== '--check'),
+  });
+  out.write(`${formatCheckReport(reportOf(server.registry))}\n\n`);
+  out.write(
+    `${bold('Troupe demo')}: offline, with a simulated LLM (vLLM-style chunks, 150 ms to first token)\n\n`,
+  );
+  out.write(`  web client   ${bold(`${server.url}/`)}\n`);
+  out.write(
+    `  terminal     ${bold(`npm run chat -- --character weather --url ${server.wsUrl}`)}\n\n`,
+  );
+  out.write("Lines the simulated model answers (each uses the character's tools):\n");
+  for (const [id, lines] of Object.entries(DEMO_LINES)) {
+    out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);
   }
+  out.write('\nPoint LLM_BASE_URL at vLLM or OpenAI and run `npm start` for a real model.\n');
+
+  if (!check) {
+    out.write('Ctrl+C stops the demo.\n');
+    return;
+  }
+  let failed = 0;
+  for (const [id, lines] of Object.entries(DEMO_LINES)) {
+    failed += await converse(server, id, lines);
+  }
+  await server.shutdown(1_000);
   await sim.close();
-  await characters.close();
-  out.write('Write your own character: characters/README.md. Run the tests: npm test\n');
+  out.write(
+    failed === 0 ? 'demo check: every response completed\n' : `demo check: ${failed} failed\n`,
+  );
+  process.exit(failed === 0 ? 0 : 1);
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exit(1);
-});
+/** One conversation over the public protocol; returns the responses that did not complete. */
+async function converse(
+  server: TroupeServer,
+  id: string,
+  lines: readonly string[],
+): Promise<number> {
+  const ws = new WebSocket(`${server.wsUrl}?character=${id}`);
+  const renderer = createChatRenderer({ color: out.isTTY === true });
+  const write = (outputs: Output[]) => {
+    for (const o of outputs) (o.stream === 'stderr' ? process.stderr : out).write(o.text);
+  };
+  let failed = 0;
+  let done: (() => void) | undefined;
+  ws.on('message', (data) => {
+    const event = parseServerEvent(data.toString());
+    if (!event) return;
+    write(renderer.render(event));
+    if (event.type === 'response.done') {
+      const status = (event.response as { status?: string } | undefined)?.status;
+      if (status !== 'completed') failed++;
+      done?.();
+    }
+  });
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  for (const text of lines) {
+    write(renderer.user(text));
+    const finished = new Promise<void>((resolve) => (done = resolve));
+    ws.send(
+      JSON.stringify({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] },
+      }),
+    );
+    ws.send(JSON.stringify({ type: 'response.create' }));
+    await finished;
+  }
+  write(renderer.endLine());
+  out.write('\n');
+  ws.close(1000);
+  return failed;
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer()
+      .once('error', () => resolve(false))
+      .listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+await main();

@@ -197,7 +197,10 @@ export function loadConfig(
     throw new ConfigError(`invalid command line: ${(err as Error).message}`, { cause: err });
   }
   // Value flags go through the same schema as their variables; errors name the flag.
-  const merged: Record<string, string | undefined> = { ...env };
+  // An empty variable (`FOO=` in a .env file) means unset.
+  const merged: Record<string, string | undefined> = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''),
+  );
   const origin = new Map<string, string>();
   for (const [name, variable] of Object.entries(FLAG_ENV)) {
     const v = values[name as keyof typeof FLAG_ENV];
@@ -214,7 +217,7 @@ export function loadConfig(
         return `  ${origin.get(key) ?? key}: ${i.message}, got ${JSON.stringify(merged[key])}`;
       });
   const e = parsed.data ?? {};
-  if ((e.TLS_CERT === undefined) !== (e.TLS_KEY === undefined)) {
+  if (!merged.TLS_CERT?.trim() !== !merged.TLS_KEY?.trim()) {
     problems.push('  TLS_CERT and TLS_KEY: set both (to serve https/wss) or neither');
   }
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);

@@ -1,0 +1,84 @@
+/**
+ * Running the server as a process: settings from the environment and flags,
+ * a guard that keeps one bad handler from ending every session, and a
+ * graceful stop on SIGTERM/SIGINT.
+ */
+import type { Logger } from 'pino';
+import { loadConfig, type Config } from '../config/index.js';
+import { TroupeError } from '../errors.js';
+import type { LlmClient } from '../llm/client.js';
+import { createLogger, startServer, type TroupeServer } from '../server/index.js';
+
+/** Options of {@link serve}. */
+export interface ServeOptions {
+  env?: Record<string, string | undefined>;
+  argv?: readonly string[];
+  /** Adjusts the settings after they are read (the demo points the LLM at its simulator). */
+  adjust?: (config: Config) => Config;
+  llm?: LlmClient;
+}
+
+/**
+ * Starts the server for a process and wires signals. Exits 1 with one clear
+ * message on bad settings.
+ *
+ * @example
+ * await serve({ env: process.env, argv: process.argv.slice(2) });
+ */
+export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
+  let config: Config;
+  try {
+    config = loadConfig(options.env ?? process.env, options.argv ?? []);
+  } catch (err) {
+    return exitWith(err);
+  }
+  if (options.adjust) config = options.adjust(config);
+  const log = createLogger(config.log);
+  guardProcess(log);
+  let server: TroupeServer;
+  try {
+    server = await startServer({
+      config,
+      logger: log,
+      ...(options.llm ? { llm: options.llm } : {}),
+    });
+  } catch (err) {
+    return exitWith(err);
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, 'signal received');
+    void server.shutdown().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  return server;
+}
+
+/**
+ * Keeps the process alive when a tool handler throws outside its own promise
+ * (a callback in a timer, an unawaited promise): the executor cannot catch
+ * those, and one character's bug must not end every session on the server.
+ */
+export function guardProcess(log: Logger): void {
+  process.on('uncaughtException', (err) => {
+    log.error({ err }, 'uncaught exception (server kept running)');
+  });
+  process.on('unhandledRejection', (reason) => {
+    log.error({ err: reason }, 'unhandled rejection (server kept running)');
+  });
+}
+
+function exitWith(err: unknown): never {
+  const message =
+    err instanceof TroupeError
+      ? err.message
+      : `could not start: ${(err as Error).stack ?? String(err)}`;
+  process.stderr.write(`troupe: ${message}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,9 @@
+/**
+ * `npm start`: the server, configured by environment variables and flags
+ * (see the README's configuration table).
+ *
+ * @example PORT=9000 LLM_BASE_URL=http://127.0.0.1:8000/v1 npm start
+ */
+import { serve } from './serve.js';
+
+await serve({ env: process.env, argv: process.argv.slice(2) });

@@ -1,0 +1,76 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+const TSX = 'node_modules/.bin/tsx';
+
+/** Runs a CLI entry point; resolves on exit with everything it printed. */
+function run(
+  args: string[],
+  env: Record<string, string>,
+  onStdout?: (text: string, kill: (signal: NodeJS.Signals) => void) => void,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(TSX, args, { env: { ...process.env, ...env }, stdio: 'pipe' });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      onStdout?.(stdout, (signal) => child.kill(signal));
+    });
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('npm start', () => {
+  it('exits 1 with one message naming every bad setting', async () => {
+    const r = await run(['src/cli/start.ts'], { PORT: 'eighty', LOG_LEVEL: 'loud' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('troupe: invalid configuration:');
+    expect(r.stderr).toContain('PORT: expected a whole number from 0 to 65535, got "eighty"');
+    expect(r.stderr).toContain('LOG_LEVEL: expected one of fatal, error, warn, info');
+  });
+
+  it('serves, then stops on SIGTERM with exit code 0', async () => {
+    let signalled = false;
+    const r = await run(
+      ['src/cli/start.ts'],
+      {
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        CHARACTERS_WATCH: '0',
+      },
+      (stdout, kill) => {
+        if (!signalled && stdout.includes('"msg":"server listening"')) {
+          signalled = true;
+          kill('SIGTERM');
+        }
+      },
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('"msg":"server stopped"');
+  });
+});
+
+describe('npm run demo', () => {
+  it('prints the web client URL and chat command, and every seed character completes its lines', async () => {
+    const r = await run(['src/cli/demo.ts', '--check'], { PORT: '0' });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/web client {3}http:\/\/127\.0\.0\.1:\d+\//);
+    expect(r.stdout).toMatch(
+      /npm run chat -- --character weather --url ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime/,
+    );
+    for (const tool of [
+      'get_current_weather',
+      'log_story_event',
+      'sayHello',
+      'start_quiz',
+      'score',
+    ]) {
+      expect(r.stdout).toContain(`[tool] ${tool}`);
+    }
+    expect(r.stdout).toContain('demo check: every response completed');
+  }, 60_000);
+});
