@@ -19,4 +19,19 @@ export default tseslint.config(
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly' } },
   },
+  {
+    // The web client runs in the browser.
+    files: ['src/web/**/*.js'],
+    languageOptions: {
+      globals: {
+        document: 'readonly',
+        location: 'readonly',
+        history: 'readonly',
+        URLSearchParams: 'readonly',
+        WebSocket: 'readonly',
+        fetch: 'readonly',
+        requestAnimationFrame: 'readonly',
+      },
+    },
+  },
 );
