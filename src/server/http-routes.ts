@@ -37,6 +37,19 @@ export interface RouteContext {
 }
 
 /**
+ * The URL of a request target, or undefined when it is not one: Node's
+ * parser lets absolute-form targets such as `http://[` through, and URL()
+ * throws on them (in a handler, an uncaught throw stops the process).
+ */
+export function requestUrl(target: string | undefined): URL | undefined {
+  try {
+    return new URL(target ?? '/', 'http://localhost');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Creates the request handler.
  *
  * @example
@@ -44,8 +57,12 @@ export interface RouteContext {
  */
 export function createHttpHandler(ctx: RouteContext) {
   return async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
     const head = req.method === 'HEAD';
+    const url = requestUrl(req.url);
+    if (url === undefined) {
+      return json(res, 400, { error: { message: 'The request target is not a valid URL.' } }, head);
+    }
+    const path = url.pathname;
     if (req.method !== 'GET' && !head) {
       return json(
         res,

@@ -15,7 +15,7 @@ import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { createLogger } from './logger.js';
-import { CLOSE, createRealtime } from './realtime.js';
+import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
 export { CLOSE } from './realtime.js';
 export { createLogger } from './logger.js';
@@ -47,9 +47,12 @@ export interface TroupeServer {
   /** Open sessions. */
   readonly sessions: number;
   /**
-   * Stops accepting, lets running responses finish until `graceMs` (config:
-   * `SHUTDOWN_GRACE_MS`), then closes every socket with 1001. Resolves true
-   * when every response finished in time.
+   * Stops taking sessions (new connections are closed with 1001 and `/health`
+   * says `shutting_down`, so a load balancer can move clients elsewhere), lets
+   * running responses finish until `graceMs` (config: `SHUTDOWN_GRACE_MS`),
+   * cancels those still running (their clients get `response.done` with
+   * status `cancelled`), then closes every socket with 1001 and stops
+   * listening. Resolves true when every response finished in time.
    */
   shutdown(graceMs?: number): Promise<boolean>;
   /** Shuts down with no grace. */
@@ -107,31 +110,13 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   });
   const tls = config.server.tls;
   let server: Server;
-  if (tls) {
-    const [cert, key] = await Promise.all([
-      readPem(tls.certFile, 'TLS_CERT'),
-      readPem(tls.keyFile, 'TLS_KEY'),
-    ]);
-    server = createHttpsServer({ cert, key }, handler);
-  } else {
-    server = createHttpServer(handler);
+  try {
+    server = await listen(config, tls ? await readTls(tls) : undefined, handler, realtime.upgrade);
+  } catch (err) {
+    // The registry's watcher would keep the process alive behind the error.
+    if (ownRegistry) await registry.close();
+    throw err;
   }
-  server.on('upgrade', realtime.upgrade);
-  server.on('clientError', (_err, socket) => socket.destroy());
-
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => {
-      reject(
-        new ConfigError(
-          err.code === 'EADDRINUSE'
-            ? `port ${config.server.port} on ${config.server.host} is in use; set PORT to a free one.`
-            : `cannot listen on ${config.server.host}:${config.server.port}: ${err.message}`,
-          { cause: err },
-        ),
-      );
-    });
-    server.listen(config.server.port, config.server.host, resolve);
-  });
   const port = (server.address() as AddressInfo).port;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const url = `${tls ? 'https' : 'http'}://${host}:${port}`;
@@ -146,10 +131,15 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     stopped ??= (async () => {
       shuttingDown = true;
       realtime.stopAccepting();
-      const closed = new Promise<void>((r) => server.close(() => r()));
       log.info({ sessions: realtime.active, graceMs }, 'shutting down');
+      // Still listening while draining: a client that connects now gets 1001
+      // (not a refused TCP connection) and /health reports shutting_down.
       const drained = await realtime.drain(Date.now() + graceMs);
-      if (!drained) log.warn({ graceMs }, 'responses still running at the deadline; cancelled');
+      if (!drained) {
+        log.warn({ graceMs }, 'responses still running at the deadline; cancelled');
+        await realtime.cancelAll();
+      }
+      const closed = new Promise<void>((r) => server.close(() => r()));
       realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down');
       server.closeAllConnections();
       await closed;
@@ -175,6 +165,69 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       await shutdown(0);
     },
   };
+}
+
+/** Creates the HTTP(S) server and listens on the configured address. */
+async function listen(
+  config: Config,
+  tls: { cert: string; key: string } | undefined,
+  handler: ReturnType<typeof createHttpHandler>,
+  upgrade: RealtimeEndpoint['upgrade'],
+): Promise<Server> {
+  let server: Server;
+  if (tls) {
+    try {
+      server = createHttpsServer(tls, handler);
+    } catch (err) {
+      throw new ConfigError(
+        `TLS_CERT=${config.server.tls?.certFile} and TLS_KEY=${config.server.tls?.keyFile}: not a usable PEM certificate and key (${(err as Error).message}).`,
+        { cause: err },
+      );
+    }
+  } else {
+    server = createHttpServer(handler);
+  }
+  server.on('upgrade', upgrade);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    // Answer as Node does without this listener (400, 408, 431…), then hang up.
+    if (socket.writable && (socket as { bytesWritten?: number }).bytesWritten === 0) {
+      socket.write(`HTTP/1.1 ${clientErrorStatus(err.code)}\r\nConnection: close\r\n\r\n`);
+    }
+    socket.destroy();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      reject(
+        new ConfigError(
+          err.code === 'EADDRINUSE'
+            ? `port ${config.server.port} on ${config.server.host} is in use; set PORT to a free one.`
+            : `cannot listen on ${config.server.host}:${config.server.port}: ${err.message}`,
+          { cause: err },
+        ),
+      );
+    });
+    server.listen(config.server.port, config.server.host, resolve);
+  });
+  return server;
+}
+
+function clientErrorStatus(code: string | undefined): string {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return '431 Request Header Fields Too Large';
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return '408 Request Timeout';
+    default:
+      return '400 Bad Request';
+  }
+}
+
+async function readTls(tls: { certFile: string; keyFile: string }) {
+  const [cert, key] = await Promise.all([
+    readPem(tls.certFile, 'TLS_CERT'),
+    readPem(tls.keyFile, 'TLS_KEY'),
+  ]);
+  return { cert, key };
 }
 
 async function readPem(file: string, variable: string): Promise<string> {

@@ -17,6 +17,7 @@ import type { Metrics } from '../metrics/index.js';
 import { DIALECTS, createEncoder, parseClientEvent, type Dialect } from '../protocol/index.js';
 import type { ServerEvent } from '../session/events.js';
 import { createSession, type Session } from '../session/session.js';
+import { requestUrl } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
 
 /** Close codes of PROTOCOL.md. */
@@ -33,6 +34,10 @@ export const CLOSE = {
 const KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
 /** How long a closing socket may take to say goodbye before it is cut. */
 const CLOSE_TIMEOUT_MS = 1_000;
+/** A close frame's reason: 125 bytes of payload minus the 2-byte code. */
+const MAX_CLOSE_REASON_BYTES = 123;
+/** How long cancelled responses get to send their `response.done` before shutdown closes the sockets. */
+const CANCEL_WAIT_MS = 1_000;
 
 /** What the realtime endpoint needs from the server. */
 export interface RealtimeContext {
@@ -52,6 +57,12 @@ export interface RealtimeEndpoint {
   stopAccepting(): void;
   /** Waits until no session has a response running, or `deadline` (epoch ms) passes. */
   drain(deadline: number): Promise<boolean>;
+  /**
+   * Stops every session, cancelling running responses, and waits (briefly)
+   * until they have sent their `response.done`, so clients learn how each
+   * turn ended before their socket closes.
+   */
+  cancelAll(): Promise<void>;
   /** Closes every socket with `code` and stops every session. */
   closeAll(code: number, reason: string): void;
 }
@@ -73,7 +84,9 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     noServer: true,
     maxPayload: limits.maxFrameBytes,
     // Browsers fail a connection whose offered subprotocols were all refused,
-    // so one is always picked: `realtime` when offered, never the token.
+    // so one is always picked: `realtime` when offered, else another one, and
+    // the token's only when the client offered nothing else (it goes back to
+    // the client that sent it; refusing it would fail the connection).
     handleProtocols(protocols) {
       if (protocols.has('realtime')) return 'realtime';
       for (const p of protocols) if (!p.startsWith(KEY_PROTOCOL_PREFIX)) return p;
@@ -99,12 +112,14 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    // Node removes its own error listener before handing over an upgraded
+    // socket: a reset while the 404 below is written would otherwise be an
+    // uncaught 'error' that stops the process.
+    socket.on('error', () => socket.destroy());
+    const url = requestUrl(req.url);
+    if (url === undefined) return refuseUpgrade(socket, '400 Bad Request', 'not a valid URL');
     if (url.pathname !== '/v1/realtime') {
-      socket.end(
-        'HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\nWebSocket endpoint is /v1/realtime\n',
-      );
-      return;
+      return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       void connect(ws, req, url).catch((err: unknown) => {
@@ -115,6 +130,19 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   }
 
   async function connect(ws: WebSocket, req: IncomingMessage, url: URL): Promise<void> {
+    // First, before any refusal: ws emits 'error' for a bad or oversized frame
+    // even on a socket it is closing, and an unheard 'error' would throw and
+    // stop the process (a refused client could take the server down).
+    let socketLog = log;
+    let accepted = false;
+    ws.on('error', (err: Error & { code?: string }) => {
+      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+        // A refused socket was already counted under its refusal reason.
+        if (accepted) metrics.server.rejected.inc({ reason: 'frame_too_large' });
+        socketLog.warn({ limit: limits.maxFrameBytes }, 'frame too large');
+      } else socketLog.warn({ code: err.code, err: err.message }, 'socket error');
+    });
+
     // Refusals still complete the upgrade, so the client gets a close code and reason.
     if (!accepting) return reject(ws, CLOSE.GOING_AWAY, 'server shutting down', 'shutting_down');
     const denied = checkAccess(req, url);
@@ -133,6 +161,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
     }
     const { character, variant, dialect } = picked;
+    accepted = true;
     connections.set(ws, undefined);
     ws.on('close', () => {
       connections.get(ws)?.close();
@@ -141,6 +170,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
 
     const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     const sessionLog = log.child({ session: id, character: character.id });
+    socketLog = sessionLog;
     const encoder = createEncoder(dialect);
     let cutOff = false;
     const send = (event: ServerEvent): void => {
@@ -180,14 +210,18 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         if (!parsed.ok) return send({ type: 'error', error: parsed.error.payload });
         return session.handle(parsed.event, receivedAt);
       });
+      // A throw must not reject the chain: later frames would be dropped
+      // unheard, and the unhandled rejection would stop the process.
+      chain = chain.catch((err: unknown) => {
+        sessionLog.error({ err }, 'frame handling failed');
+        send({
+          type: 'error',
+          error: new ProtocolError('internal_error', 'The server failed to handle this frame.', {
+            type: 'server_error',
+          }).payload,
+        });
+      });
     });
-    ws.on('error', (err: Error & { code?: string }) => {
-      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
-        metrics.server.rejected.inc({ reason: 'frame_too_large' });
-        sessionLog.warn({ limit: limits.maxFrameBytes }, 'frame too large');
-      } else sessionLog.warn({ code: err.code, err: err.message }, 'socket error');
-    });
-
     let session: Session;
     try {
       session = await createSession({
@@ -312,6 +346,16 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
       return true;
     },
+    async cancelAll() {
+      const running = [...connections.values()].filter((s) => s?.busy) as Session[];
+      for (const session of running) session.close();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(running.map((s) => s.idle())),
+        new Promise((r) => (timer = setTimeout(r, CANCEL_WAIT_MS))),
+      ]);
+      clearTimeout(timer);
+    },
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
         session?.close();
@@ -321,16 +365,42 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 }
 
+/** Answers an upgrade request with an HTTP error, then hangs up. */
+function refuseUpgrade(socket: Duplex, status: string, text: string): void {
+  // Hang up once written: the socket is half-open (HTTP servers allow it), and
+  // a client that never ends its side would hold it, and stall shutdown, forever.
+  socket.once('finish', () => socket.destroy());
+  socket.end(
+    `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${text}\n`,
+  );
+}
+
 function closeSocket(ws: WebSocket, code: number, reason: string): void {
-  ws.close(code, reason.slice(0, 120));
+  ws.close(code, fitCloseReason(reason));
   // A peer that never answers the close would keep the socket (and its buffers).
   setTimeout(() => ws.terminate(), CLOSE_TIMEOUT_MS).unref();
 }
 
+/**
+ * A close reason may hold 123 bytes of UTF-8 (ws throws past that); reasons
+ * quote what the client sent, such as its Origin, so cut by bytes, between
+ * characters.
+ */
+function fitCloseReason(reason: string): string {
+  if (Buffer.byteLength(reason) <= MAX_CLOSE_REASON_BYTES) return reason;
+  let out = '';
+  for (const ch of reason) {
+    if (Buffer.byteLength(out + ch) > MAX_CLOSE_REASON_BYTES) break;
+    out += ch;
+  }
+  return out;
+}
+
 /** Bearer header, `openai-insecure-api-key.<token>` subprotocol, or `?token=`. */
 function presentedToken(req: IncomingMessage, url: URL): string | undefined {
-  const auth = req.headers.authorization;
-  if (auth?.startsWith('Bearer ')) return auth.slice('Bearer '.length).trim();
+  // The scheme is case-insensitive (RFC 9110 §11.1).
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  if (bearer) return bearer[1];
   const protocols = req.headers['sec-websocket-protocol'];
   if (protocols) {
     for (const p of protocols.split(',').map((s) => s.trim())) {

@@ -47,3 +47,169 @@ describe('config', () => {
     expect(() => loadConfig({}, ['--wacth'])).toThrow(/invalid command line: .*--wacth/);
   });
 });
+
+describe('config: server, LLM, sessions and logging', () => {
+  /** The ConfigError `fn` throws. */
+  function configError(fn: () => unknown): ConfigError {
+    try {
+      fn();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return err as ConfigError;
+    }
+    throw new Error('expected a ConfigError');
+  }
+
+  it('has defaults: port 8080 on 127.0.0.1, vLLM, a 100 ms tool timeout, 10 rounds, no content in logs', () => {
+    const config = loadConfig({});
+    expect(config.server).toEqual({
+      port: 8080,
+      host: '127.0.0.1',
+      allowedOrigins: [],
+      maxSessions: 1000,
+      maxFrameBytes: 1024 * 1024,
+      maxBufferedBytes: 4 * 1024 * 1024,
+      shutdownGraceMs: 10_000,
+      healthCacheMs: 5_000,
+    });
+    expect(config.llm).toEqual({ baseURL: 'http://127.0.0.1:8000/v1' });
+    expect(config.sessions).toEqual({
+      toolTimeoutMs: 100,
+      maxToolRounds: 10,
+      contextTokens: 6000,
+      variantAssignment: 'first',
+    });
+    expect(config.log).toEqual({ level: 'info', content: false });
+  });
+
+  it('points at OpenAI when only an API key is set, under either name', () => {
+    expect(loadConfig({ LLM_API_KEY: 'sk-a' }).llm).toEqual({
+      baseURL: 'https://api.openai.com/v1',
+      apiKey: 'sk-a',
+    });
+    expect(loadConfig({ OPENAI_API_KEY: 'sk-b' }).llm).toEqual({
+      baseURL: 'https://api.openai.com/v1',
+      apiKey: 'sk-b',
+    });
+    expect(loadConfig({ LLM_API_KEY: 'sk-a', OPENAI_API_KEY: 'sk-b' }).llm.apiKey).toBe('sk-a');
+    // A base URL wins over the key's default.
+    expect(
+      loadConfig({ OPENAI_API_KEY: 'sk-b', LLM_BASE_URL: 'http://10.0.0.2:8000/v1' }).llm.baseURL,
+    ).toBe('http://10.0.0.2:8000/v1');
+  });
+
+  it('reads the server, LLM, session and log variables', () => {
+    const config = loadConfig({
+      PORT: '9000',
+      HOST: '0.0.0.0',
+      LLM_BASE_URL: 'http://10.0.0.2:8000/v1',
+      LLM_MODEL: 'qwen',
+      AUTH_TOKEN: 'secret',
+      MAX_SESSIONS: '5',
+      MAX_FRAME_BYTES: '2048',
+      MAX_BUFFERED_BYTES: '1024',
+      SHUTDOWN_GRACE_MS: '0',
+      HEALTH_CACHE_MS: '0',
+      TOOL_TIMEOUT_MS: '250',
+      MAX_TOOL_ROUNDS: '3',
+      DEFAULT_CHARACTER: 'weather',
+      TOOL_VARIANT: 'random',
+      TLS_CERT: 'cert.pem',
+      TLS_KEY: 'key.pem',
+      LOG_LEVEL: 'debug',
+      LOG_CONTENT: 'yes',
+    });
+    expect(config.server).toMatchObject({
+      port: 9000,
+      host: '0.0.0.0',
+      authToken: 'secret',
+      maxSessions: 5,
+      maxFrameBytes: 2048,
+      maxBufferedBytes: 1024,
+      shutdownGraceMs: 0,
+      healthCacheMs: 0,
+      tls: { certFile: 'cert.pem', keyFile: 'key.pem' },
+    });
+    expect(config.llm).toEqual({ baseURL: 'http://10.0.0.2:8000/v1', model: 'qwen' });
+    expect(config.sessions).toMatchObject({
+      defaultCharacter: 'weather',
+      toolTimeoutMs: 250,
+      maxToolRounds: 3,
+      variantAssignment: 'random',
+    });
+    expect(config.log).toEqual({ level: 'debug', content: true });
+  });
+
+  it('lets flags override the environment for port, host, LLM, default character and log level', () => {
+    const config = loadConfig(
+      {
+        PORT: '9000',
+        HOST: '0.0.0.0',
+        LLM_BASE_URL: 'http://10.0.0.2:8000/v1',
+        LLM_MODEL: 'a',
+        DEFAULT_CHARACTER: 'plain',
+        LOG_LEVEL: 'warn',
+      },
+      [
+        '--port',
+        '9100',
+        '--host',
+        '::1',
+        '--llm-base-url',
+        'http://127.0.0.1:11434/v1',
+        '--llm-model',
+        'b',
+        '--default-character',
+        'weather',
+        '--log-level',
+        'trace',
+      ],
+    );
+    expect(config.server).toMatchObject({ port: 9100, host: '::1' });
+    expect(config.llm).toEqual({ baseURL: 'http://127.0.0.1:11434/v1', model: 'b' });
+    expect(config.sessions.defaultCharacter).toBe('weather');
+    expect(config.log.level).toBe('trace');
+  });
+
+  it('lists a bad PORT, a bad LOG_LEVEL and TLS_CERT without TLS_KEY in one ConfigError', () => {
+    const err = configError(() =>
+      loadConfig({ PORT: '80a', LOG_LEVEL: 'loud', TLS_CERT: 'cert.pem' }),
+    );
+    expect(err.message).toBe(
+      'invalid configuration:\n' +
+        '  PORT: expected a whole number from 0 to 65535, got "80a"\n' +
+        '  LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"\n' +
+        '  TLS_CERT and TLS_KEY: set both (to serve https/wss) or neither',
+    );
+  });
+
+  it('names the flag, not the variable, when a flag value is bad', () => {
+    const err = configError(() => loadConfig({ PORT: '9000' }, ['--port', '70000']));
+    expect(err.message).toContain('--port: expected a whole number from 0 to 65535, got "70000"');
+    expect(err.message).not.toContain('  PORT:');
+  });
+
+  it('rejects values out of range and a base URL that is not http(s)', () => {
+    const err = configError(() =>
+      loadConfig({ MAX_SESSIONS: '0', MAX_FRAME_BYTES: '10', LLM_BASE_URL: 'localhost:8000' }),
+    );
+    expect(err.message).toContain('MAX_SESSIONS: expected a whole number from 1 to');
+    expect(err.message).toContain('MAX_FRAME_BYTES: expected a whole number from 1024 to');
+    expect(err.message).toContain('LLM_BASE_URL: expected an http(s) URL');
+    expect(() => loadConfig({ TLS_KEY: 'key.pem' })).toThrow(/TLS_CERT and TLS_KEY/);
+  });
+
+  it('parses ALLOWED_ORIGINS: a comma list without trailing slashes, or * for any', () => {
+    expect(
+      loadConfig({ ALLOWED_ORIGINS: ' https://app.example/ , http://localhost:5173,,' }).server
+        .allowedOrigins,
+    ).toEqual(['https://app.example', 'http://localhost:5173']);
+    expect(loadConfig({ ALLOWED_ORIGINS: '*' }).server.allowedOrigins).toBe('*');
+    expect(loadConfig({ ALLOWED_ORIGINS: 'https://a.example,*' }).server.allowedOrigins).toBe('*');
+    expect(loadConfig({ ALLOWED_ORIGINS: '' }).server.allowedOrigins).toEqual([]);
+  });
+
+  it('treats an empty AUTH_TOKEN as no token', () => {
+    expect(loadConfig({ AUTH_TOKEN: '' }).server).not.toHaveProperty('authToken');
+  });
+});

@@ -17,8 +17,10 @@ export interface TestClient {
   readonly events: Received[];
   /** Sends an event (an object is JSON-encoded; a string goes as is). */
   send(event: object | string): void;
-  /** The next event of `type` (after those already taken) matching `where`. */
-  next(type: string, where?: (e: Received) => boolean): Promise<Received>;
+  /** Socket errors seen after the socket opened (a frame the client could not take, a reset). */
+  readonly errors: Error[];
+  /** The next event of `type` (after those already taken) matching `where`, within `timeoutMs` (default 5 s). */
+  next(type: string, where?: (e: Received) => boolean, timeoutMs?: number): Promise<Received>;
   /** Every event up to and including the next `response.done`. */
   untilDone(): Promise<Received[]>;
   /** Resolves with the close code and reason. */
@@ -56,8 +58,15 @@ export async function connect(
     ws.once('open', () => resolve());
     ws.once('error', reject);
   });
+  // After the handshake an error only precedes a close: record it rather than crash the test.
+  const errors: Error[] = [];
+  ws.on('error', (err) => errors.push(err));
 
-  function next(type: string, where: (e: Received) => boolean = () => true): Promise<Received> {
+  function next(
+    type: string,
+    where: (e: Received) => boolean = () => true,
+    timeoutMs = WAIT_MS,
+  ): Promise<Received> {
     return new Promise((resolve, reject) => {
       const check = (): boolean => {
         for (let i = cursor; i < events.length; i++) {
@@ -75,13 +84,13 @@ export async function connect(
         waiters.delete(waiter);
         reject(
           new Error(
-            `no ${type} within ${WAIT_MS} ms; got: ${events
+            `no ${type} within ${timeoutMs} ms; got: ${events
               .slice(cursor)
               .map((e) => e.type)
               .join(', ')}`,
           ),
         );
-      }, WAIT_MS);
+      }, timeoutMs);
       const waiter = () => {
         if (check()) {
           clearTimeout(timer);
@@ -95,6 +104,7 @@ export async function connect(
   return {
     ws,
     events,
+    errors,
     send: (event) => ws.send(typeof event === 'string' ? event : JSON.stringify(event)),
     next,
     async untilDone() {

@@ -23,6 +23,15 @@ export interface TestServer {
   simulator: Simulator;
   /** Log lines written so far, parsed. */
   logs(): Array<Record<string, unknown>>;
+  /**
+   * The first log line (already written or still to come) with message `msg`
+   * and fields matching `where`; rejects after `timeoutMs`.
+   */
+  waitForLog(
+    msg: string,
+    where?: (line: Record<string, unknown>) => boolean,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   close(): Promise<void>;
 }
 
@@ -57,12 +66,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     LLM_BASE_URL: options.env?.LLM_BASE_URL ?? simulator.url,
   });
   const lines: string[] = [];
+  const listeners = new Set<() => void>();
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      for (const l of listeners) l();
       done();
     },
   });
+  const logs = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   let server: TroupeServer;
   try {
     server = await startServer({
@@ -78,7 +90,26 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     wsUrl: server.wsUrl,
     server,
     simulator,
-    logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
+    logs,
+    waitForLog(msg, where = () => true, timeoutMs = 5_000) {
+      const find = () => logs().find((l) => l.msg === msg && where(l));
+      return new Promise((resolve, reject) => {
+        const found = find();
+        if (found) return resolve(found);
+        const check = () => {
+          const line = find();
+          if (!line) return;
+          listeners.delete(check);
+          clearTimeout(timer);
+          resolve(line);
+        };
+        const timer = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`no log line "${msg}" within ${timeoutMs} ms`));
+        }, timeoutMs);
+        listeners.add(check);
+      });
+    },
     async close() {
       await server.close();
       await simulator.close();

@@ -1,0 +1,154 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SimScript } from '../../src/testing/index.js';
+import { metricValue, scrape } from '../helpers/http.js';
+import { connect, say, type TestClient } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+/** The session id a client was given. */
+async function sessionId(c: TestClient): Promise<string> {
+  const created = await c.next('session.created');
+  return (created.session as { id: string }).id;
+}
+
+describe('session limit (MAX_SESSIONS=2)', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer({ env: { MAX_SESSIONS: '2' } });
+  });
+  afterAll(() => t?.close());
+
+  it('closes the third connection with 1013 at once, and lets a new one in after one leaves', async () => {
+    const first = await connect(t.wsUrl);
+    const firstId = await sessionId(first);
+    const second = await connect(t.wsUrl);
+    await sessionId(second);
+
+    const third = await connect(t.wsUrl);
+    const { code, reason } = await within(third.closed, 'the close of the third connection');
+    expect(code).toBe(1013);
+    expect(reason).toMatch(/full/);
+    expect(third.events).toEqual([]);
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'full' }),
+    ).toBe(1);
+
+    await first.close();
+    // The client's close event can come before the server's: wait for the server to let go.
+    await t.waitForLog('session closed', (l) => l.session === firstId);
+    const fourth = await connect(t.wsUrl);
+    await sessionId(fourth);
+    await Promise.all([second.close(), fourth.close()]);
+  });
+});
+
+describe('frame limits', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer({ env: { MAX_FRAME_BYTES: '2048' } });
+  });
+  afterAll(() => t?.close());
+
+  it('closes the socket with 1009 when a frame is over MAX_FRAME_BYTES', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    const id = await sessionId(c);
+    c.send(JSON.stringify({ type: 'session.update', session: { instructions: 'x'.repeat(4096) } }));
+    expect((await within(c.closed, 'the close after an oversized frame')).code).toBe(1009);
+    await t.waitForLog('session closed', (l) => l.session === id);
+    const text = await scrape(t.url);
+    expect(
+      metricValue(text, 'troupe_connections_rejected_total', { reason: 'frame_too_large' }),
+    ).toBe(1);
+    expect(metricValue(text, 'troupe_sessions_active')).toBe(0);
+  });
+
+  it('answers a binary frame with an invalid_frame error and keeps the session open', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    c.ws.send(Buffer.from(JSON.stringify({ type: 'response.create' })), { binary: true });
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_frame' });
+
+    say(c, 'Hello there!');
+    const done = await c.next('response.done');
+    expect(done.response).toMatchObject({ status: 'completed' });
+    await c.close();
+  });
+
+  it('answers events named like Object methods with an error and keeps the session', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    for (const type of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) {
+      c.send({ type });
+      const error = await c.next('error');
+      // unknown_event_type, or at worst internal_error: never silence, never a dead server.
+      expect(['unknown_event_type', 'internal_error'], type).toContain(
+        (error.error as { code: string }).code,
+      );
+    }
+    say(c, 'Hello there!');
+    expect((await c.next('response.done')).response).toMatchObject({ status: 'completed' });
+    await c.close();
+  });
+});
+
+/**
+ * A reply whose events outgrow any socket buffer. Words of seven letters and
+ * a space are one token each in the simulator, and each token becomes a
+ * `response.output_text.delta` event of about 180 bytes: 128k tokens make
+ * over 20 MB of events. A paused reader on loopback soaks up about 4 MB in
+ * kernel buffers (the send buffer grows to tcp_wmem's 4 MiB; the receive
+ * buffer only grows when the reader reads), so the server's own buffer must
+ * pass MAX_BUFFERED_BYTES long before the reply ends, however the kernel is
+ * tuned within reason. The server stops the turn at that point, so only the
+ * first few megabytes are ever produced.
+ */
+const LONG_REPLY: SimScript = {
+  rules: [{ reply: { parts: [{ text: 'abcdefg '.repeat(128 * 1024) }] } }],
+};
+
+describe('slow consumer (MAX_BUFFERED_BYTES=1024)', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer({
+      script: LONG_REPLY,
+      // The openai profile sends no usage on every chunk: fewer bytes to parse per token.
+      simulator: { profile: 'openai' },
+      env: { MAX_BUFFERED_BYTES: '1024' },
+    });
+  });
+  afterAll(() => t?.close());
+
+  it('cuts off a client that stops reading while a long reply streams, and frees its session', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    const id = await sessionId(c);
+    // Stop reading from the socket; writing still works.
+    c.ws.pause();
+    say(c, 'Tell me everything.');
+
+    const cut = await t.waitForLog('slow consumer closed', (l) => l.session === id, 20_000);
+    expect(cut.buffered).toBeGreaterThan(1024);
+    await t.waitForLog('session closed', (l) => l.session === id);
+    // The LLM stream was aborted, not left to run into the void.
+    await within(t.simulator.whenIdle(), 'the simulator going idle');
+    const chat = t.simulator.requests.filter((r) => r.path === '/v1/chat/completions');
+    expect(chat.map((r) => r.outcome)).toEqual(['client-closed']);
+
+    const text = await scrape(t.url);
+    expect(
+      metricValue(text, 'troupe_connections_rejected_total', { reason: 'slow_consumer' }),
+    ).toBe(1);
+    expect(metricValue(text, 'troupe_sessions_active')).toBe(0);
+    expect(t.server.sessions).toBe(0);
+
+    // Once it reads again, the client finds the connection gone without a close frame.
+    c.ws.resume();
+    expect((await within(c.closed, 'the close seen by the slow client', 10_000)).code).toBe(1006);
+    const deltas = c.events.filter((e) => e.type === 'response.output_text.delta').length;
+    expect(c.events.map((e) => e.type)).not.toContain('response.done');
+    expect(deltas).toBeLessThan(128 * 1024);
+  });
+});

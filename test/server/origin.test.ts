@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricValue, scrape } from '../helpers/http.js';
+import { connect } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+async function expectAdmitted(url: string, origin?: string): Promise<void> {
+  const c = await connect(url, origin ? { origin } : {});
+  await c.next('session.created');
+  await c.close();
+}
+
+async function expectRefused(url: string, origin: string): Promise<string> {
+  const c = await connect(url, { origin });
+  const { code, reason } = await within(c.closed, `the close of a client from ${origin}`);
+  expect(code).toBe(1008);
+  expect(c.events.map((e) => e.type)).not.toContain('session.created');
+  return reason;
+}
+
+describe('origin check with ALLOWED_ORIGINS unset', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t?.close());
+
+  it('admits a client that sends no Origin header (not a browser)', async () => {
+    await expectAdmitted(t.wsUrl);
+  });
+
+  it('admits a page served by the server itself (Origin matches Host)', async () => {
+    await expectAdmitted(t.wsUrl, t.url);
+  });
+
+  it('closes a foreign origin with 1008 and counts it', async () => {
+    const reason = await expectRefused(t.wsUrl, 'https://evil.example');
+    expect(reason).toContain('https://evil.example');
+    // Same host, other port: another origin.
+    await expectRefused(t.wsUrl, 'http://127.0.0.1:1');
+    // Sandboxed frames and file:// pages send the opaque origin `null`.
+    await expectRefused(t.wsUrl, 'null');
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'origin' }),
+    ).toBe(3);
+  });
+});
+
+describe('origin check with a long, non-ASCII origin', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t?.close());
+
+  it('still closes with 1008 and a reason that fits a close frame', async () => {
+    // Header bytes above 0x7f read as Latin-1 take two bytes each in a UTF-8
+    // close reason, which may not pass 123 bytes.
+    const reason = await expectRefused(t.wsUrl, `https://${'é'.repeat(100)}.example`);
+    expect(reason).toMatch(/^origin https:\/\//);
+    expect(Buffer.byteLength(reason)).toBeLessThanOrEqual(123);
+  });
+});
+
+describe('origin check with ALLOWED_ORIGINS=https://app.example', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer({
+      env: { ALLOWED_ORIGINS: 'https://app.example/, https://b.example' },
+    });
+  });
+  afterAll(() => t?.close());
+
+  it('admits the listed origins', async () => {
+    await expectAdmitted(t.wsUrl, 'https://app.example');
+    await expectAdmitted(t.wsUrl, 'https://b.example');
+  });
+
+  it('still admits same-origin pages and clients without an Origin', async () => {
+    await expectAdmitted(t.wsUrl, t.url);
+    await expectAdmitted(t.wsUrl);
+  });
+
+  it('refuses an origin that only looks like a listed one', async () => {
+    await expectRefused(t.wsUrl, 'http://app.example');
+    await expectRefused(t.wsUrl, 'https://app.example.evil.example');
+  });
+});
+
+describe('origin check with ALLOWED_ORIGINS=*', () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer({ env: { ALLOWED_ORIGINS: '*' } });
+  });
+  afterAll(() => t?.close());
+
+  it('admits any origin', async () => {
+    await expectAdmitted(t.wsUrl, 'https://evil.example');
+    await expectAdmitted(t.wsUrl, 'null');
+  });
+});

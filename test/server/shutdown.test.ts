@@ -1,0 +1,88 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { metricValue, request, scrape } from '../helpers/http.js';
+import { connect, say } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+/** The plain character's scripted line (one LLM request, no tools). */
+const PLAIN_LINE = 'Hello there!';
+
+describe('graceful shutdown', () => {
+  let t: TestServer | undefined;
+
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  it('lets a response in flight finish, then closes its socket with 1001 and resolves true', async () => {
+    t = await startTestServer({ simulator: { latency: { ttftMs: 500 } } });
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    say(c, PLAIN_LINE);
+    await c.next('response.created');
+
+    const stopped = t.server.shutdown(5_000);
+    const done = await c.next('response.done');
+    expect(done.response).toMatchObject({ status: 'completed' });
+    const { code, reason } = await within(c.closed, 'the close after the drain');
+    expect(code).toBe(1001);
+    expect(reason).toMatch(/shutting down/);
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
+  it('refuses new connections with 1001 and reports shutting_down on /health while draining', async () => {
+    // Long enough for the checks below to run well inside the turn, even on a busy machine.
+    t = await startTestServer({ simulator: { latency: { ttftMs: 1_500 } } });
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    say(c, PLAIN_LINE);
+    await c.next('response.created');
+
+    const stopped = t.server.shutdown(5_000);
+    const late = await connect(`${t.wsUrl}?character=plain`);
+    const closed = await within(late.closed, 'the close of a connection made while draining');
+    expect(closed.code).toBe(1001);
+    expect(late.events.map((e) => e.type)).not.toContain('session.created');
+
+    const health = await request(`${t.url}/health`);
+    expect(health.status).toBe(200);
+    expect(health.json()).toMatchObject({ status: 'shutting_down' });
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'shutting_down',
+      }),
+    ).toBe(1);
+    // Both happened while the turn was still running.
+    expect(c.events.map((e) => e.type)).not.toContain('response.done');
+
+    expect((await c.next('response.done')).response).toMatchObject({ status: 'completed' });
+    expect((await within(c.closed, 'the close after the drain')).code).toBe(1001);
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
+  it('cancels a turn that outlasts the grace period, closes with 1001 and resolves false', async () => {
+    t = await startTestServer({ simulator: { latency: { ttftMs: 3_000 } } });
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    const created = await c.next('session.created');
+    const sessionId = (created.session as { id: string }).id;
+    say(c, PLAIN_LINE);
+    await c.next('response.created');
+
+    const stopped = t.server.shutdown(100);
+    expect(await within(stopped, 'shutdown')).toBe(false);
+    expect((await within(c.closed, 'the close at the deadline')).code).toBe(1001);
+    const done = c.events.find((e) => e.type === 'response.done');
+    expect(done?.response).toMatchObject({ status: 'cancelled' });
+    const line = await t.waitForLog('response done', (l) => l.session === sessionId);
+    expect(line.status).toBe('cancelled');
+  });
+
+  it('resolves true at once when no response is running, closing idle sessions with 1001', async () => {
+    t = await startTestServer();
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    expect(await within(t.server.shutdown(5_000), 'shutdown', 2_000)).toBe(true);
+    expect((await within(c.closed, 'the close of an idle session')).code).toBe(1001);
+  });
+});
