@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TroupeError, TurnAbortedError, LlmStreamError } from '../errors.js';
 import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
 import type { Toolset } from '../tools/library.js';
@@ -153,6 +154,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       ? withPromptTools(options.messages, descriptions)
       : options.messages;
 
+  // TOOL_CALL lines carry no ids; these tell calls apart across rounds and
+  // turns (the session keys items and client outputs by call id).
+  const promptIds = `prompt_call_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   const added: ChatMessage[] = [];
   const toolCalls: ToolResult[] = [];
   const clientCalls: ToolCall[] = [];
@@ -272,7 +276,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     }
 
     const calls: ToolCall[] = filter
-      ? promptCalls.map((c, i) => promptCallToToolCall(c, i))
+      ? promptCalls.map((c, i) => promptCallToToolCall(c, `${promptIds}_${round}_${i}`))
       : (legacy ? done.toolCalls.slice(0, 1) : done.toolCalls).map(toToolCall);
     const cutOff = done.finishReason === 'length' || done.finishReason === 'content_filter';
 
@@ -402,8 +406,7 @@ function toToolCall(c: AssembledCall): ToolCall {
   return { id: c.id, name: c.name, arguments: c.arguments };
 }
 
-function promptCallToToolCall(c: PromptCall, i: number): ToolCall {
-  const id = `prompt_call_${i}`;
+function promptCallToToolCall(c: PromptCall, id: string): ToolCall {
   return c.ok ? { id, name: c.name, arguments: c.arguments } : { id, name: '', arguments: c.raw };
 }
 

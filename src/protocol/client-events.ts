@@ -324,7 +324,10 @@ export function parseClientEvent(
   if (typeof obj.type !== 'string') {
     return fail('missing_required_parameter', 'The event has no "type".', 'type', id);
   }
-  const schema = (SCHEMAS as Record<string, z.ZodType<ClientEvent>>)[obj.type];
+  // Own keys only: "constructor" or "toString" must not find Object.prototype's.
+  const schema = Object.hasOwn(SCHEMAS, obj.type)
+    ? (SCHEMAS as Record<string, z.ZodType<ClientEvent>>)[obj.type]
+    : undefined;
   if (schema === undefined) {
     return fail(
       'unknown_event_type',
@@ -350,9 +353,10 @@ function fail(
 
 /** The first zod issue as a wire code, a dotted path and a sentence. */
 function describeIssue(
-  issue: z.core.$ZodIssue,
+  first: z.core.$ZodIssue,
   input: Record<string, unknown>,
 ): { code: string; param: string; message: string } {
+  const issue = narrowUnion(first, input);
   const path = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const param = [...path, issue.keys[0]!].reduce(joinPath, '');
@@ -364,7 +368,8 @@ function describeIssue(
   }
   const param = path.reduce(joinPath, '');
   const value = valueAt(input, issue.path);
-  if (value === undefined && issue.code === 'invalid_type') {
+  // Whatever the check (a type, a union's discriminator), nothing there means a missing field.
+  if (value === undefined) {
     return {
       code: 'missing_required_parameter',
       param,
@@ -373,6 +378,52 @@ function describeIssue(
   }
   const shown = value === undefined ? '' : `, got ${preview(value)}`;
   return { code: 'invalid_value', param, message: `${param}: ${issue.message}${shown}.` };
+}
+
+/**
+ * A union reports "Invalid input" for the whole value; the client needs the
+ * field that is wrong in the branch it meant. That branch is the one whose
+ * kind (object or not) and `type` match the input; with exactly one such
+ * branch, its first issue is reported instead (descending nested unions).
+ * When no branch takes the `type`, the issue is the `type`, naming those taken.
+ */
+function narrowUnion(issue: z.core.$ZodIssue, input: unknown): z.core.$ZodIssue {
+  let current = issue;
+  while (current.code === 'invalid_union' && current.errors.length > 0) {
+    const value = valueAt(input, current.path);
+    const isObject = value !== null && typeof value === 'object' && !Array.isArray(value);
+    const wrongKind = (e: z.core.$ZodIssue): boolean =>
+      e.path.length === 0 &&
+      (isObject ? e.code !== 'unrecognized_keys' : e.code === 'invalid_type');
+    const wrongType = (e: z.core.$ZodIssue): boolean =>
+      isObject && e.path.length === 1 && e.path[0] === 'type' && e.code === 'invalid_value';
+    let viable = current.errors.filter((errs) => !errs.some((e) => wrongKind(e) || wrongType(e)));
+    if (viable.length > 1) {
+      // A value of the right kind that is not the literal of another branch (0 for a
+      // token limit that also takes "inf") is about the branch with a real check.
+      const checked = viable.filter(
+        (errs) => !errs.every((e) => e.path.length === 0 && e.code === 'invalid_value'),
+      );
+      if (checked.length === 1) viable = checked;
+    }
+    if (viable.length === 1 && viable[0]!.length > 0) {
+      const inner = viable[0]![0]!;
+      current = { ...inner, path: [...current.path, ...inner.path] } as z.core.$ZodIssue;
+      continue;
+    }
+    if (viable.length === 0 && isObject) {
+      const types = current.errors.flatMap((errs) =>
+        errs.flatMap((e) => (wrongType(e) && e.code === 'invalid_value' ? e.values : [])),
+      );
+      if (types.length > 0) {
+        const message = `expected one of ${types.map((t) => JSON.stringify(t)).join(', ')}`;
+        const path = [...current.path, 'type'];
+        return { code: 'invalid_value', values: types, path, message };
+      }
+    }
+    break;
+  }
+  return current;
 }
 
 function joinPath(acc: string, key: string): string {

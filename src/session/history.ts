@@ -61,8 +61,12 @@ export class History {
 
   /** The id of the newest item, null when empty. */
   lastItemId(): string | null {
-    const g = this.#groups.at(-1);
-    return g?.items.at(-1)?.id ?? null;
+    // The newest group may have no items yet (a user message just started it).
+    for (let i = this.#groups.length - 1; i >= 0; i--) {
+      const last = this.#groups[i]!.items.at(-1);
+      if (last) return last.id;
+    }
+    return null;
   }
 
   /** The newest group, created when there is none. */
@@ -95,27 +99,57 @@ export class History {
 
   /**
    * Puts tool results right after the assistant message that made the call
-   * (and its other results), so the history stays valid to send back.
+   * (and its other results), so the history stays valid to send back. The
+   * message is found by call id, or is `owner` (legacy `functions` and prompt
+   * mode carry no ids). Returns the id of the item the result now follows.
    */
-  insertToolResults(callId: string, item: Item, messages: readonly ChatMessage[]): void {
+  insertToolResults(
+    callId: string,
+    item: Item,
+    messages: readonly ChatMessage[],
+    owner?: ChatMessage,
+  ): string | null {
     for (const g of this.#groups) {
-      const at = g.messages.findIndex(
+      let at = g.messages.findIndex(
         (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === callId),
       );
+      if (at === -1 && owner !== undefined) at = g.messages.indexOf(owner);
       if (at === -1) continue;
+      // Skip the call's other results: what follows it up to the next assistant
+      // message or message of the client's (a user message may come later).
+      const clients = new Set(this.#single.values());
       let end = at + 1;
-      while (end < g.messages.length && g.messages[end]!.role === 'tool') end++;
+      while (
+        end < g.messages.length &&
+        g.messages[end]!.role !== 'assistant' &&
+        !clients.has(g.messages[end]!)
+      ) {
+        end++;
+      }
       g.messages.splice(end, 0, ...messages);
       const callItem = g.items.findIndex((i) => i.type === 'function_call' && i.call_id === callId);
-      let itemEnd = callItem + 1;
+      let itemEnd = callItem === -1 ? g.items.length : callItem + 1;
       while (itemEnd < g.items.length && g.items[itemEnd]!.type !== 'message') itemEnd++;
+      const previous = this.#itemBefore(g, itemEnd);
       g.items.splice(itemEnd, 0, item);
-      return;
+      return previous;
     }
-    // Prompt mode has no call ids in messages: the results follow the latest exchange.
+    // The call is gone (never in history): the results follow the latest exchange.
+    const previous = this.lastItemId();
     const g = this.current();
     g.items.push(item);
     g.messages.push(...messages);
+    return previous;
+  }
+
+  /** The id of the item before position `index` of group `g`, looking into earlier groups. */
+  #itemBefore(g: HistoryGroup, index: number): string | null {
+    if (index > 0) return g.items[index - 1]!.id;
+    for (let i = this.#groups.indexOf(g) - 1; i >= 0; i--) {
+      const last = this.#groups[i]!.items.at(-1);
+      if (last) return last.id;
+    }
+    return null;
   }
 
   /**

@@ -75,6 +75,8 @@ interface ActiveResponse {
   id: string;
   controller: AbortController;
   done: Promise<void>;
+  /** Its newest output item: history takes the response's items when it ends. */
+  lastItemId?: () => string | null;
 }
 
 /** What a session exposes to the server. */
@@ -128,8 +130,11 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   let active: ActiveResponse | undefined;
   let turns = 0;
   let closed = false;
-  /** Client-side calls awaiting `function_call_output`. */
-  const pendingCalls = new Map<string, { name: string }>();
+  /**
+   * Client-side calls awaiting `function_call_output`, with the assistant
+   * message that made each (legacy and prompt formats carry no call ids).
+   */
+  const pendingCalls = new Map<string, { name: string; owner: ChatMessage | undefined }>();
 
   metrics?.active.inc();
   metrics?.total.inc({ character: character.id });
@@ -252,14 +257,23 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     if (u.output_modalities?.includes('audio'))
       return audioUnsupported('session.output_modalities', eventId);
     if (u.turn_detection) return audioUnsupported('session.audio.input.turn_detection', eventId);
-    const serverTools = new Set(
-      u.character !== undefined && options.characters.get(u.character)
-        ? options.characters.get(u.character)!.toolNames
-        : character.toolNames,
-    );
+    const next =
+      u.character !== undefined ? (options.characters.get(u.character) ?? character) : character;
+    const serverTools = new Set(next.toolNames);
+    // The client tools and tool_choice in effect after the update: a new
+    // character or a new tool list can leave old ones clashing or dangling,
+    // which the LLM would refuse on the next turn.
+    const tools = u.tools ?? clientTools;
     const seen = new Set<string>();
-    for (const [i, t] of (u.tools ?? []).entries()) {
+    for (const [i, t] of tools.entries()) {
       if (serverTools.has(t.name)) {
+        if (u.tools === undefined) {
+          return err(
+            'invalid_value',
+            `session.update: session.character: the session's client tool "${t.name}" has the name of a tool of character "${next.id}", run by the server; send session.tools without it in the same update.`,
+            'session.character',
+          );
+        }
         return err(
           'invalid_value',
           `session.update: session.tools[${i}].name: "${t.name}" is a tool of the character, run by the server; give the client's tool another name.`,
@@ -275,13 +289,21 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       }
       seen.add(t.name);
     }
-    const choice = u.tool_choice;
+    const choice = u.tool_choice ?? toolChoice;
     if (typeof choice === 'object') {
-      const names = new Set([...serverTools, ...(u.tools ?? clientTools).map((t) => t.name)]);
+      const names = new Set([...serverTools, ...tools.map((t) => t.name)]);
       if (!names.has(choice.name)) {
+        const available = [...names].join(', ') || 'none';
+        if (u.tool_choice === undefined) {
+          return err(
+            'invalid_value',
+            `session.update: session.tool_choice: the session's tool_choice names "${choice.name}", which this update takes away; tools: ${available}. Send a tool_choice in the same update.`,
+            'session.tool_choice',
+          );
+        }
         return err(
           'invalid_value',
-          `session.update: session.tool_choice.name: no tool "${choice.name}"; tools: ${[...names].join(', ') || 'none'}.`,
+          `session.update: session.tool_choice.name: no tool "${choice.name}"; tools: ${available}.`,
           'session.tool_choice.name',
         );
       }
@@ -291,6 +313,11 @@ export async function createSession(options: SessionOptions): Promise<Session> {
 
   // ── conversation.item.* ─────────────────────────────────────────────────
 
+  /** The newest item the client has seen: the running response's, else history's. */
+  function newestItemId(): string | null {
+    return active?.lastItemId?.() ?? history.lastItemId();
+  }
+
   function createItem(
     item: ClientItem,
     previousItemId: string | null | undefined,
@@ -298,10 +325,10 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   ): void {
     const err = (code: string, message: string, param: string | null) =>
       fail(new ProtocolError(code, message, { param, eventId }));
-    if (previousItemId != null && previousItemId !== history.lastItemId()) {
+    if (previousItemId != null && previousItemId !== newestItemId()) {
       return err(
         'invalid_value',
-        `conversation.item.create: previous_item_id: items are added at the end of the conversation; expected ${JSON.stringify(history.lastItemId())} or nothing, got "${previousItemId}".`,
+        `conversation.item.create: previous_item_id: items are added at the end of the conversation; expected ${JSON.stringify(newestItemId())} or nothing, got "${previousItemId}".`,
         'previous_item_id',
       );
     }
@@ -322,7 +349,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
         );
       }
       pendingCalls.delete(item.call_id);
-      addCallOutput(item.call_id, pending.name, item.output, item.id);
+      addCallOutput(item.call_id, pending, item.output, item.id);
       return;
     }
     const audioAt = item.content.findIndex(
@@ -356,7 +383,9 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     }
     const stored = messageItem(item.role, item.content, item.id);
     const group = item.role === 'user' ? history.startGroup() : history.current();
-    const previous = history.lastItemId();
+    // A user message added while a response runs comes after the response's
+    // items (not in history until it ends): it follows the newest of them.
+    const previous = item.role === 'user' ? newestItemId() : history.lastItemId();
     history.addMessageItem(group, stored, toChatMessage(item.role, item.content));
     options.log.debug(
       { item: stored.id, role: item.role, text: content(textOf(item.content)) },
@@ -367,7 +396,12 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   }
 
   /** Records a client-side call's output (or a stand-in) right after its call. */
-  function addCallOutput(callId: string, name: string, output: string, itemId?: string): void {
+  function addCallOutput(
+    callId: string,
+    { name, owner }: { name: string; owner: ChatMessage | undefined },
+    output: string,
+    itemId?: string,
+  ): void {
     const item: FunctionCallOutputItem = {
       id: itemId ?? newId('item'),
       object: 'realtime.item',
@@ -378,8 +412,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     const mode = opening.turn.toolMode ?? 'native';
     const legacy = opening.turn.toolFormat === 'functions';
     const messages = toolResultMessages([{ callId, name, outcome: 'ok', output }], mode, legacy);
-    const previous = history.lastItemId();
-    history.insertToolResults(callId, item, messages);
+    const previous = history.insertToolResults(callId, item, messages, owner);
     send({ type: 'conversation.item.added', previous_item_id: previous, item });
     send({ type: 'conversation.item.done', previous_item_id: previous, item });
   }
@@ -412,9 +445,9 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       }
     }
     // Calls the client never answered get a stand-in, so history stays valid.
-    for (const [callId, { name }] of pendingCalls) {
-      options.log.warn({ callId, tool: name }, 'client call without output');
-      addCallOutput(callId, name, 'Error: the client sent no output for this call.');
+    for (const [callId, pending] of pendingCalls) {
+      options.log.warn({ callId, tool: pending.name }, 'client call without output');
+      addCallOutput(callId, pending, 'Error: the client sent no output for this call.');
     }
     pendingCalls.clear();
 
@@ -460,7 +493,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     };
     send({ type: 'response.created', response: base });
 
-    const out = new ResponseWriter(response.id, send);
+    const out = new ResponseWriter(response.id, send, history.lastItemId());
+    response.lastItemId = () => out.items.at(-1)?.id ?? null;
     let firstDeltaAt: number | null = null;
     let summary: TurnSummary | undefined;
     let failure: TroupeError | undefined;
@@ -512,15 +546,17 @@ export async function createSession(options: SessionOptions): Promise<Session> {
         out.apply(e);
       }
     }
-    out.closeText();
+    const status = summary?.status ?? 'failed';
+    out.finish(status);
 
     // History: the turn's messages and the items that stand for them.
     if (summary) {
       group.messages.push(...summary.messages);
       group.items.push(...out.items);
-      for (const call of summary.clientCalls) pendingCalls.set(call.id, { name: call.name });
+      // A turn with client calls ends right after the round that made them: its last assistant message.
+      const owner = summary.messages.findLast((m) => m.role === 'assistant');
+      for (const call of summary.clientCalls) pendingCalls.set(call.id, { name: call.name, owner });
     }
-    const status = summary?.status ?? 'failed';
     const ttftMs = firstDeltaAt === null ? null : firstDeltaAt - receivedAt;
     const first = summary?.rounds[0];
     const llmTtftMs =
@@ -751,10 +787,13 @@ class ResponseWriter {
   #outputIndex = 0;
   readonly #responseId: string;
   readonly #send: (event: ServerEvent) => void;
+  /** The conversation's last item when the response began: its first item follows it. */
+  readonly #before: string | null;
 
-  constructor(responseId: string, send: (event: ServerEvent) => void) {
+  constructor(responseId: string, send: (event: ServerEvent) => void, before: string | null) {
     this.#responseId = responseId;
     this.#send = send;
+    this.#before = before;
   }
 
   apply(e: TurnEvent): void {
@@ -801,7 +840,7 @@ class ResponseWriter {
   }
 
   #added(item: Item): void {
-    const previous = this.items.at(-1)?.id ?? null;
+    const previous = this.items.at(-1)?.id ?? this.#before;
     this.items.push(item);
     this.#outputIndex = this.items.length - 1;
     this.#send({
@@ -821,7 +860,7 @@ class ResponseWriter {
       output_index: index,
       item,
     });
-    const previous = index > 0 ? this.items[index - 1]!.id : null;
+    const previous = index > 0 ? this.items[index - 1]!.id : this.#before;
     this.#send({ type: 'conversation.item.done', previous_item_id: previous, item });
   }
 
@@ -847,7 +886,7 @@ class ResponseWriter {
   }
 
   /** Ends the open stretch of text, if any. */
-  closeText(): void {
+  closeText(status: MessageItem['status'] = 'completed'): void {
     const open = this.#text;
     if (!open) return;
     this.#text = undefined;
@@ -857,8 +896,20 @@ class ResponseWriter {
     const part: ContentPart = { type: 'output_text', text };
     this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
     item.content = [part];
-    item.status = 'completed';
+    item.status = status;
     this.#done(item);
+  }
+
+  /**
+   * Ends the response's output: open text is closed (`incomplete` when the
+   * response was cut short), and calls whose stream broke before they were
+   * complete are taken out, as the model never made them whole and none ran.
+   */
+  finish(status: ResponseObject['status']): void {
+    this.closeText(status === 'completed' ? 'completed' : 'incomplete');
+    for (const item of this.#calls.values()) {
+      if (item.status === 'in_progress') this.#drop(item);
+    }
   }
 
   #startCall(callId: string, name: string): FunctionCallItem {
@@ -895,6 +946,11 @@ class ResponseWriter {
   #discard(call: ToolCall): void {
     const item = this.#calls.get(call.id) ?? this.#startCall(call.id, call.name);
     item.arguments = call.arguments;
+    this.#drop(item);
+  }
+
+  /** Ends a call as incomplete and takes it out of the conversation. */
+  #drop(item: FunctionCallItem): void {
     item.status = 'incomplete';
     this.#done(item);
     // Not in history (the model is not told it ran): take it out of the client's view too.

@@ -2,12 +2,14 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ChatMessage } from '../../src/llm/chunk.js';
 import { TOOL_RESULT_MARKER } from '../../src/llm/prompt-tools.js';
+import { toolResultMessages } from '../../src/llm/turn-runner.js';
 import {
   createToolset,
   defineTool,
   defineToolLibrary,
   type OpenAiToolJson,
 } from '../../src/tools/index.js';
+import { NO_TOOLS } from '../../src/tools/library.js';
 import {
   PROFILE_NAMES,
   startSimulator,
@@ -786,5 +788,221 @@ describe('turn runner with a model that ignores tool_choice', () => {
     });
     expect(summary.messages.at(-1)).toEqual({ role: 'assistant', content: 'I got stuck.' });
     expect(requests).toHaveLength(2);
+  });
+});
+
+describe('turn runner with client-side tools', () => {
+  const getTime = {
+    name: 'get_time',
+    description: 'The time where the user is',
+    parameters: { type: 'object', properties: {} },
+  };
+  const timeCall = { name: 'get_time', arguments: {} };
+
+  it('offers client tools beside the toolset and ends the turn with their calls, unrun', async () => {
+    sim.setScript({
+      rules: [
+        {
+          when: { round: 0 },
+          reply: { parts: [{ text: 'Let me look. ' }, { toolCall: timeCall }] },
+        },
+      ],
+    });
+    const { events, summary } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('What time is it?'),
+      toolset: weatherTools,
+      clientTools: [getTime],
+    });
+    const request = chatRequests()[0]!.body as { tools: OpenAiToolJson[] };
+    expect(request.tools.map((t) => t.function.name)).toEqual(['get_current_weather', 'get_time']);
+    expect(request.tools[1]).toEqual({ type: 'function', function: getTime });
+
+    expect(summary).toMatchObject({
+      status: 'completed',
+      requests: 1,
+      toolRounds: 1,
+      toolCalls: [],
+    });
+    expect(summary.clientCalls).toEqual([
+      { id: expect.any(String), name: 'get_time', arguments: '{}' },
+    ]);
+    const callId = summary.clientCalls[0]!.id;
+    // The history ends with the call: the caller adds the client's output before resuming.
+    expect(summary.messages).toEqual([
+      {
+        role: 'assistant',
+        content: 'Let me look. ',
+        tool_calls: [
+          { id: callId, type: 'function', function: { name: 'get_time', arguments: '{}' } },
+        ],
+      },
+    ]);
+    expect(types(events)).not.toContain('tool.result');
+    expect(events.find((e) => e.type === 'tool_call.done')).toMatchObject({
+      call: { id: callId, name: 'get_time' },
+    });
+    expect(types(events).slice(-2)).toEqual(['round.end', 'finish']);
+  });
+
+  it('runs the server-side calls of a mixed round and hands the client-side ones back', async () => {
+    sim.setScript({
+      rules: [
+        {
+          when: { round: 0 },
+          reply: { parts: [{ toolCall: weatherCall }, { toolCall: timeCall }] },
+        },
+      ],
+    });
+    const { events, summary } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('Weather in Paris, and the time?'),
+      toolset: weatherTools,
+      clientTools: [getTime],
+    });
+    expect(summary.toolCalls).toEqual([
+      expect.objectContaining({ name: 'get_current_weather', outcome: 'ok' }),
+    ]);
+    expect(summary.clientCalls.map((c) => c.name)).toEqual(['get_time']);
+    const [weatherId, timeId] = (
+      summary.messages[0] as { tool_calls: Array<{ id: string }> }
+    ).tool_calls.map((c) => c.id);
+    expect(timeId).toBe(summary.clientCalls[0]!.id);
+    expect(summary.messages.slice(1)).toEqual([
+      {
+        role: 'tool',
+        tool_call_id: weatherId,
+        content: '{"location":"Paris","temperature":22,"unit":"celsius"}',
+      },
+    ]);
+    expect(events.filter((e) => e.type === 'tool.result')).toHaveLength(1);
+    expect(summary).toMatchObject({ requests: 1, toolRounds: 1 });
+  });
+
+  it('resumes validly once the caller has added the client output as a tool message', async () => {
+    sim.setScript({
+      rules: [
+        { when: { round: 0 }, reply: { parts: [{ toolCall: timeCall }] } },
+        { when: { toolResult: '12:34' }, reply: { parts: [{ text: 'It is 12:34.' }] } },
+      ],
+    });
+    const llm = await simClient(sim.url);
+    const messages = conversation('What time is it?');
+    const first = await collectTurn({ llm, messages, toolset: NO_TOOLS, clientTools: [getTime] });
+    const call = first.summary.clientCalls[0]!;
+    const output = toolResultMessages(
+      [{ callId: call.id, name: call.name, outcome: 'ok', output: '{"time":"12:34"}' }],
+      'native',
+      false,
+    );
+    const second = await collectTurn({
+      llm,
+      messages: [...messages, ...first.summary.messages, ...output],
+      toolset: NO_TOOLS,
+      clientTools: [getTime],
+    });
+    expect(second.text).toBe('It is 12:34.');
+    expect(second.summary).toMatchObject({ status: 'completed', clientCalls: [] });
+    expect(chatRequests().map((r) => r.status)).toEqual([200, 200]);
+    expect((chatRequests()[1]!.body as { messages: ChatMessage[] }).messages.slice(-2)).toEqual([
+      first.summary.messages[0],
+      { role: 'tool', tool_call_id: call.id, content: '{"time":"12:34"}' },
+    ]);
+  });
+
+  it('hands back a client call in the legacy functions format', async () => {
+    sim.setProfile('legacy-functions');
+    sim.setScript({ rules: [{ when: { round: 0 }, reply: { parts: [{ toolCall: timeCall }] } }] });
+    const { summary } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('What time is it?'),
+      toolset: weatherTools,
+      toolFormat: 'functions',
+      clientTools: [getTime],
+    });
+    const request = chatRequests()[0]!.body as { functions: Array<{ name: string }> };
+    expect(request.functions.map((f) => f.name)).toEqual(['get_current_weather', 'get_time']);
+    expect(summary.clientCalls).toMatchObject([{ name: 'get_time' }]);
+    expect(summary.messages).toEqual([
+      { role: 'assistant', content: null, function_call: { name: 'get_time', arguments: '{}' } },
+    ]);
+  });
+
+  it('lists client tools in the prompt and hands back their TOOL_CALL lines in prompt mode', async () => {
+    sim.setScript({
+      rules: [
+        {
+          when: { round: 0 },
+          reply: {
+            parts: [
+              { text: 'One moment.\nTOOL_CALL: {"tool_name": "get_time", "parameters": {}}\n' },
+            ],
+          },
+        },
+      ],
+    });
+    const { summary, text } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('What time is it?'),
+      toolset: weatherTools,
+      toolMode: 'prompt',
+      clientTools: [getTime],
+    });
+    const request = chatRequests()[0]!.body as { messages: ChatMessage[]; tools?: unknown };
+    expect(request.tools).toBeUndefined();
+    expect(request.messages[0]!.content).toContain('get_time');
+    expect(text).toBe('One moment.\n');
+    expect(summary.clientCalls).toMatchObject([{ name: 'get_time', arguments: '{}' }]);
+    expect(summary.toolCalls).toEqual([]);
+  });
+
+  it('discards a client call made past the round limit like any other', async () => {
+    sim.setScript({ rules: [{ reply: { parts: [{ toolCall: timeCall }] } }] });
+    const { summary, events } = await collectTurn({
+      llm: await simClient(sim.url),
+      messages: conversation('What time is it?'),
+      toolset: weatherTools,
+      clientTools: [getTime],
+      maxToolRounds: 0,
+    });
+    // tool_choice "none" makes the simulator answer without the call.
+    expect((chatRequests()[0]!.body as { tool_choice?: string }).tool_choice).toBe('none');
+    expect(summary.clientCalls).toEqual([]);
+    expect(types(events)).not.toContain('tool_call.done');
+  });
+});
+
+describe('turn runner call ids in prompt mode', () => {
+  it('gives every TOOL_CALL line its own id across rounds and turns', async () => {
+    const line = (name: string, args: object) =>
+      `TOOL_CALL: ${JSON.stringify({ tool_name: name, parameters: args })}\n`;
+    sim.setScript({
+      rules: [
+        {
+          when: { round: 0 },
+          reply: {
+            parts: [
+              { text: line('get_current_weather', { location: 'Paris', format: 'celsius' }) },
+            ],
+          },
+        },
+        { when: { round: 1 }, reply: { parts: [{ text: line('get_time', {}) }] } },
+      ],
+    });
+    const options = {
+      messages: conversation('Weather, then the time?'),
+      toolset: weatherTools,
+      toolMode: 'prompt' as const,
+      clientTools: [{ name: 'get_time', description: 'Now', parameters: {} }],
+    };
+    const first = await collectTurn({ llm: await simClient(sim.url), ...options });
+    const second = await collectTurn({ llm: await simClient(sim.url), ...options });
+    const ids = [first, second].flatMap(({ events }) =>
+      events.flatMap((e) => (e.type === 'tool_call.done' ? [e.call.id] : [])),
+    );
+    expect(ids).toHaveLength(4);
+    expect(new Set(ids).size).toBe(4);
+    expect(first.summary.toolCalls[0]!.callId).toBe(ids[0]);
+    expect(first.summary.clientCalls[0]!.id).toBe(ids[1]);
   });
 });

@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import { createEncoder } from '../../src/protocol/index.js';
+import type { Item, ResponseObject, ServerEvent, SessionObject } from '../../src/session/events.js';
+
+const message: Item = {
+  id: 'item_1',
+  object: 'realtime.item',
+  type: 'message',
+  status: 'completed',
+  role: 'assistant',
+  content: [{ type: 'output_text', text: 'Hi' }],
+};
+
+const call: Item = {
+  id: 'item_2',
+  object: 'realtime.item',
+  type: 'function_call',
+  status: 'completed',
+  call_id: 'call_1',
+  name: 'get_time',
+  arguments: '{}',
+};
+
+const session: SessionObject = {
+  type: 'realtime',
+  object: 'realtime.session',
+  id: 'sess_1',
+  model: 'troupe',
+  character: 'plain',
+  instructions: 'Be brief.',
+  output_modalities: ['text'],
+  tools: [],
+  tool_choice: 'auto',
+  temperature: null,
+  max_output_tokens: 'inf',
+  audio: {
+    input: { format: { type: 'audio/pcm', rate: 24000 }, turn_detection: null },
+    output: { format: { type: 'audio/pcmu' }, voice: 'alloy' },
+  },
+  troupe: {
+    character: {
+      id: 'plain',
+      name: 'Plain',
+      description: '',
+      variant: 'default',
+      tools: [],
+      greeting: null,
+    },
+  },
+};
+
+const response: ResponseObject = {
+  object: 'realtime.response',
+  id: 'resp_1',
+  status: 'completed',
+  status_details: null,
+  output: [message, call],
+  output_modalities: ['text'],
+  usage: { total_tokens: 3, input_tokens: 2, output_tokens: 1 },
+  metadata: null,
+};
+
+const at = { response_id: 'resp_1', item_id: 'item_1', output_index: 0, content_index: 0 };
+
+/** Encodes and parses back; null when the dialect drops the event. */
+function roundTrip(dialect: 'openai' | 'openai-beta', event: ServerEvent) {
+  const frame = createEncoder(dialect).encode(event);
+  return frame === null ? null : (JSON.parse(frame) as Record<string, unknown>);
+}
+
+describe('the event encoder', () => {
+  it('gives every event of a connection its own event_id', () => {
+    const encoder = createEncoder('openai');
+    const ids = Array.from({ length: 500 }, () => {
+      const frame = encoder.encode({ type: 'session.updated', session });
+      return (JSON.parse(frame!) as { event_id: string }).event_id;
+    });
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.every((id) => id.startsWith('event_'))).toBe(true);
+  });
+
+  it('gives two connections different event ids', () => {
+    const a = createEncoder('openai').encode({ type: 'session.updated', session });
+    const b = createEncoder('openai').encode({ type: 'session.updated', session });
+    expect(JSON.parse(a!).event_id).not.toBe(JSON.parse(b!).event_id);
+  });
+
+  it('sends GA events unchanged in the openai dialect', () => {
+    const event: ServerEvent = { type: 'response.output_text.delta', ...at, delta: 'Hi' };
+    const { event_id, ...rest } = roundTrip('openai', event)!;
+    expect(event_id).toEqual(expect.any(String));
+    expect(rest).toEqual(event);
+  });
+});
+
+describe('the openai-beta dialect', () => {
+  it.each([
+    ['response.output_text.delta', 'response.text.delta'],
+    ['response.output_text.done', 'response.text.done'],
+  ] as const)('renames %s to %s', (ga, beta) => {
+    const event = (
+      ga === 'response.output_text.delta'
+        ? { type: ga, ...at, delta: 'Hi' }
+        : { type: ga, ...at, text: 'Hi' }
+    ) as ServerEvent;
+    expect(roundTrip('openai-beta', event)).toMatchObject({ type: beta, item_id: 'item_1' });
+  });
+
+  it('renames conversation.item.added to conversation.item.created, with text parts', () => {
+    const out = roundTrip('openai-beta', {
+      type: 'conversation.item.added',
+      previous_item_id: null,
+      item: message,
+    });
+    expect(out).toMatchObject({
+      type: 'conversation.item.created',
+      previous_item_id: null,
+      item: { id: 'item_1', content: [{ type: 'text', text: 'Hi' }] },
+    });
+  });
+
+  it('drops conversation.item.done, which beta does not have', () => {
+    expect(
+      roundTrip('openai-beta', {
+        type: 'conversation.item.done',
+        previous_item_id: null,
+        item: message,
+      }),
+    ).toBeNull();
+  });
+
+  it('calls content parts "text" in content_part events and output items', () => {
+    expect(
+      roundTrip('openai-beta', {
+        type: 'response.content_part.added',
+        ...at,
+        part: { type: 'output_text', text: '' },
+      }),
+    ).toMatchObject({ type: 'response.content_part.added', part: { type: 'text', text: '' } });
+    expect(
+      roundTrip('openai-beta', {
+        type: 'response.output_item.done',
+        response_id: 'resp_1',
+        output_index: 0,
+        item: message,
+      }),
+    ).toMatchObject({ item: { content: [{ type: 'text' }] } });
+  });
+
+  it('leaves function_call items as they are', () => {
+    expect(
+      roundTrip('openai-beta', {
+        type: 'response.output_item.added',
+        response_id: 'resp_1',
+        output_index: 1,
+        item: call,
+      }),
+    ).toMatchObject({ item: call });
+  });
+
+  it('says modalities instead of output_modalities on responses', () => {
+    const out = roundTrip('openai-beta', { type: 'response.done', response }) as {
+      response: Record<string, unknown>;
+    };
+    expect(out.response.modalities).toEqual(['text']);
+    expect(out.response).not.toHaveProperty('output_modalities');
+    expect(out.response.output).toMatchObject([{ content: [{ type: 'text' }] }, call]);
+  });
+
+  it('shows the session in the beta shape', () => {
+    const out = roundTrip('openai-beta', { type: 'session.created', session }) as {
+      type: string;
+      session: Record<string, unknown>;
+    };
+    expect(out.type).toBe('session.created');
+    expect(out.session).toMatchObject({
+      id: 'sess_1',
+      object: 'realtime.session',
+      modalities: ['text'],
+      voice: 'alloy',
+      input_audio_format: 'pcm16',
+      output_audio_format: 'g711_ulaw',
+      turn_detection: null,
+      max_response_output_tokens: 'inf',
+      instructions: 'Be brief.',
+      troupe: session.troupe,
+    });
+    for (const ga of ['output_modalities', 'audio', 'max_output_tokens', 'type']) {
+      expect(out.session).not.toHaveProperty(ga);
+    }
+  });
+
+  it('passes events beta shares with GA through under the same name', () => {
+    expect(
+      roundTrip('openai-beta', {
+        type: 'error',
+        error: {
+          type: 'invalid_request_error',
+          code: 'x',
+          message: 'm',
+          param: null,
+          event_id: null,
+        },
+      }),
+    ).toMatchObject({ type: 'error', error: { code: 'x' } });
+    expect(
+      roundTrip('openai-beta', { type: 'conversation.item.deleted', item_id: 'i' }),
+    ).toMatchObject({
+      type: 'conversation.item.deleted',
+    });
+  });
+});

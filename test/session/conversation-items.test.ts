@@ -1,0 +1,237 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import type { TestClient } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import {
+  doneOf,
+  lastChat,
+  nextError,
+  openSession,
+  outline,
+  turn,
+  userMessage,
+} from '../helpers/session.js';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(() => t.close());
+beforeEach(() => t.simulator.clearRequests());
+
+/** A 1×1 PNG. */
+const PIXEL =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+
+/** The socket is still open and a text turn still completes. */
+async function stillWorks(c: TestClient): Promise<void> {
+  expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  const events = await turn(c, 'Hello there!');
+  expect(doneOf(events).status).toBe('completed');
+}
+
+/** Adds a user message and returns its item id. */
+async function addUser(c: TestClient, text: string, extra: Record<string, unknown> = {}) {
+  c.send(userMessage(text, extra));
+  const done = await c.next('conversation.item.done', (e) =>
+    JSON.stringify(e.item).includes(JSON.stringify(text)),
+  );
+  return (done.item as { id: string }).id;
+}
+
+describe('conversation items', () => {
+  it('sends an image part to the model as image_url beside the text', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'What is in this picture?' },
+          { type: 'input_image', image_url: PIXEL },
+        ],
+      },
+    });
+    const added = await c.next(
+      'conversation.item.added',
+      (e) => (e.item as { role: string }).role === 'user',
+    );
+    expect(added.item).toMatchObject({
+      content: [{ type: 'input_text' }, { type: 'input_image', image_url: PIXEL }],
+    });
+    c.send({ type: 'response.create' });
+    expect(doneOf(await c.untilDone()).status).toBe('completed');
+    expect(lastChat(t.simulator).messages.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is in this picture?' },
+        { type: 'image_url', image_url: { url: PIXEL } },
+      ],
+    });
+    await c.close();
+  });
+
+  it('refuses an image in an assistant message and audio content', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'input_image', image_url: PIXEL }],
+      },
+    });
+    expect((await nextError(c, 'invalid_value')).param).toBe('item.content[0]');
+    c.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: 'AAAA' }] },
+    });
+    expect((await nextError(c, 'unsupported_content')).param).toBe('item.content[0]');
+    c.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'output_text', text: 'x' }] },
+    });
+    expect((await nextError(c, 'invalid_value')).param).toBe('item.content[0].type');
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('retrieves an item by id and says item_not_found for an unknown one', async () => {
+    const c = await openSession(t, 'character=plain');
+    const id = await addUser(c, 'Remember me.');
+    c.send({ type: 'conversation.item.retrieve', item_id: id });
+    expect((await c.next('conversation.item.retrieved')).item).toMatchObject({
+      id,
+      role: 'user',
+      content: [{ type: 'input_text', text: 'Remember me.' }],
+    });
+    c.send({ type: 'conversation.item.retrieve', item_id: 'item_nope', event_id: 'evt_r' });
+    expect(await nextError(c, 'item_not_found')).toMatchObject({
+      param: 'item_id',
+      event_id: 'evt_r',
+    });
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it("deletes a client's message, which the model then no longer sees", async () => {
+    const c = await openSession(t, 'character=plain');
+    const id = await addUser(c, 'Forget this secret.');
+    c.send({ type: 'conversation.item.delete', item_id: id });
+    expect(await c.next('conversation.item.deleted')).toMatchObject({ item_id: id });
+    c.send({ type: 'conversation.item.retrieve', item_id: id });
+    await nextError(c, 'item_not_found');
+    await stillWorks(c);
+    expect(JSON.stringify(lastChat(t.simulator).messages)).not.toContain('Forget this secret');
+    await c.close();
+  });
+
+  it('deletes the greeting like any single message', async () => {
+    const c = await openSession(t, 'character=plain');
+    const greeting = (
+      c.events.find((e) => e.type === 'conversation.item.added')!.item as {
+        id: string;
+      }
+    ).id;
+    c.send({ type: 'conversation.item.delete', item_id: greeting });
+    await c.next('conversation.item.deleted');
+    await stillWorks(c);
+    expect(outline(lastChat(t.simulator).messages).slice(1)).toEqual(['user: Hello there!']);
+    await c.close();
+  });
+
+  it('refuses to delete an item of a response, so calls stay paired with results', async () => {
+    const c = await openSession(t, 'character=weather');
+    const events = await turn(c, 'Celsius, please.');
+    const output = doneOf(events).output as Array<{ id: string; type: string }>;
+    for (const item of output) {
+      c.send({ type: 'conversation.item.delete', item_id: item.id });
+      expect((await nextError(c, 'item_not_deletable')).param).toBe('item_id');
+    }
+    c.send({ type: 'conversation.item.delete', item_id: 'item_nope' });
+    await nextError(c, 'item_not_found');
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('refuses to truncate a text item, which has no audio', async () => {
+    const c = await openSession(t, 'character=plain');
+    const id = await addUser(c, 'Some text.');
+    c.send({
+      type: 'conversation.item.truncate',
+      item_id: id,
+      content_index: 0,
+      audio_end_ms: 100,
+    });
+    expect((await nextError(c, 'invalid_value')).param).toBe('item_id');
+    c.send({
+      type: 'conversation.item.truncate',
+      item_id: 'item_nope',
+      content_index: 0,
+      audio_end_ms: 0,
+    });
+    await nextError(c, 'item_not_found');
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('takes previous_item_id only when it names the last item', async () => {
+    const c = await openSession(t, 'character=plain');
+    const greeting = (
+      c.events.find((e) => e.type === 'conversation.item.added')!.item as {
+        id: string;
+      }
+    ).id;
+    const first = await addUser(c, 'One.', {});
+    c.send({ ...userMessage('Two.'), previous_item_id: greeting, event_id: 'evt_prev' });
+    const error = await nextError(c, 'invalid_value');
+    expect(error).toMatchObject({ param: 'previous_item_id', event_id: 'evt_prev' });
+    expect(error.message).toContain(first);
+
+    c.send({ ...userMessage('Two.'), previous_item_id: first });
+    expect(await c.next('conversation.item.added')).toMatchObject({ previous_item_id: first });
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('refuses an item id that is already in the conversation', async () => {
+    const c = await openSession(t, 'character=plain');
+    await addUser(c, 'Mine.', { id: 'item_client_1' });
+    c.send(userMessage('Again.', { id: 'item_client_1' }));
+    expect((await nextError(c, 'invalid_value')).param).toBe('item.id');
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('answers input_audio_buffer events with audio_not_supported', async () => {
+    const c = await openSession(t, 'character=plain');
+    for (const event of [
+      { type: 'input_audio_buffer.append', audio: 'AAAA', event_id: 'evt_a' },
+      { type: 'input_audio_buffer.commit' },
+      { type: 'input_audio_buffer.clear' },
+    ]) {
+      c.send(event);
+      await nextError(c, 'audio_not_supported');
+    }
+    expect(c.events.find((e) => e.type === 'error')).toMatchObject({
+      error: { event_id: 'evt_a' },
+    });
+    await stillWorks(c);
+    await c.close();
+  });
+
+  it('answers frames it cannot read with an error and keeps the socket', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send('not json');
+    await nextError(c, 'invalid_json');
+    c.send({ type: 'session.destroy', event_id: 'evt_u' });
+    expect((await nextError(c, 'unknown_event_type')).event_id).toBe('evt_u');
+    c.send({ type: 'toString' });
+    await nextError(c, 'unknown_event_type');
+    c.send({ type: 'session.update', session: { foo: 1 } });
+    expect((await nextError(c, 'unknown_parameter')).param).toBe('session.foo');
+    await stillWorks(c);
+    await c.close();
+  });
+});

@@ -1,0 +1,270 @@
+import { describe, expect, it } from 'vitest';
+import type { ChatMessage } from '../../src/llm/chunk.js';
+import { History, estimateTokens } from '../../src/session/history.js';
+import type { Item } from '../../src/session/events.js';
+
+const text = (id: string, role: 'user' | 'assistant', body: string): Item => ({
+  id,
+  object: 'realtime.item',
+  type: 'message',
+  status: 'completed',
+  role,
+  content: [{ type: role === 'user' ? 'input_text' : 'output_text', text: body }],
+});
+
+const callItem = (id: string, callId: string): Item => ({
+  id,
+  object: 'realtime.item',
+  type: 'function_call',
+  status: 'completed',
+  call_id: callId,
+  name: 'get_time',
+  arguments: '{}',
+});
+
+const outputItem = (id: string, callId: string, output: string): Item => ({
+  id,
+  object: 'realtime.item',
+  type: 'function_call_output',
+  call_id: callId,
+  output,
+});
+
+const toolCalls = (...ids: string[]): ChatMessage => ({
+  role: 'assistant',
+  content: null,
+  tool_calls: ids.map((id) => ({
+    id,
+    type: 'function' as const,
+    function: { name: 'get_time', arguments: '{}' },
+  })),
+});
+
+/** A user turn: the user's message, then a reply of `reply` characters. */
+function addTurn(h: History, n: number, reply = 40): void {
+  const g = h.startGroup();
+  h.addMessageItem(g, text(`u${n}`, 'user', `question ${n}`), {
+    role: 'user',
+    content: `question ${n}`,
+  });
+  g.items.push(text(`a${n}`, 'assistant', 'x'.repeat(reply)));
+  g.messages.push({ role: 'assistant', content: 'x'.repeat(reply) });
+}
+
+/** A user turn whose reply calls a tool: user, assistant{tool_calls}, tool, assistant. */
+function addToolTurn(h: History, n: number): void {
+  const g = h.startGroup();
+  h.addMessageItem(g, text(`u${n}`, 'user', `tool question ${n}`), {
+    role: 'user',
+    content: `tool question ${n}`,
+  });
+  g.items.push(callItem(`c${n}`, `call_${n}`), outputItem(`o${n}`, `call_${n}`, '12:00'));
+  g.messages.push(toolCalls(`call_${n}`), {
+    role: 'tool',
+    tool_call_id: `call_${n}`,
+    content: '12:00',
+  });
+  g.items.push(text(`a${n}`, 'assistant', 'It is noon.'));
+  g.messages.push({ role: 'assistant', content: 'It is noon.' });
+}
+
+/** Messages in short: text, `calls:ids` for tool calls, `tool:id` for results. */
+const contents = (messages: ChatMessage[]) =>
+  messages.map((m) => {
+    if (m.role === 'tool') return `tool:${m.tool_call_id}`;
+    if (m.role === 'assistant' && m.tool_calls) {
+      return `calls:${m.tool_calls.map((c) => c.id).join(',')}`;
+    }
+    return m.content as string;
+  });
+
+describe('History.trim', () => {
+  it('keeps everything when the history fits the budget', () => {
+    const h = new History();
+    for (let n = 1; n <= 3; n++) addTurn(h, n);
+    const r = h.trim(10_000, 10);
+    expect(r.droppedGroups).toBe(0);
+    expect(r.messages).toHaveLength(6);
+    expect(r.estimatedTokens).toBe(10 + r.messages.reduce((t, m) => t + estimateTokens(m), 0));
+  });
+
+  it('drops the oldest groups whole, and for good, until the rest fits', () => {
+    const h = new History();
+    for (let n = 1; n <= 4; n++) addTurn(h, n, 400);
+    // Each turn is about 4 + 3 + 4 + 100 = 111 tokens; 250 holds two of them.
+    const r = h.trim(250, 10);
+    expect(r).toMatchObject({ droppedGroups: 2, droppedItems: 4 });
+    expect(contents(r.messages)).toEqual([
+      'question 3',
+      'x'.repeat(400),
+      'question 4',
+      'x'.repeat(400),
+    ]);
+    expect(r.estimatedTokens).toBeLessThanOrEqual(250);
+    expect(h.items.map((i) => i.id)).toEqual(['u3', 'a3', 'u4', 'a4']);
+    expect(h.find('u1')).toBeUndefined();
+    // Dropped messages are gone: they cannot be deleted again.
+    expect(h.delete('u1')).toBe(false);
+  });
+
+  it('keeps the newest group even when it alone is over the budget', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addTurn(h, 2, 4000);
+    const r = h.trim(300, 10);
+    expect(r.droppedGroups).toBe(1);
+    expect(contents(r.messages)[0]).toBe('question 2');
+    expect(r.estimatedTokens).toBeGreaterThan(300);
+  });
+
+  it('never keeps a tool message without the assistant message that made the call', () => {
+    const h = new History();
+    addToolTurn(h, 1);
+    addToolTurn(h, 2);
+    addTurn(h, 3, 300);
+    for (const budget of [400, 200, 120, 50]) {
+      const { messages } = h.trim(budget, 10);
+      messages.forEach((m, i) => {
+        if (m.role !== 'tool') return;
+        const before = messages.slice(0, i).reverse();
+        const owner = before.find((b) => b.role !== 'tool');
+        expect(owner).toMatchObject({ role: 'assistant' });
+        expect(
+          (owner as { tool_calls?: Array<{ id: string }> }).tool_calls?.map((c) => c.id),
+        ).toContain(m.tool_call_id);
+      });
+      expect(messages.at(0)).toMatchObject({ role: 'user' });
+    }
+  });
+
+  it('counts an image as many tokens, whatever the URL length', () => {
+    const withImage = estimateTokens({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'What is it?' },
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+      ],
+    });
+    expect(withImage).toBeGreaterThan(700);
+  });
+});
+
+describe('History.insertToolResults', () => {
+  it('puts a result right after the assistant message that made the call and its other results', () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'time?'), { role: 'user', content: 'time?' });
+    g.items.push(
+      callItem('c1', 'call_a'),
+      callItem('c2', 'call_b'),
+      outputItem('o1', 'call_a', 'A'),
+    );
+    g.messages.push(toolCalls('call_a', 'call_b'), {
+      role: 'tool',
+      tool_call_id: 'call_a',
+      content: 'A',
+    });
+    // The client added a message before sending its output.
+    const next = h.startGroup();
+    h.addMessageItem(next, text('u2', 'user', 'and?'), { role: 'user', content: 'and?' });
+
+    const previous = h.insertToolResults('call_b', outputItem('o2', 'call_b', 'B'), [
+      { role: 'tool', tool_call_id: 'call_b', content: 'B' },
+    ]);
+
+    expect(previous).toBe('o1');
+    expect(h.items.map((i) => i.id)).toEqual(['u1', 'c1', 'c2', 'o1', 'o2', 'u2']);
+    expect(contents(h.trim(10_000, 0).messages)).toEqual([
+      'time?',
+      'calls:call_a,call_b',
+      'tool:call_a',
+      'tool:call_b',
+      'and?',
+    ]);
+  });
+
+  it('puts a result after the owner message when messages carry no call ids (legacy functions)', () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'time?'), { role: 'user', content: 'time?' });
+    const owner: ChatMessage = {
+      role: 'assistant',
+      content: null,
+      function_call: { name: 'get_time', arguments: '{}' },
+    };
+    g.items.push(callItem('c1', 'call_x'));
+    g.messages.push(owner);
+    const next = h.startGroup();
+    h.addMessageItem(next, text('u2', 'user', 'and?'), { role: 'user', content: 'and?' });
+
+    const previous = h.insertToolResults(
+      'call_x',
+      outputItem('o1', 'call_x', 'noon'),
+      [{ role: 'function', name: 'get_time', content: 'noon' }],
+      owner,
+    );
+    expect(previous).toBe('c1');
+    expect(h.trim(10_000, 0).messages.map((m) => m.role)).toEqual([
+      'user',
+      'assistant',
+      'function',
+      'user',
+    ]);
+  });
+
+  it('appends results of a call it cannot find to the newest group', () => {
+    const h = new History();
+    addTurn(h, 1);
+    const previous = h.insertToolResults('call_gone', outputItem('o1', 'call_gone', 'x'), [
+      { role: 'user', content: 'TOOL_RESULT x' },
+    ]);
+    expect(previous).toBe('a1');
+    expect(h.items.at(-1)?.id).toBe('o1');
+  });
+});
+
+describe('History.delete and lastItemId', () => {
+  it('deletes a message that stands for one chat message', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addTurn(h, 2);
+    expect(h.delete('u1')).toBe(true);
+    expect(h.find('u1')).toBeUndefined();
+    expect(contents(h.trim(10_000, 0).messages)).not.toContain('question 1');
+  });
+
+  it('refuses to delete items of a response, which would part a call from its result', () => {
+    const h = new History();
+    addToolTurn(h, 1);
+    expect(h.delete('c1')).toBe(false);
+    expect(h.delete('o1')).toBe(false);
+    expect(h.delete('a1')).toBe(false);
+    expect(h.delete('nope')).toBe(false);
+    expect(h.items).toHaveLength(4);
+  });
+
+  it('removes a group left empty by a delete', () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'hi'), { role: 'user', content: 'hi' });
+    expect(h.delete('u1')).toBe(true);
+    expect(h.items).toEqual([]);
+    expect(h.trim(100, 0).messages).toEqual([]);
+  });
+
+  it('names the newest item even when the newest group has none yet', () => {
+    const h = new History();
+    expect(h.lastItemId()).toBeNull();
+    addTurn(h, 1);
+    h.startGroup();
+    expect(h.lastItemId()).toBe('a1');
+  });
+
+  it('clears everything and returns what was there', () => {
+    const h = new History();
+    addTurn(h, 1);
+    expect(h.clear().map((i) => i.id)).toEqual(['u1', 'a1']);
+    expect(h.items).toEqual([]);
+    expect(h.lastItemId()).toBeNull();
+  });
+});

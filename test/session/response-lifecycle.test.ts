@@ -1,0 +1,155 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { SimScript } from '../../src/testing/index.js';
+import { say } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import {
+  doneOf,
+  lastChat,
+  nextError,
+  openSession,
+  textOf,
+  turn,
+  userMessage,
+} from '../helpers/session.js';
+
+const LONG_REPLY =
+  'Once upon a time, in a valley between two rivers, there lived a fox who collected ' +
+  'lost buttons, and every button had a story of its own to tell the fox at night.';
+
+const SCRIPT: SimScript = {
+  rules: [{ when: { user: 'story' }, reply: { parts: [{ text: LONG_REPLY }] } }],
+  fallback: { parts: [{ text: 'Noted.' }] },
+};
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer({ script: SCRIPT });
+});
+afterAll(() => t.close());
+beforeEach(() => t.simulator.clearRequests());
+afterEach(() => t.simulator.setLatency({}));
+
+describe('response lifecycle', () => {
+  it('refuses response.create while a response runs, and lets the running one complete', async () => {
+    // Slow enough that the second response.create lands while the first streams.
+    t.simulator.setLatency({ tokensPerSec: 200 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    c.send({ type: 'response.create', event_id: 'evt_again' });
+
+    const error = await nextError(c, 'conversation_already_has_active_response');
+    expect(error.event_id).toBe('evt_again');
+    const events = await c.untilDone();
+    // The refusal came while the first response ran, and names it.
+    const created = c.events.filter((e) => e.type === 'response.created');
+    expect(created).toHaveLength(1);
+    expect(c.events.indexOf(created[0]!)).toBeLessThan(
+      c.events.findIndex((e) => e.type === 'error'),
+    );
+    expect(error.message).toContain((created[0]!.response as { id: string }).id);
+    expect(doneOf(events).status).toBe('completed');
+    expect(textOf(events)).toBe(LONG_REPLY);
+    await c.close();
+  });
+
+  it('cancels a streaming response and keeps the text already sent in history', async () => {
+    t.simulator.setLatency({ tokensPerSec: 20 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    const created = await c.next('response.created');
+    await c.next('response.output_text.delta');
+    c.send({ type: 'response.cancel' });
+
+    const events = await c.untilDone();
+    const response = doneOf(events);
+    expect(response).toMatchObject({
+      id: (created.response as { id: string }).id,
+      status: 'cancelled',
+      status_details: { type: 'cancelled', reason: 'client_cancelled' },
+    });
+    const sent = textOf(c.events);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.length).toBeLessThan(LONG_REPLY.length);
+    expect(LONG_REPLY.startsWith(sent)).toBe(true);
+    expect(response.output).toEqual([
+      expect.objectContaining({
+        type: 'message',
+        status: 'incomplete',
+        content: [{ type: 'output_text', text: sent }],
+      }),
+    ]);
+
+    t.simulator.setLatency({});
+    const next = await turn(c, 'Go on.');
+    expect(doneOf(next).status).toBe('completed');
+    expect(lastChat(t.simulator).messages.slice(-2)).toEqual([
+      { role: 'assistant', content: sent },
+      { role: 'user', content: 'Go on.' },
+    ]);
+    await c.close();
+  });
+
+  it('cancels a response still waiting for its first token', async () => {
+    t.simulator.setLatency({ ttftMs: 5_000 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    await c.next('response.created');
+    c.send({ type: 'response.cancel' });
+    const response = doneOf(await c.untilDone());
+    expect(response).toMatchObject({ status: 'cancelled', output: [] });
+
+    t.simulator.setLatency({});
+    expect(doneOf(await turn(c, 'Go on.')).status).toBe('completed');
+    // Nothing was said, so nothing of the cancelled turn is in history but the user's message.
+    expect(lastChat(t.simulator).messages.slice(-2)).toEqual([
+      { role: 'user', content: 'Tell me a story.' },
+      { role: 'user', content: 'Go on.' },
+    ]);
+    await c.close();
+  });
+
+  it('puts a message the client adds while a response runs after that response', async () => {
+    t.simulator.setLatency({ tokensPerSec: 200 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    await c.next('response.output_text.delta');
+    c.send(userMessage('Make it short.'));
+    const response = doneOf(await c.untilDone());
+    expect(response.status).toBe('completed');
+    // On the wire too it follows the reply, which history keeps before it.
+    const added = c.events.find(
+      (e) =>
+        e.type === 'conversation.item.added' && JSON.stringify(e.item).includes('Make it short.'),
+    )!;
+    expect(added.previous_item_id).toBe((response.output[0] as { id: string }).id);
+
+    t.simulator.setLatency({});
+    c.send({ type: 'response.create' });
+    expect(doneOf(await c.untilDone()).status).toBe('completed');
+    expect(lastChat(t.simulator).messages.slice(-3)).toEqual([
+      { role: 'user', content: 'Tell me a story.' },
+      { role: 'assistant', content: LONG_REPLY },
+      { role: 'user', content: 'Make it short.' },
+    ]);
+    await c.close();
+  });
+
+  it('answers response.cancel with nothing running with response_cancel_not_active', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({ type: 'response.cancel', event_id: 'evt_cancel' });
+    expect((await nextError(c, 'response_cancel_not_active')).event_id).toBe('evt_cancel');
+    expect(doneOf(await turn(c, 'Hello.')).status).toBe('completed');
+    await c.close();
+  });
+
+  it('refuses to cancel a response by an id that is not the running one', async () => {
+    t.simulator.setLatency({ tokensPerSec: 100 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    await c.next('response.created');
+    c.send({ type: 'response.cancel', response_id: 'resp_other' });
+    expect((await nextError(c, 'invalid_value')).param).toBe('response_id');
+    expect(doneOf(await c.untilDone()).status).toBe('completed');
+    await c.close();
+  });
+});
