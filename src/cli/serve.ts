@@ -6,16 +6,12 @@
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../config/index.js';
 import { TroupeError } from '../errors.js';
-import type { LlmClient } from '../llm/client.js';
 import { createLogger, startServer, type TroupeServer } from '../server/index.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
   env?: Record<string, string | undefined>;
   argv?: readonly string[];
-  /** Adjusts the settings after they are read (the demo points the LLM at its simulator). */
-  adjust?: (config: Config) => Config;
-  llm?: LlmClient;
 }
 
 /**
@@ -32,19 +28,11 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   } catch (err) {
     return exitWith(err);
   }
-  if (options.adjust) config = options.adjust(config);
   const log = createLogger(config.log);
   guardProcess(log);
-  let server: TroupeServer;
-  try {
-    server = await startServer({
-      config,
-      logger: log,
-      ...(options.llm ? { llm: options.llm } : {}),
-    });
-  } catch (err) {
-    return exitWith(err);
-  }
+  // Signals are wired before the server listens: one that arrives while it
+  // starts stops it as soon as it is up.
+  let server: TroupeServer | undefined;
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
@@ -53,10 +41,16 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
     }
     stopping = true;
     log.info({ signal }, 'signal received');
-    void server.shutdown().then(() => process.exit(0));
+    if (server) void server.shutdown().then(() => process.exit(0));
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  try {
+    server = await startServer({ config, logger: log });
+  } catch (err) {
+    return exitWith(err);
+  }
+  if (stopping) void server.shutdown().then(() => process.exit(0));
   return server;
 }
 
