@@ -54,6 +54,12 @@ export interface TurnOptions {
    * in `clientCalls`, after the round's server-side calls have run.
    */
   clientTools?: readonly ToolDescription[];
+  /**
+   * Called before each request after the first with the messages the turn
+   * has added so far; returns the history to send before them (e.g. trimmed
+   * again so tool rounds do not push the request past a context budget).
+   */
+  fitHistory?: (added: readonly ChatMessage[]) => readonly ChatMessage[];
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -149,10 +155,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   const descriptions = toolset.descriptions.concat(clientTools);
   const hasTools = descriptions.length > 0;
   const started = performance.now();
-  const base =
-    toolMode === 'prompt' && hasTools
-      ? withPromptTools(options.messages, descriptions)
-      : options.messages;
+  const withTools = (messages: readonly ChatMessage[]) =>
+    toolMode === 'prompt' && hasTools ? withPromptTools(messages, descriptions) : messages;
+  let base = withTools(options.messages);
 
   // TOOL_CALL lines carry no ids; these tell calls apart across rounds and
   // turns (the session keys items and client outputs by call id).
@@ -191,6 +196,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       return summary;
     }
     const final = hasTools && toolRounds >= maxToolRounds;
+    if (round > 0 && options.fitHistory) base = withTools(options.fitHistory(added));
     const request = buildRequest(options, descriptions, base, added, toolMode, legacy, final);
     yield { type: 'round.start', round, final };
 

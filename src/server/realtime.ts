@@ -169,13 +169,16 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     });
 
     const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-    const sessionLog = log.child({ session: id, character: character.id });
+    const sessionLog = log.child({ session: id });
     socketLog = sessionLog;
     const encoder = createEncoder(dialect);
     let cutOff = false;
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
-      if (event.type === 'error') metrics.server.protocolErrors.inc({ code: event.error.code });
+      // LLM failures are counted with the turns (status failed), not as protocol errors.
+      if (event.type === 'error' && event.error.type !== 'llm_error') {
+        metrics.server.protocolErrors.inc({ code: event.error.code });
+      }
       const frame = encoder.encode(event);
       if (frame === null) return;
       ws.send(frame);
@@ -208,6 +211,17 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         }
         const parsed = parseClientEvent((data as Buffer).toString('utf8'));
         if (!parsed.ok) return send({ type: 'error', error: parsed.error.payload });
+        if (!accepting && parsed.event.type === 'response.create') {
+          // Draining: running responses finish, new ones would outlive the grace period.
+          return send({
+            type: 'error',
+            error: new ProtocolError(
+              'server_shutting_down',
+              'response.create: the server is shutting down and starts no new responses; reconnect shortly.',
+              { type: 'server_error', eventId: parsed.event.event_id ?? null },
+            ).payload,
+          });
+        }
         return session.handle(parsed.event, receivedAt);
       });
       // A throw must not reject the chain: later frames would be dropped
@@ -257,7 +271,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     }
     connections.set(ws, session);
     sessionLog.info(
-      { variant: variant ?? null, dialect, origin: req.headers.origin ?? null },
+      {
+        character: character.id,
+        variant: variant ?? null,
+        dialect,
+        origin: req.headers.origin ?? null,
+      },
       'session opened',
     );
     ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));

@@ -61,7 +61,7 @@ export interface SessionOptions {
   settings: SessionSettings;
   /** Receives every event for the client, in order. */
   send: (event: ServerEvent) => void;
-  /** A child logger with the session's fields. */
+  /** A logger with the session's id; the session adds `character` (and `turn` per response). */
   log: Logger;
   /** Log user and model text; otherwise only its length. @defaultValue false */
   logContent?: boolean;
@@ -120,6 +120,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   const state: Record<string, unknown> = {};
 
   let character = options.character;
+  let log = options.log.child({ character: character.id });
   let opening: CharacterOpening = await open(character, options.variant);
   let instructions: string | undefined;
   let clientTools: ClientTool[] = [];
@@ -221,7 +222,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       character = next;
       opening = nextOpening;
       instructions = undefined;
-      options.log.info({ character: next.id, variant: opening.variant }, 'character changed');
+      log = options.log.child({ character: next.id });
+      log.info({ from: options.character.id, variant: opening.variant }, 'character changed');
       metrics?.total.inc({ character: next.id });
       addGreeting();
       announce(history.items);
@@ -387,7 +389,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     // items (not in history until it ends): it follows the newest of them.
     const previous = item.role === 'user' ? newestItemId() : history.lastItemId();
     history.addMessageItem(group, stored, toChatMessage(item.role, item.content));
-    options.log.debug(
+    log.debug(
       { item: stored.id, role: item.role, text: content(textOf(item.content)) },
       'item added',
     );
@@ -446,7 +448,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     }
     // Calls the client never answered get a stand-in, so history stays valid.
     for (const [callId, pending] of pendingCalls) {
-      options.log.warn({ callId, tool: pending.name }, 'client call without output');
+      log.warn({ callId, tool: pending.name }, 'client call without output');
       addCallOutput(callId, pending, 'Error: the client sent no output for this call.');
     }
     pendingCalls.clear();
@@ -466,13 +468,13 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     receivedAt: number,
   ): Promise<void> {
     const turn = ++turns;
-    const log = options.log.child({ turn });
+    const turnLog = log.child({ turn });
     const group = history.current();
     const system = r.instructions ?? instructions ?? opening.systemPrompt;
     const systemMessage: ChatMessage = { role: 'system', content: system };
     const trimmed = history.trim(settings.contextTokens, estimateTokens(systemMessage));
     if (trimmed.droppedGroups > 0) {
-      log.info(
+      turnLog.info(
         {
           droppedTurns: trimmed.droppedGroups,
           droppedItems: trimmed.droppedItems,
@@ -525,10 +527,22 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       const events = runTurn({
         llm,
         messages: [systemMessage, ...trimmed.messages],
+        // Tool rounds grow the request: older exchanges make room for them.
+        fitHistory: (added) => {
+          const reserved = [systemMessage, ...added].reduce((n, m) => n + estimateTokens(m), 0);
+          const again = history.trim(settings.contextTokens, reserved);
+          if (again.droppedGroups > 0) {
+            turnLog.info(
+              { droppedTurns: again.droppedGroups, droppedItems: again.droppedItems },
+              'history trimmed between tool rounds',
+            );
+          }
+          return [systemMessage, ...again.messages];
+        },
         toolset: opening.toolset,
         signal: response.controller.signal,
         session: { id, character: character.id, state },
-        log,
+        log: turnLog,
         toolTimeoutMs: settings.toolTimeoutMs,
         maxToolRounds: settings.maxToolRounds,
         ...opening.turn,
@@ -563,7 +577,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       first && first.firstChunkAt !== null ? first.firstChunkAt - first.requestAt : null;
     if (failure) {
       send({ type: 'error', error: llmErrorPayload(failure) });
-      log.warn({ code: failure.code, err: failure.message }, 'response failed');
+      turnLog.warn({ code: failure.code, err: failure.message }, 'response failed');
     }
     const usage = summary?.usage;
     send({
@@ -606,7 +620,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       },
     });
     record(status, summary, ttftMs, llmTtftMs);
-    log.info(
+    turnLog.info(
       {
         response: response.id,
         status,
@@ -735,7 +749,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       }
     } catch (err) {
       // A bug here must not end the session: tell the client, log the stack.
-      options.log.error({ err, event: event.type }, 'event handling failed');
+      log.error({ err, event: event.type }, 'event handling failed');
       fail(
         new ProtocolError(
           'internal_error',

@@ -61,6 +61,28 @@ describe('graceful shutdown', () => {
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
+  it('refuses a new response.create from an idle session while draining', async () => {
+    t = await startTestServer({ simulator: { latency: { ttftMs: 1_500 } } });
+    const busy = await connect(`${t.wsUrl}?character=plain`);
+    const idle = await connect(`${t.wsUrl}?character=plain`);
+    await busy.next('session.created');
+    await idle.next('session.created');
+    say(busy, PLAIN_LINE);
+    await busy.next('response.created');
+
+    const stopped = t.server.shutdown(5_000);
+    idle.send({ type: 'response.create', event_id: 'late_1' });
+    const error = await idle.next('error');
+    expect(error.error).toMatchObject({
+      type: 'server_error',
+      code: 'server_shutting_down',
+      event_id: 'late_1',
+    });
+    expect(idle.events.map((e) => e.type)).not.toContain('response.created');
+    expect((await busy.next('response.done')).response).toMatchObject({ status: 'completed' });
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
   it('cancels a turn that outlasts the grace period, closes with 1001 and resolves false', async () => {
     t = await startTestServer({ simulator: { latency: { ttftMs: 3_000 } } });
     const c = await connect(`${t.wsUrl}?character=plain`);
