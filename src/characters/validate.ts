@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { CharacterError, type CharacterErrorKind } from '../errors.js';
 import { TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
-import { preview } from '../tools/preview.js';
+import { formatPath, preview } from '../tools/preview.js';
 import {
   MAX_CHARACTER_TOOL_ROUNDS,
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
@@ -443,18 +443,6 @@ function kindOf(issue: z.core.$ZodIssue, path: FieldPath): CharacterErrorKind {
     return 'json_schema';
   }
   return 'shape';
-}
-
-/** `tools[0].function.parameters.properties["my key"]` */
-export function formatPath(path: FieldPath): string {
-  let out = '';
-  for (const key of path) {
-    if (typeof key === 'number') out += `[${key}]`;
-    else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) {
-      out += out ? `.${key}` : key;
-    } else out += `[${JSON.stringify(String(key))}]`;
-  }
-  return out;
 }
 
 /** The known word nearest to a typo, if it is near enough to be a likely meaning. */

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { ProtocolError } from '../errors.js';
-import { preview } from '../tools/preview.js';
+import { formatPath, preview, valueAt } from '../tools/preview.js';
 import type {
   AudioFormat,
   ClientEvent,
@@ -357,16 +357,15 @@ function describeIssue(
   input: Record<string, unknown>,
 ): { code: string; param: string; message: string } {
   const issue = narrowUnion(first, input);
-  const path = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
-    const param = [...path, issue.keys[0]!].reduce(joinPath, '');
+    const param = formatPath([...issue.path, issue.keys[0]!]);
     return {
       code: 'unknown_parameter',
       param,
       message: `${param}: unknown parameter${issue.keys.length > 1 ? ` (also ${issue.keys.slice(1).join(', ')})` : ''}.`,
     };
   }
-  const param = path.reduce(joinPath, '');
+  const param = formatPath(issue.path);
   const value = valueAt(input, issue.path);
   // Whatever the check (a type, a union's discriminator), nothing there means a missing field.
   if (value === undefined) {
@@ -376,8 +375,11 @@ function describeIssue(
       message: `${param}: missing required parameter.`,
     };
   }
-  const shown = value === undefined ? '' : `, got ${preview(value)}`;
-  return { code: 'invalid_value', param, message: `${param}: ${issue.message}${shown}.` };
+  return {
+    code: 'invalid_value',
+    param,
+    message: `${param}: ${issue.message}, got ${preview(value)}.`,
+  };
 }
 
 /**
@@ -424,18 +426,4 @@ function narrowUnion(issue: z.core.$ZodIssue, input: unknown): z.core.$ZodIssue 
     break;
   }
   return current;
-}
-
-function joinPath(acc: string, key: string): string {
-  if (/^\d+$/.test(key)) return `${acc}[${key}]`;
-  return acc === '' ? key : `${acc}.${key}`;
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let v: unknown = input;
-  for (const k of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<PropertyKey, unknown>)[k];
-  }
-  return v;
 }

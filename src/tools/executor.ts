@@ -8,7 +8,7 @@ import {
 } from './constants.js';
 import type { Toolset } from './library.js';
 import type { ToolCall, ToolContext, ToolLogger, ToolOutcome, ToolResult } from './types.js';
-import { preview } from './preview.js';
+import { preview, valueAt } from './preview.js';
 
 /** Options of the tool executor. */
 export interface ExecutorOptions {
@@ -272,15 +272,6 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unkno
   });
   if (issues.length > 5) parts.push(`and ${issues.length - 5} more`);
   return parts.join('; ');
-}
-
-function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
-  let cur: unknown = input;
-  for (const key of path) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<PropertyKey, unknown>)[key];
-  }
-  return cur;
 }
 
 function shortMessage(error: unknown): string {

@@ -20,3 +20,30 @@ export function preview(value: unknown): string {
   }
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
+
+/**
+ * A field path as people write it: `tools[0].function.name`; keys that are
+ * not identifiers are quoted (`headers["x-id"]`).
+ *
+ * @example formatPath(['item', 'content', 0, 'text']) // 'item.content[0].text'
+ */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) {
+      out += out ? `.${key}` : key;
+    } else out += `[${JSON.stringify(String(key))}]`;
+  }
+  return out;
+}
+
+/** The value at a (zod issue) path inside `input`; undefined when absent. */
+export function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let cur: unknown = input;
+  for (const key of path) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<PropertyKey, unknown>)[key];
+  }
+  return cur;
+}

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { ChatMessage } from '../../llm/chunk.js';
 import { ConfigError } from '../../errors.js';
+import { formatPath } from '../../tools/preview.js';
 
 /** Conditions a rule needs; every given field must match. */
 export interface SimWhen {
@@ -135,15 +136,6 @@ export function parseSimScript(value: unknown, source = 'script'): SimScript {
     `Invalid simulator script ${source}: ${problems.join('; ')}. ` +
       'Fix the field named above (see src/testing/scripts/example.json for the format).',
   );
-}
-
-function formatPath(path: ReadonlyArray<PropertyKey>): string {
-  let out = '';
-  for (const key of path) {
-    if (typeof key === 'number') out += `[${key}]`;
-    else out += out === '' ? String(key) : `.${String(key)}`;
-  }
-  return out;
 }
 
 /** What rules match against, derived from a request's messages. */
