@@ -1,0 +1,136 @@
+/**
+ * Command-line options of the chat client (`npm run chat`), parsed without
+ * side effects so they can be unit-tested. Only flags are read: environment
+ * variables belong to the server's config (src/config/), not to this client.
+ */
+import { parseArgs } from 'node:util';
+
+/** Where the client connects when `--url` is not given. */
+export const DEFAULT_CHAT_URL = 'ws://127.0.0.1:8080/v1/realtime';
+
+/** The path of the realtime endpoint, added when a URL names only a host. */
+export const REALTIME_PATH = '/v1/realtime';
+
+/** Exit code for bad usage (unknown flag, missing value, bad URL). */
+export const EXIT_USAGE = 2;
+
+export const CHAT_USAGE = `Usage: npm run chat -- [options]
+
+Talk to a Troupe character in the terminal. Type a line and press Enter;
+the reply streams in, with a line for every tool the character uses.
+
+  -c, --character ID   the character to talk to (default: the server's)
+      --url URL        the server: ws(s)://, http(s):// or host:port
+                       (default ${DEFAULT_CHAT_URL})
+      --token T        sent as "Authorization: Bearer T" when the server needs one
+      --no-color       plain output even on a terminal
+  -h, --help           show this text
+
+Keys: Ctrl+C stops a reply (or quits when idle), Ctrl+D quits.
+Commands: /cancel stops the reply, /quit quits, /help shows this list.
+With stdin piped, every line is one turn; the client exits after the last reply
+(exit 1 when the connection fails or the server reports an error).`;
+
+/** What the chat client was asked to do. */
+export interface ChatOptions {
+  /** The WebSocket URL to connect to, `?character=` included. */
+  url: string;
+  /** The character asked for, if any. */
+  character: string | undefined;
+  /** Bearer token for the `Authorization` header, if any. */
+  token: string | undefined;
+  /** Whether `--no-color` was given. */
+  noColor: boolean;
+  /** Whether `--help` was given: print the usage and exit 0. */
+  help: boolean;
+}
+
+/** Bad flags or values; the CLI prints the message and exits with {@link EXIT_USAGE}. */
+export class ChatUsageError extends Error {
+  override name = 'ChatUsageError';
+  readonly code = 'E_USAGE';
+}
+
+/**
+ * Parses the chat client's flags.
+ *
+ * @example parseChatArgs(['-c', 'weather']).url // 'ws://127.0.0.1:8080/v1/realtime?character=weather'
+ * @throws ChatUsageError for unknown flags, missing values, stray arguments or a bad URL.
+ */
+export function parseChatArgs(argv: readonly string[]): ChatOptions {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        character: { type: 'string', short: 'c' },
+        url: { type: 'string' },
+        token: { type: 'string' },
+        'no-color': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    // parseArgs's messages already name the flag ("Unknown option '--x'"); drop its hint
+    // about "--" since this client takes no positional arguments at all.
+    const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '');
+    throw new ChatUsageError(message.endsWith('.') ? message : `${message}.`);
+  }
+  const help = values.help === true;
+  if (help) {
+    return { url: DEFAULT_CHAT_URL, character: undefined, token: undefined, noColor: false, help };
+  }
+  const character = values.character?.trim();
+  if (character !== undefined && character === '') {
+    throw new ChatUsageError('--character needs a character id, e.g. --character narrator.');
+  }
+  const token = values.token;
+  if (token !== undefined && token.trim() === '') {
+    throw new ChatUsageError('--token needs a value.');
+  }
+  return {
+    url: resolveChatUrl(values.url ?? DEFAULT_CHAT_URL, character),
+    character,
+    token,
+    noColor: values['no-color'] === true,
+    help,
+  };
+}
+
+/**
+ * Turns what the user typed for `--url` into the realtime WebSocket URL:
+ * `http(s)` becomes `ws(s)`, a bare `host:port` gets `ws://`, a URL without a
+ * path gets `/v1/realtime`, and `?character=ID` is added when given.
+ *
+ * @example resolveChatUrl('localhost:8080', 'narrator') // 'ws://localhost:8080/v1/realtime?character=narrator'
+ * @throws ChatUsageError when the URL cannot be parsed or has another scheme.
+ */
+export function resolveChatUrl(input: string, character?: string): string {
+  const text = input.trim();
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `ws://${text}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new ChatUsageError(
+      `--url "${input}" is not a URL; use e.g. ws://127.0.0.1:8080/v1/realtime or 127.0.0.1:8080.`,
+    );
+  }
+  const scheme = { 'ws:': 'ws:', 'wss:': 'wss:', 'http:': 'ws:', 'https:': 'wss:' }[url.protocol];
+  if (scheme === undefined || url.hostname === '') {
+    throw new ChatUsageError(
+      `--url "${input}" must be ws://, wss://, http://, https:// or host:port.`,
+    );
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw new ChatUsageError('--url must not carry a user name or password; use --token.');
+  }
+  // http, https, ws and wss are all "special" schemes, so the URL class lets one become another.
+  url.protocol = scheme;
+  url.hash = '';
+  if (url.pathname === '/' || url.pathname === '') url.pathname = REALTIME_PATH;
+  if (character !== undefined) url.searchParams.set('character', character);
+  return url.toString();
+}

@@ -1,0 +1,494 @@
+/**
+ * The chat client's rendering: server events in, text to print out. No
+ * sockets, no terminal, no clock, so every line the client shows can be
+ * unit-tested by feeding events (test/cli/chat-render.test.ts).
+ *
+ * The renderer keeps just enough state to lay the text out: whose turn it is,
+ * whether a streamed line is still open (a tool line must start on a fresh
+ * line, and the reply then resumes under the character's name), which items
+ * were already shown (the greeting arrives as both `.added` and `.done`), and
+ * the tool calls in flight (the result event needs the arguments' line first).
+ */
+
+/** A server event as it came off the wire: a JSON object with a `type`. */
+export interface ServerEvent {
+  type: string;
+  [field: string]: unknown;
+}
+
+/** Where a piece of output goes. */
+export type OutputStream = 'stdout' | 'stderr';
+
+/** One piece of text to write, in order. */
+export interface Output {
+  stream: OutputStream;
+  text: string;
+}
+
+/** Options of {@link createChatRenderer}. */
+export interface ChatRendererOptions {
+  /** Paint with ANSI colours (only when stdout is a terminal). @defaultValue false */
+  color?: boolean;
+}
+
+/** Turns server events into text; one per connection. */
+export interface ChatRenderer {
+  /** What to print for one server event (often nothing). */
+  render(event: ServerEvent): Output[];
+  /** The user's own line, as `you: …`; for piped input, which no terminal echoes. */
+  user(text: string): Output[];
+  /** A short note from the client itself, e.g. `(cancelling)`. */
+  note(text: string): Output[];
+  /** Ends a half-written line, e.g. before a prompt or when exiting. */
+  endLine(): Output[];
+  /** The character's display name, once the session told us. */
+  readonly characterName: string;
+  /** Whether a response is in flight (between `response.created` and `response.done`). */
+  readonly responding: boolean;
+}
+
+/** Longest tool-argument text shown on a call line. */
+export const MAX_ARGUMENTS_PREVIEW_CHARS = 120;
+/** Longest tool-output text shown on a result line. */
+export const MAX_OUTPUT_PREVIEW_CHARS = 100;
+
+type Paint = (text: string) => string;
+const ANSI = { bold: '1', dim: '2', red: '31', green: '32', yellow: '33', cyan: '36' } as const;
+type Style = keyof typeof ANSI;
+
+function painter(color: boolean): Record<Style, Paint> {
+  const style = (code: string): Paint =>
+    color ? (text) => `\x1b[${code}m${text}\x1b[0m` : (text) => text;
+  return {
+    bold: style(ANSI.bold),
+    dim: style(ANSI.dim),
+    red: style(ANSI.red),
+    green: style(ANSI.green),
+    yellow: style(ANSI.yellow),
+    cyan: style(ANSI.cyan),
+  };
+}
+
+/** Beta event names (and audio transcripts) that show as the same text as the GA text events. */
+const TEXT_DELTA_TYPES = new Set([
+  'response.output_text.delta',
+  'response.text.delta',
+  'response.output_audio_transcript.delta',
+  'response.audio_transcript.delta',
+]);
+const TEXT_DONE_TYPES = new Set([
+  'response.output_text.done',
+  'response.text.done',
+  'response.output_audio_transcript.done',
+  'response.audio_transcript.done',
+]);
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function record(value: unknown): Record<string, unknown> {
+  return isRecord(value) ? value : {};
+}
+
+/**
+ * Parses one text frame; `undefined` when it is not a JSON object with a string `type`.
+ *
+ * @example parseServerEvent('{"type":"response.created"}') // { type: 'response.created' }
+ */
+export function parseServerEvent(frame: string): ServerEvent | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(frame);
+  } catch {
+    return undefined;
+  }
+  return isRecord(json) && typeof json.type === 'string' ? (json as ServerEvent) : undefined;
+}
+
+/**
+ * Whether a `session.created` says a greeting follows (Troupe puts the
+ * character's greeting in `session.troupe.character.greeting`).
+ *
+ * @example announcesGreeting({ type: 'session.created', session: { troupe: { character: { greeting: 'Hi!' } } } }) // true
+ */
+export function announcesGreeting(event: ServerEvent): boolean {
+  const greeting = record(record(record(event.session).troupe).character).greeting;
+  return typeof greeting === 'string' && greeting.trim() !== '';
+}
+
+/**
+ * Whether an event adds an assistant message to the history (how the greeting arrives).
+ *
+ * @example isAssistantMessage({ type: 'conversation.item.added', item: { type: 'message', role: 'assistant', content: [] } }) // true
+ */
+export function isAssistantMessage(event: ServerEvent): boolean {
+  if (!event.type.startsWith('conversation.item.')) return false;
+  const item = record(event.item);
+  return item.type === 'message' && item.role === 'assistant';
+}
+
+/**
+ * One line of text at most `max` characters long: whitespace runs collapse to
+ * a space, and a cut ends in `…`.
+ *
+ * @example shorten('a\n  b', 10) // 'a b'
+ */
+export function shorten(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, Math.max(0, max - 1))}…` : flat;
+}
+
+/** Tool arguments or output as compact text: JSON re-serialised without spaces when it parses. */
+function compact(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string') return JSON.stringify(value) ?? String(value);
+  try {
+    return JSON.stringify(JSON.parse(value));
+  } catch {
+    return value;
+  }
+}
+
+/** Milliseconds as people read them: `0.4 ms`, `12 ms`, `1.5 s`. */
+export function formatDuration(ms: number): string {
+  if (ms >= 1000) return `${(ms / 1000).toFixed(1)} s`;
+  return ms < 10 ? `${ms.toFixed(1)} ms` : `${Math.round(ms)} ms`;
+}
+
+/** The text of a message item's content parts (`text`, or `transcript` for audio). */
+function messageText(item: Record<string, unknown>): string {
+  const parts = Array.isArray(item.content) ? item.content : [];
+  return parts
+    .map((part) => {
+      const p = record(part);
+      return str(p.text) ?? str(p.transcript) ?? '';
+    })
+    .join('');
+}
+
+/**
+ * Creates the renderer for one connection.
+ *
+ * @example
+ * const r = createChatRenderer();
+ * r.render({ type: 'response.output_text.delta', delta: 'Hi' }); // [{ stream: 'stdout', text: 'assistant: Hi' }]
+ */
+export function createChatRenderer(options: ChatRendererOptions = {}): ChatRenderer {
+  const paint = painter(options.color ?? false);
+  let characterName = 'assistant';
+  let responding = false;
+  /** stdout's cursor is not at the start of a line. */
+  let midLine = false;
+  /** The open line is the character's streamed text, so more deltas continue it. */
+  let textOpen = false;
+  /** Text parts (item:index) that streamed deltas, so their `.done` is not printed again. */
+  const streamedParts = new Set<string>();
+  /** Items produced by a response, and items already printed: not shown again as history. */
+  const seenItems = new Set<string>();
+  /** Tool calls by call_id: name, arguments, whether the call line is out. */
+  const calls = new Map<string, { name: string; args: string; shown: boolean }>();
+
+  function out(text: string): Output {
+    if (text.length > 0) midLine = !text.endsWith('\n');
+    return { stream: 'stdout', text };
+  }
+
+  /** A whole line of its own on stdout, after closing any open one. */
+  function line(text: string): Output[] {
+    const result = endLine();
+    result.push(out(`${text}\n`));
+    return result;
+  }
+
+  /** A whole line on stderr; stdout's open line is ended first so they do not run together. */
+  function errLine(text: string): Output[] {
+    const result = endLine();
+    result.push({ stream: 'stderr', text: `${text}\n` });
+    return result;
+  }
+
+  function endLine(): Output[] {
+    textOpen = false;
+    return midLine ? [out('\n')] : [];
+  }
+
+  function text(delta: string): Output[] {
+    if (delta === '') return [];
+    if (textOpen) return [out(delta)];
+    const result = endLine();
+    textOpen = true;
+    result.push(out(`${paint.bold(`${characterName}:`)} ${delta.replace(/^\s+/, '')}`));
+    return result;
+  }
+
+  function partKey(event: ServerEvent): string {
+    return `${str(event.item_id) ?? ''}:${String(event.content_index ?? 0)}`;
+  }
+
+  function callLine(callId: string): Output[] {
+    const call = calls.get(callId);
+    if (call === undefined || call.shown) return [];
+    call.shown = true;
+    const args = shorten(call.args, MAX_ARGUMENTS_PREVIEW_CHARS);
+    return line(`  ${paint.cyan('[tool]')} ${paint.cyan(call.name)} ${paint.dim(args || '{}')}`);
+  }
+
+  function trackCall(item: Record<string, unknown>): string | undefined {
+    const callId = str(item.call_id) ?? str(item.id);
+    if (callId === undefined) return undefined;
+    const known = calls.get(callId);
+    const name = str(item.name) ?? known?.name ?? 'tool';
+    const args = compact(item.arguments) || (known?.args ?? '');
+    calls.set(callId, { name, args, shown: known?.shown ?? false });
+    return callId;
+  }
+
+  function resultLine(event: ServerEvent): Output[] {
+    const callId = str(event.call_id) ?? '';
+    if (!calls.has(callId)) {
+      calls.set(callId, { name: str(event.name) ?? 'tool', args: '', shown: false });
+    }
+    const result = callLine(callId);
+    const name = str(event.name) ?? calls.get(callId)?.name ?? 'tool';
+    const outcome = str(event.outcome) ?? 'done';
+    const colour = outcome === 'ok' ? paint.green : outcome === 'error' ? paint.red : paint.yellow;
+    const ms =
+      typeof event.duration_ms === 'number' ? ` in ${formatDuration(event.duration_ms)}` : '';
+    const output = shorten(compact(event.output), MAX_OUTPUT_PREVIEW_CHARS);
+    result.push(
+      ...line(
+        `  ${paint.cyan('[tool]')} ${paint.cyan(name)} → ${colour(outcome)}${ms}` +
+          (output ? `: ${paint.dim(output)}` : ''),
+      ),
+    );
+    calls.delete(callId);
+    return result;
+  }
+
+  function historyItem(event: ServerEvent): Output[] {
+    const item = record(event.item);
+    const id = str(item.id);
+    // Only the character's own messages outside a response: the greeting (or
+    // anything else the server adds to history). User echoes and tool items are
+    // already on screen, and a response's messages were streamed as deltas.
+    if (item.type !== 'message' || item.role !== 'assistant' || responding) return [];
+    if (id !== undefined && seenItems.has(id)) return [];
+    const said = messageText(item).trim();
+    if (said === '') return [];
+    if (id !== undefined) seenItems.add(id);
+    return line(`${paint.bold(`${characterName}:`)} ${said}`);
+  }
+
+  /**
+   * The character's id and name from a session object. Troupe sends the id as
+   * `session.character` and the details under `session.troupe.character`;
+   * other servers may send an object in `session.character`.
+   */
+  function sessionCharacter(event: ServerEvent): { id?: string; name?: string } {
+    const session = record(event.session);
+    const details = record(record(session.troupe).character);
+    const character = session.character;
+    const inline = record(character);
+    const id = str(details.id) ?? str(character) ?? str(inline.id);
+    const name = str(details.name) ?? str(inline.name) ?? id;
+    if (name !== undefined && name !== '') characterName = name;
+    return { id, name };
+  }
+
+  function responseDone(event: ServerEvent): Output[] {
+    responding = false;
+    const response = record(event.response);
+    const status = str(response.status) ?? 'completed';
+    const result = endLine();
+    if (status === 'completed') return result;
+    if (status === 'cancelled') return [...result, ...line(paint.yellow('(cancelled)'))];
+    const details = record(response.status_details);
+    const reason =
+      str(record(details.error).message) ?? str(details.reason) ?? str(details.type) ?? '';
+    return [
+      ...result,
+      ...line(paint.yellow(`(response ${status}${reason === '' ? '' : `: ${reason}`})`)),
+    ];
+  }
+
+  function render(event: ServerEvent): Output[] {
+    const { type } = event;
+    if (TEXT_DELTA_TYPES.has(type)) {
+      streamedParts.add(partKey(event));
+      return text(str(event.delta) ?? '');
+    }
+    if (TEXT_DONE_TYPES.has(type)) {
+      // Print the whole text only if no delta carried it (some servers send just `.done`).
+      const whole = streamedParts.has(partKey(event))
+        ? ''
+        : (str(event.text) ?? str(event.transcript) ?? '');
+      return [...text(whole), ...endLine()];
+    }
+    switch (type) {
+      case 'session.created':
+      case 'session.updated': {
+        const { id } = sessionCharacter(event);
+        if (type === 'session.updated') return [];
+        const session = str(record(event.session).id);
+        const who =
+          id !== undefined && id !== characterName ? `${characterName} (${id})` : characterName;
+        return line(paint.dim(`connected to ${who}${session ? `, session ${session}` : ''}`));
+      }
+      case 'conversation.item.added':
+      case 'conversation.item.done':
+      case 'conversation.item.created':
+        return historyItem(event);
+      case 'response.created':
+        responding = true;
+        streamedParts.clear();
+        return [];
+      case 'response.output_item.added':
+      case 'response.output_item.done': {
+        const item = record(event.item);
+        const id = str(item.id);
+        if (id !== undefined) seenItems.add(id);
+        if (item.type !== 'function_call') return [];
+        const callId = trackCall(item);
+        // `.done` carries the final arguments: show the call if nothing else did yet.
+        return type === 'response.output_item.done' && callId !== undefined ? callLine(callId) : [];
+      }
+      case 'response.function_call_arguments.done': {
+        const callId = trackCall(event);
+        return callId === undefined ? [] : callLine(callId);
+      }
+      case 'troupe.tool_call.result':
+        return resultLine(event);
+      case 'response.done':
+        return responseDone(event);
+      case 'error': {
+        const error = record(event.error);
+        const code = str(error.code) ?? str(error.type) ?? 'error';
+        const message = str(error.message) ?? 'the server reported an error without a message';
+        const param = str(error.param);
+        return errLine(
+          `${paint.red(`error [${code}]:`)} ${message}${param ? paint.dim(` (param: ${param})`) : ''}`,
+        );
+      }
+      default:
+        return [];
+    }
+  }
+
+  return {
+    render,
+    user: (said) => line(`${paint.bold('you:')} ${said}`),
+    note: (said) => line(paint.dim(said)),
+    endLine,
+    get characterName() {
+      return characterName;
+    },
+    get responding() {
+      return responding;
+    },
+  };
+}
+
+/** Plain words for the WebSocket close codes a Troupe server uses. */
+const CLOSE_MEANINGS: Readonly<Record<number, string>> = {
+  1000: 'closed normally',
+  1001: 'the server is shutting down or restarting; try again in a moment',
+  1005: 'closed without a status code',
+  1006: 'the connection dropped without a close frame (network problem or server crash)',
+  1008:
+    'the server refused the session by policy: a missing or wrong token (pass --token), ' +
+    'an origin it does not allow, or a request it cannot serve (see the error above)',
+  1009: 'a message was larger than the server accepts',
+  1011: 'the server hit an internal error; its log says more',
+  1013:
+    'the server is busy: it has as many sessions as it allows, or this client fell behind; ' +
+    'try again later',
+};
+
+/**
+ * One line saying why the socket closed, code and reason included.
+ *
+ * @example describeClose(1013, 'too many sessions') // 'connection closed (1013 too many sessions): the server is busy: …'
+ */
+export function describeClose(code: number, reason: string): string {
+  const said = reason.trim() === '' ? `${code}` : `${code} ${reason.trim()}`;
+  const meaning = code === 1008 ? policyMeaning(reason) : CLOSE_MEANINGS[code];
+  return meaning === undefined
+    ? `connection closed (${said})`
+    : `connection closed (${said}): ${meaning}`;
+}
+
+/** 1008 covers auth, origins and bad requests alike: the reason tells which, so say that one. */
+function policyMeaning(reason: string): string {
+  if (/auth|token/i.test(reason)) {
+    return 'the server refused the session: authentication failed; pass the right --token';
+  }
+  if (/origin/i.test(reason)) return 'the server refused the session: this origin is not allowed';
+  if (/character/i.test(reason)) {
+    return 'the server refused the session: check --character (the error above lists the ids)';
+  }
+  return CLOSE_MEANINGS[1008]!;
+}
+
+/** Hints for the errors a failed connect usually comes down to. */
+const CONNECT_HINTS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'is the server running? Start it with npm start',
+  ENOTFOUND: 'the host name does not resolve; check --url',
+  EAI_AGAIN: 'the host name does not resolve; check --url',
+  ETIMEDOUT: 'the server did not answer; check --url and the network',
+  ECONNRESET: 'the server dropped the connection; is it a Troupe server?',
+};
+
+/**
+ * The one line printed when the socket never opened.
+ *
+ * @example describeConnectError('ws://127.0.0.1:1/v1/realtime', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }))
+ */
+export function describeConnectError(url: string, err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = isRecord(err) ? str(err.code) : undefined;
+  const hint = code === undefined ? undefined : CONNECT_HINTS[code];
+  return `could not connect to ${url}: ${message || code || 'unknown error'}${hint ? ` (${hint})` : ''}`;
+}
+
+/** The message in an HTTP error body: `error.message` or `message` of JSON, else the text. */
+function bodyMessage(body: string): string {
+  try {
+    const json = record(JSON.parse(body));
+    return str(record(json.error).message) ?? str(json.error) ?? str(json.message) ?? body;
+  } catch {
+    return body;
+  }
+}
+
+/**
+ * The one line printed when the server answered the upgrade with plain HTTP
+ * (401, 404, 503…) instead of a WebSocket; `body` is the start of its answer.
+ *
+ * @example describeRejectedUpgrade('ws://h/v1/realtime', 401, 'Unauthorized', '')
+ */
+export function describeRejectedUpgrade(
+  url: string,
+  status: number,
+  statusText: string,
+  body: string,
+): string {
+  const hint =
+    status === 401 || status === 403
+      ? ' (pass the right --token)'
+      : status === 404
+        ? ' (check the URL path; the endpoint is usually /v1/realtime)'
+        : status === 503 || status === 429
+          ? ' (the server is busy; try again later)'
+          : '';
+  const said = shorten(bodyMessage(body), 300);
+  return (
+    `could not connect to ${url}: the server answered HTTP ${status} ${statusText}`.trimEnd() +
+    (said === '' ? '' : `: ${said}`) +
+    hint
+  );
+}
