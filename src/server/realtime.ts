@@ -192,6 +192,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
     };
 
+    const sendError = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
+
     // Frames that arrive while the session opens wait in this chain, in order.
     let opened!: () => void;
     let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
@@ -201,26 +203,24 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         const session = connections.get(ws);
         if (!session || cutOff) return;
         if (isBinary) {
-          return send({
-            type: 'error',
-            error: new ProtocolError(
+          return sendError(
+            new ProtocolError(
               'invalid_frame',
               'Binary frames are not taken; send each event as a JSON text frame.',
-            ).payload,
-          });
+            ),
+          );
         }
         const parsed = parseClientEvent((data as Buffer).toString('utf8'));
-        if (!parsed.ok) return send({ type: 'error', error: parsed.error.payload });
+        if (!parsed.ok) return sendError(parsed.error);
         if (!accepting && parsed.event.type === 'response.create') {
           // Draining: running responses finish, new ones would outlive the grace period.
-          return send({
-            type: 'error',
-            error: new ProtocolError(
+          return sendError(
+            new ProtocolError(
               'server_shutting_down',
               'response.create: the server is shutting down and starts no new responses; reconnect shortly.',
               { type: 'server_error', eventId: parsed.event.event_id ?? null },
-            ).payload,
-          });
+            ),
+          );
         }
         return session.handle(parsed.event, receivedAt);
       });
@@ -228,12 +228,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       // unheard, and the unhandled rejection would stop the process.
       chain = chain.catch((err: unknown) => {
         sessionLog.error({ err }, 'frame handling failed');
-        send({
-          type: 'error',
-          error: new ProtocolError('internal_error', 'The server failed to handle this frame.', {
+        sendError(
+          new ProtocolError('internal_error', 'The server failed to handle this frame.', {
             type: 'server_error',
-          }).payload,
-        });
+          }),
+        );
       });
     });
     let session: Session;

@@ -789,6 +789,13 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   };
 }
 
+/** Where an item stands in a response, as output events give it. */
+interface ItemPlace {
+  response_id: string;
+  item_id: string;
+  output_index: number;
+}
+
 /**
  * Turns a response's turn events into Realtime output events and items: a
  * message item per stretch of text, a function_call item per tool call, a
@@ -796,7 +803,12 @@ export async function createSession(options: SessionOptions): Promise<Session> {
  */
 class ResponseWriter {
   readonly items: Item[] = [];
-  #text: { item: MessageItem; text: string } | undefined;
+  /**
+   * The open stretch of text, with its place in the output worked out once:
+   * nothing is added before it or taken out while it is open (a tool call
+   * closes it first), and every text delta needs it.
+   */
+  #text: { item: MessageItem; text: string; at: ItemPlace } | undefined;
   #calls = new Map<string, FunctionCallItem>();
   #outputIndex = 0;
   readonly #responseId: string;
@@ -845,7 +857,7 @@ class ResponseWriter {
     }
   }
 
-  #at(item: Item): { response_id: string; item_id: string; output_index: number } {
+  #at(item: Item): ItemPlace {
     return {
       response_id: this.#responseId,
       item_id: item.id,
@@ -881,11 +893,11 @@ class ResponseWriter {
   #delta(delta: string): void {
     if (!this.#text) {
       const item = messageItem('assistant', [], undefined, 'in_progress');
-      this.#text = { item, text: '' };
       this.#added(item);
+      this.#text = { item, text: '', at: this.#at(item) };
       this.#send({
         type: 'response.content_part.added',
-        ...this.#at(item),
+        ...this.#text.at,
         content_index: 0,
         part: { type: 'output_text', text: '' },
       });
@@ -893,7 +905,7 @@ class ResponseWriter {
     this.#text.text += delta;
     this.#send({
       type: 'response.output_text.delta',
-      ...this.#at(this.#text.item),
+      ...this.#text.at,
       content_index: 0,
       delta,
     });
@@ -904,8 +916,7 @@ class ResponseWriter {
     const open = this.#text;
     if (!open) return;
     this.#text = undefined;
-    const { item, text } = open;
-    const at = this.#at(item);
+    const { item, text, at } = open;
     this.#send({ type: 'response.output_text.done', ...at, content_index: 0, text });
     const part: ContentPart = { type: 'output_text', text };
     this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
