@@ -59,6 +59,32 @@ export class TurnAbortedError extends TroupeError {
   }
 }
 
+/** Audio the client sent cannot be read: bad base64, an odd byte count, a broken Ogg page or Opus packet. */
+export class AudioFormatError extends TroupeError {
+  override name = 'AudioFormatError';
+  constructor(message: string, options: TroupeErrorOptions = {}) {
+    super('E_AUDIO_FORMAT', message, options);
+  }
+}
+
+/** A speech engine failed (STT or TTS): it is unreachable, refused the request or broke mid-stream. */
+export class SpeechProviderError extends TroupeError {
+  override name = 'SpeechProviderError';
+  /** The provider's name (`pocketsphinx`, `openai`, `kyutai`, `espeak`, …). */
+  readonly provider: string;
+  readonly kind: 'stt' | 'tts';
+  constructor(
+    kind: 'stt' | 'tts',
+    provider: string,
+    message: string,
+    options: TroupeErrorOptions = {},
+  ) {
+    super(kind === 'stt' ? 'E_STT' : 'E_TTS', message, options);
+    this.kind = kind;
+    this.provider = provider;
+  }
+}
+
 /** The classes of character errors; each is counted in metrics by this label. */
 export type CharacterErrorKind =
   | 'import'
