@@ -1,0 +1,233 @@
+/**
+ * The pocketsphinx worker thread: hosts one or more decoders of Debian's
+ * `libpocketsphinx.so.3` (0.8+5prealpha) through koffi. Every call into the
+ * library is synchronous, which is why it lives here and not on the event
+ * loop. Messages are handled one at a time, in order, so a decoder's audio,
+ * end and reset never overtake each other.
+ *
+ * Started by `pocketsphinx.ts` through `startModuleWorker`; not imported.
+ */
+import { existsSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { parentPort, workerData } from 'node:worker_threads';
+import koffi from 'koffi';
+
+/** What the worker is started with. */
+export interface PocketsphinxWorkerData {
+  /** `dlopen` name or path of libpocketsphinx (it pulls in libsphinxbase). */
+  libraryPath: string;
+  /** Decoder arguments, as `pocketsphinx_continuous` takes them (`-hmm dir -lm file …`). */
+  args: string[];
+  /** Files and directories the arguments name, checked before loading for a clear error. */
+  requiredPaths: string[];
+}
+
+/** Requests to the worker. `decoder` ids are chosen by the pool. */
+export type PocketsphinxRequest =
+  | { op: 'create'; decoder: number }
+  /** Audio of the decoder's current utterance; the first chunk after an end starts a new one. */
+  | { op: 'audio'; decoder: number; pcm: Int16Array }
+  /** Ends the utterance and answers with its text. */
+  | { op: 'end'; decoder: number; seq: number }
+  /** Drops the current utterance, if any. */
+  | { op: 'reset'; decoder: number }
+  | { op: 'free'; decoder: number };
+
+/** Replies and reports from the worker. */
+export type PocketsphinxReply =
+  | { op: 'ready'; initMs: number }
+  /** The library cannot be used at all: the worker is useless and says why. */
+  | { op: 'fatal'; message: string }
+  | { op: 'created'; decoder: number; loadMs: number }
+  | { op: 'create-failed'; decoder: number; message: string }
+  | {
+      op: 'text';
+      decoder: number;
+      seq: number;
+      text: string;
+      /** Audio in the utterance. */
+      audioMs: number;
+      /** Time spent in `ps_process_raw` for it (real-time factor = decodeMs / audioMs). */
+      decodeMs: number;
+      /** Time of `ps_end_utt` + `ps_get_hyp`: what is left to do after the last audio. */
+      endMs: number;
+    }
+  | { op: 'failed'; decoder: number; seq: number; message: string };
+
+/** The engine's rate; the model is trained on 16 kHz audio. */
+const SAMPLE_RATE_HZ = 16_000;
+
+interface Decoder {
+  ptr: unknown;
+  inUtterance: boolean;
+  samples: number;
+  decodeMs: number;
+}
+
+/** The library's functions, bound once per worker. */
+interface Binding {
+  createDecoder(args: string[]): unknown;
+  startUtt(ps: unknown): number;
+  processRaw(ps: unknown, pcm: Int16Array): number;
+  endUtt(ps: unknown): number;
+  hypothesis(ps: unknown): string | null;
+  free(ps: unknown): void;
+}
+
+function bind(libraryPath: string): Binding {
+  const lib = koffi.load(libraryPath);
+  // Signatures of pocketsphinx 5prealpha (Debian's "0.8+5prealpha"): ps_start_utt takes
+  // no utterance id and ps_get_hyp no id out-parameter, unlike the 0.8 release.
+  const errSetLogfp = lib.func('void err_set_logfp(void *fp)');
+  const psArgs = lib.func('void *ps_args()');
+  const cmdLnParse = lib.func(
+    'void *cmd_ln_parse_r(void *inout, void *defn, int argc, const char **argv, int strict)',
+  );
+  const cmdLnFree = lib.func('int cmd_ln_free_r(void *config)');
+  const psInit = lib.func('void *ps_init(void *config)');
+  const psStartUtt = lib.func('int ps_start_utt(void *ps)');
+  const psProcessRaw = lib.func(
+    'int ps_process_raw(void *ps, const int16_t *data, size_t n, int no_search, int full_utt)',
+  );
+  const psEndUtt = lib.func('int ps_end_utt(void *ps)');
+  const psGetHyp = lib.func('const char *ps_get_hyp(void *ps, _Out_ int32_t *score)');
+  const psFree = lib.func('int ps_free(void *ps)');
+
+  // Silence the library's log for the whole process: a NULL stream disables it. This
+  // is done instead of `-logfn /dev/null`, which makes every ps_init close and reopen
+  // one process-wide FILE — a race when two workers create decoders at once.
+  errSetLogfp(null);
+
+  return {
+    createDecoder(args) {
+      const config = cmdLnParse(null, psArgs(), args.length, args, 1);
+      if (!config) return null;
+      const ps = psInit(config);
+      // ps_init keeps its own reference to the configuration.
+      cmdLnFree(config);
+      return ps;
+    },
+    startUtt: (ps) => psStartUtt(ps) as number,
+    processRaw: (ps, pcm) => psProcessRaw(ps, pcm, pcm.length, 0, 0) as number,
+    endUtt: (ps) => psEndUtt(ps) as number,
+    hypothesis: (ps) => psGetHyp(ps, [0]) as string | null,
+    free: (ps) => void psFree(ps),
+  };
+}
+
+function run(): void {
+  const port = parentPort;
+  if (!port) throw new Error('pocketsphinx-worker.ts must run in a worker thread');
+  const data = workerData as PocketsphinxWorkerData;
+  const reply = (message: PocketsphinxReply): void => port.postMessage(message);
+
+  const started = performance.now();
+  let lib: Binding;
+  try {
+    lib = bind(data.libraryPath);
+  } catch (err) {
+    reply({
+      op: 'fatal',
+      message: `cannot load ${data.libraryPath}: ${(err as Error).message}`,
+    });
+    return;
+  }
+  reply({ op: 'ready', initMs: performance.now() - started });
+
+  const decoders = new Map<number, Decoder>();
+
+  const endUtterance = (d: Decoder): string => {
+    if (!d.inUtterance) return '';
+    d.inUtterance = false;
+    if (lib.endUtt(d.ptr) < 0) throw new Error('ps_end_utt failed');
+    return (lib.hypothesis(d.ptr) ?? '').trim();
+  };
+
+  port.on('message', (message: PocketsphinxRequest) => {
+    const d = decoders.get(message.decoder);
+    switch (message.op) {
+      case 'create': {
+        const t0 = performance.now();
+        const missing = data.requiredPaths.filter((p) => !existsSync(p));
+        const ptr = missing.length === 0 ? lib.createDecoder(data.args) : null;
+        if (!ptr) {
+          reply({
+            op: 'create-failed',
+            decoder: message.decoder,
+            message:
+              missing.length > 0
+                ? `model files are missing: ${missing.join(', ')}`
+                : 'ps_init failed: the model files are unreadable or do not match each other',
+          });
+          return;
+        }
+        decoders.set(message.decoder, { ptr, inUtterance: false, samples: 0, decodeMs: 0 });
+        reply({ op: 'created', decoder: message.decoder, loadMs: performance.now() - t0 });
+        return;
+      }
+      case 'audio': {
+        if (!d) return;
+        const t0 = performance.now();
+        if (!d.inUtterance) {
+          lib.startUtt(d.ptr);
+          d.inUtterance = true;
+          d.samples = 0;
+          d.decodeMs = 0;
+        }
+        lib.processRaw(d.ptr, message.pcm);
+        d.samples += message.pcm.length;
+        d.decodeMs += performance.now() - t0;
+        return;
+      }
+      case 'end': {
+        if (!d) {
+          reply({
+            op: 'failed',
+            decoder: message.decoder,
+            seq: message.seq,
+            message: 'no such decoder',
+          });
+          return;
+        }
+        const t0 = performance.now();
+        try {
+          const text = endUtterance(d);
+          reply({
+            op: 'text',
+            decoder: message.decoder,
+            seq: message.seq,
+            text,
+            audioMs: (d.samples / SAMPLE_RATE_HZ) * 1000,
+            decodeMs: d.decodeMs,
+            endMs: performance.now() - t0,
+          });
+        } catch (err) {
+          reply({
+            op: 'failed',
+            decoder: message.decoder,
+            seq: message.seq,
+            message: (err as Error).message,
+          });
+        }
+        d.samples = 0;
+        d.decodeMs = 0;
+        return;
+      }
+      case 'reset': {
+        if (d?.inUtterance) {
+          d.inUtterance = false;
+          lib.endUtt(d.ptr);
+        }
+        return;
+      }
+      case 'free': {
+        if (!d) return;
+        decoders.delete(message.decoder);
+        lib.free(d.ptr);
+        return;
+      }
+    }
+  });
+}
+
+run();
