@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../../src/errors.js';
+import { createTtsProvider } from '../../../src/voice/tts/index.js';
+
+describe('createTtsProvider', () => {
+  it('gives no provider for none (text only)', () => {
+    expect(createTtsProvider({ provider: 'none' })).toBeNull();
+  });
+
+  it('creates each engine with its own rate, starting nothing until used', async () => {
+    const espeak = createTtsProvider({ provider: 'espeak', voice: 'en-gb', workers: 1 });
+    const openai = createTtsProvider({ provider: 'openai', baseURL: 'http://127.0.0.1:1/v1' });
+    const kyutai = createTtsProvider({ provider: 'kyutai', baseURL: 'ws://127.0.0.1:1' });
+    expect([espeak?.name, espeak?.sampleRate]).toEqual(['espeak', 22_050]);
+    expect([openai?.name, openai?.sampleRate]).toEqual(['openai', 24_000]);
+    expect([kyutai?.name, kyutai?.sampleRate]).toEqual(['kyutai', 24_000]);
+    await Promise.all([espeak?.close(), openai?.close(), kyutai?.close()]);
+  });
+
+  it('says what to set when a remote engine has no base URL', () => {
+    expect(() => createTtsProvider({ provider: 'openai' })).toThrow(ConfigError);
+    expect(() => createTtsProvider({ provider: 'kyutai', baseURL: ' ' })).toThrow(
+      /needs a base URL \(e\.g\. ws:\/\/127\.0\.0\.1:8089\)/,
+    );
+  });
+
+  it('rejects an unknown provider name from untyped configuration', () => {
+    const config = { provider: 'festival' } as unknown as Parameters<typeof createTtsProvider>[0];
+    expect(() => createTtsProvider(config)).toThrow(/Unknown TTS provider "festival"/);
+  });
+});
