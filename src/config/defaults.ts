@@ -41,3 +41,30 @@ export const DEFAULT_CONTEXT_TOKENS = 6_000;
 export const DEFAULT_LOG_LEVEL = 'info';
 /** User and model text stay out of logs unless asked for. */
 export const DEFAULT_LOG_CONTENT = false;
+
+/** Speech to text: Debian's pocketsphinx runs offline, in-process. */
+export const DEFAULT_STT_PROVIDER = 'pocketsphinx';
+/** Text to speech: espeak-ng in WASM, shipped in the npm package. */
+export const DEFAULT_TTS_PROVIDER = 'espeak';
+/** Where Kyutai's moshi-server listens for STT in Unmute's compose files. */
+export const DEFAULT_KYUTAI_STT_URL = 'ws://127.0.0.1:8090';
+/** Where Kyutai's moshi-server listens for TTS in Unmute's compose files. */
+export const DEFAULT_KYUTAI_TTS_URL = 'ws://127.0.0.1:8089';
+/** Server VAD: the Realtime API's defaults. */
+export const DEFAULT_VAD_THRESHOLD = 0.5;
+export const DEFAULT_VAD_PREFIX_PADDING_MS = 300;
+export const DEFAULT_VAD_SILENCE_MS = 500;
+/**
+ * User speech shorter than this while the character speaks is a false start
+ * (a cough, a "mm"): it does not interrupt.
+ */
+export const DEFAULT_BARGE_IN_MIN_MS = 300;
+/** Kyutai STT: the turn ends when its pause prediction passes this (Unmute's value). */
+export const DEFAULT_STT_PAUSE_THRESHOLD = 0.6;
+/**
+ * Audio is sent this far ahead of the playback clock: enough to ride out
+ * network jitter, little enough that a barge-in cuts speech off quickly.
+ */
+export const DEFAULT_AUDIO_LEAD_MS = 300;
+/** Longest utterance held for STT (manual commit or endless speech); older audio is dropped with a warning. */
+export const DEFAULT_MAX_UTTERANCE_MS = 60_000;

@@ -78,12 +78,45 @@ export interface LogConfig {
   content: boolean;
 }
 
+/** A speech engine: which one and where. */
+export interface SpeechEngineConfig<P extends string> {
+  provider: P;
+  /** HTTP base URL (`openai`) or WebSocket URL (`kyutai`); unset = the provider's default. */
+  baseURL?: string;
+  apiKey?: string;
+  model?: string;
+}
+
+/** Speech: engines, turn detection and barge-in. */
+export interface VoiceConfig {
+  /** @defaultValue pocketsphinx */
+  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & { language?: string };
+  /** @defaultValue espeak */
+  tts: SpeechEngineConfig<'espeak' | 'openai' | 'kyutai' | 'none'> & {
+    /** The voice when the character names none for this provider. */
+    voice?: string;
+    /** espeak worker threads. @defaultValue 2 */
+    workers?: number;
+  };
+  /** Server VAD defaults (a session's `turn_detection` overrides them). */
+  vad: { threshold: number; prefixPaddingMs: number; silenceDurationMs: number };
+  /** @defaultValue 300 */
+  bargeInMinMs: number;
+  /** @defaultValue 0.6 */
+  pauseThreshold: number;
+  /** @defaultValue 300 */
+  audioLeadMs: number;
+  /** @defaultValue 60000 */
+  maxUtteranceMs: number;
+}
+
 /** Troupe's settings. */
 export interface Config {
   characters: CharactersConfig;
   server: ServerConfig;
   llm: LlmConfig;
   sessions: SessionsConfig;
+  voice: VoiceConfig;
   log: LogConfig;
 }
 
@@ -119,6 +152,21 @@ const url = z
     error: 'expected an http(s) URL such as http://127.0.0.1:8000/v1',
   });
 
+/** A speech engine's address: http(s) for OpenAI-compatible servers, ws(s) for Kyutai's. */
+const speechUrl = z
+  .string()
+  .trim()
+  .refine((v) => /^(https?|wss?):\/\/[^/]/.test(v) && URL.canParse(v), {
+    error:
+      'expected an http(s) or ws(s) URL such as http://127.0.0.1:8000/v1 or ws://127.0.0.1:8090',
+  });
+
+const fraction = z
+  .string()
+  .trim()
+  .regex(/^(0(\.\d+)?|1(\.0+)?)$/, { error: 'expected a number from 0 to 1' })
+  .transform(Number);
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 const envSchema = z.object({
@@ -148,6 +196,32 @@ const envSchema = z.object({
   TLS_KEY: text('a PEM key file').optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of ${LOG_LEVELS.join(', ')}` }).optional(),
   LOG_CONTENT: flag.optional(),
+  STT_PROVIDER: z
+    .enum(['pocketsphinx', 'openai', 'kyutai', 'none'], {
+      error: 'expected pocketsphinx, openai, kyutai or none',
+    })
+    .optional(),
+  STT_URL: speechUrl.optional(),
+  STT_API_KEY: z.string().optional(),
+  STT_MODEL: text('a model name').optional(),
+  STT_LANGUAGE: text('a language code such as en').optional(),
+  TTS_PROVIDER: z
+    .enum(['espeak', 'openai', 'kyutai', 'none'], {
+      error: 'expected espeak, openai, kyutai or none',
+    })
+    .optional(),
+  TTS_URL: speechUrl.optional(),
+  TTS_API_KEY: z.string().optional(),
+  TTS_MODEL: text('a model name').optional(),
+  TTS_VOICE: text('a voice name').optional(),
+  TTS_WORKERS: integer(1, 64).optional(),
+  VAD_THRESHOLD: fraction.optional(),
+  VAD_PREFIX_PADDING_MS: integer(0, 5_000).optional(),
+  VAD_SILENCE_MS: integer(50, 10_000).optional(),
+  BARGE_IN_MIN_MS: integer(0, 5_000).optional(),
+  STT_PAUSE_THRESHOLD: fraction.optional(),
+  AUDIO_LEAD_MS: integer(0, 10_000).optional(),
+  MAX_UTTERANCE_MS: integer(1_000, 3_600_000).optional(),
 });
 
 /** CLI flags that override the environment. */
@@ -162,6 +236,8 @@ const FLAGS = {
   'llm-model': { type: 'string' },
   'default-character': { type: 'string' },
   'log-level': { type: 'string' },
+  stt: { type: 'string' },
+  tts: { type: 'string' },
 } as const;
 
 /** Which environment variable each value flag stands for (its value is checked the same way). */
@@ -172,6 +248,8 @@ const FLAG_ENV = {
   'llm-model': 'LLM_MODEL',
   'default-character': 'DEFAULT_CHARACTER',
   'log-level': 'LOG_LEVEL',
+  stt: 'STT_PROVIDER',
+  tts: 'TTS_PROVIDER',
 } as const;
 
 /**
@@ -264,9 +342,49 @@ export function loadConfig(
       contextTokens: e.CONTEXT_TOKENS ?? D.DEFAULT_CONTEXT_TOKENS,
       variantAssignment: e.TOOL_VARIANT ?? 'first',
     },
+    voice: {
+      stt: {
+        provider: e.STT_PROVIDER ?? D.DEFAULT_STT_PROVIDER,
+        ...speechEngine(e.STT_PROVIDER, e.STT_URL, e.STT_API_KEY, D.DEFAULT_KYUTAI_STT_URL),
+        ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
+        ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
+      },
+      tts: {
+        provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,
+        ...speechEngine(e.TTS_PROVIDER, e.TTS_URL, e.TTS_API_KEY, D.DEFAULT_KYUTAI_TTS_URL),
+        ...(e.TTS_MODEL ? { model: e.TTS_MODEL } : {}),
+        ...(e.TTS_VOICE ? { voice: e.TTS_VOICE } : {}),
+        ...(e.TTS_WORKERS ? { workers: e.TTS_WORKERS } : {}),
+      },
+      vad: {
+        threshold: e.VAD_THRESHOLD ?? D.DEFAULT_VAD_THRESHOLD,
+        prefixPaddingMs: e.VAD_PREFIX_PADDING_MS ?? D.DEFAULT_VAD_PREFIX_PADDING_MS,
+        silenceDurationMs: e.VAD_SILENCE_MS ?? D.DEFAULT_VAD_SILENCE_MS,
+      },
+      bargeInMinMs: e.BARGE_IN_MIN_MS ?? D.DEFAULT_BARGE_IN_MIN_MS,
+      pauseThreshold: e.STT_PAUSE_THRESHOLD ?? D.DEFAULT_STT_PAUSE_THRESHOLD,
+      audioLeadMs: e.AUDIO_LEAD_MS ?? D.DEFAULT_AUDIO_LEAD_MS,
+      maxUtteranceMs: e.MAX_UTTERANCE_MS ?? D.DEFAULT_MAX_UTTERANCE_MS,
+    },
     log: {
       level: e.LOG_LEVEL ?? D.DEFAULT_LOG_LEVEL,
       content: e.LOG_CONTENT ?? D.DEFAULT_LOG_CONTENT,
     },
   };
+}
+
+/**
+ * A speech engine's address and key: `openai` defaults to OpenAI's API,
+ * `kyutai` to moshi-server on loopback; the embedded engines need neither.
+ */
+function speechEngine(
+  provider: string | undefined,
+  url: string | undefined,
+  key: string | undefined,
+  kyutaiUrl: string,
+): { baseURL?: string; apiKey?: string } {
+  const baseURL =
+    url ??
+    (provider === 'openai' ? D.OPENAI_BASE_URL : provider === 'kyutai' ? kyutaiUrl : undefined);
+  return { ...(baseURL ? { baseURL } : {}), ...(key ? { apiKey: key } : {}) };
 }

@@ -26,12 +26,29 @@ export interface SessionMetrics {
   toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome'>;
   toolLatency: Histogram<'character' | 'tool' | 'variant'>;
   toolRounds: Histogram<'character'>;
+  voice: VoiceMetrics;
   /** The Unmute fork's names. */
   unmute: {
     toolCalls: Counter<'character_name' | 'tool_name'>;
     toolErrors: Counter<'error_type'>;
     toolLatency: Histogram<'tool_name'>;
   };
+}
+
+/** Speech metrics, per provider. */
+export interface VoiceMetrics {
+  /** End of the user's speech → transcript ready. */
+  sttLatency: Histogram<'provider'>;
+  /** First text of a spoken item given to the engine → its first audio. */
+  ttsFirstAudio: Histogram<'provider'>;
+  /** End of the user's speech (or response.create) → first audio byte sent. */
+  speechToAudio: Histogram<'stt' | 'tts'>;
+  /** Responses interrupted by the user's speech. */
+  bargeIns: Counter<'character'>;
+  /** Audio seconds received (`in`, by STT provider) and sent (`out`, by TTS provider). */
+  audioSeconds: Counter<'direction' | 'provider'>;
+  /** Speech failures: unreadable input audio, STT or TTS errors. */
+  errors: Counter<'kind' | 'provider'>;
 }
 
 /** Connection and protocol metrics, as the server records them. */
@@ -149,6 +166,47 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       buckets: [0, 1, 2, 3, 5, 10, 20, 50, 100],
       registers,
     }),
+    voice: {
+      sttLatency: new Histogram({
+        name: 'troupe_stt_latency_seconds',
+        help: "End of the user's speech to its transcript, by STT provider.",
+        labelNames: ['provider'],
+        buckets: LATENCY_BUCKETS_S,
+        registers,
+      }),
+      ttsFirstAudio: new Histogram({
+        name: 'troupe_tts_first_audio_seconds',
+        help: 'Text given to the TTS engine to its first audio, by TTS provider.',
+        labelNames: ['provider'],
+        buckets: LATENCY_BUCKETS_S,
+        registers,
+      }),
+      speechToAudio: new Histogram({
+        name: 'troupe_voice_response_latency_seconds',
+        help: "End of the user's speech (or response.create) to the first audio byte sent, by STT and TTS provider.",
+        labelNames: ['stt', 'tts'],
+        buckets: LATENCY_BUCKETS_S,
+        registers,
+      }),
+      bargeIns: new Counter({
+        name: 'troupe_barge_ins_total',
+        help: 'Responses interrupted by the user speaking, by character.',
+        labelNames: ['character'],
+        registers,
+      }),
+      audioSeconds: new Counter({
+        name: 'troupe_audio_seconds_total',
+        help: 'Audio received (direction="in", by STT provider) and sent (direction="out", by TTS provider), in seconds.',
+        labelNames: ['direction', 'provider'],
+        registers,
+      }),
+      errors: new Counter({
+        name: 'troupe_voice_errors_total',
+        help: 'Speech failures by kind (input_audio, stt, tts) and provider (or input encoding).',
+        labelNames: ['kind', 'provider'],
+        registers,
+      }),
+    },
     unmute: {
       toolCalls: new Counter({
         name: 'character_tool_calls_total',

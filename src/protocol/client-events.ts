@@ -14,6 +14,8 @@ import type {
   ResponseOptions,
   SessionUpdate,
 } from '../session/events.js';
+import type { Dialect } from './server-events.js';
+import { IGNORED_EVENT_CODE, unmuteSessionSchema } from './unmute.js';
 
 const eventId = z.string().max(256).optional();
 
@@ -299,9 +301,23 @@ const SCHEMAS = {
 /** Every client event type Troupe understands. */
 export const CLIENT_EVENT_TYPES = Object.keys(SCHEMAS) as ClientEventType[];
 
+/** The unmute dialect's schemas: Unmute's own `session.update`, the rest as usual. */
+const UNMUTE_SCHEMAS: Record<ClientEventType, z.ZodType> = {
+  ...SCHEMAS,
+  'session.update': z.strictObject({
+    type: z.literal('session.update'),
+    event_id: eventId,
+    session: unmuteSessionSchema,
+  }),
+};
+
+/** Unmute's event carrying raw PCM (float32 or int16) instead of Ogg/Opus. */
+const UNMUTE_APPEND_PCM = 'unmute.input_audio_buffer.append_pcm';
+
 /**
- * Parses one text frame. Never throws: a bad frame becomes a
- * {@link ProtocolError} naming the event, the field and what was expected.
+ * Parses one text frame of a connection speaking `dialect`. Never throws: a
+ * bad frame becomes a {@link ProtocolError} naming the event, the field and
+ * what was expected.
  *
  * @example
  * const parsed = parseClientEvent('{"type":"response.create"}');
@@ -309,6 +325,7 @@ export const CLIENT_EVENT_TYPES = Object.keys(SCHEMAS) as ClientEventType[];
  */
 export function parseClientEvent(
   frame: string,
+  dialect: Dialect = 'openai',
 ): { ok: true; event: ClientEvent } | { ok: false; error: ProtocolError } {
   let raw: unknown;
   try {
@@ -324,11 +341,16 @@ export function parseClientEvent(
   if (typeof obj.type !== 'string') {
     return fail('missing_required_parameter', 'The event has no "type".', 'type', id);
   }
+  const schemas = dialect === 'unmute' ? UNMUTE_SCHEMAS : SCHEMAS;
   // Own keys only: "constructor" or "toString" must not find Object.prototype's.
-  const schema = Object.hasOwn(SCHEMAS, obj.type)
-    ? (SCHEMAS as Record<string, z.ZodType<ClientEvent>>)[obj.type]
+  const schema = Object.hasOwn(schemas, obj.type)
+    ? (schemas as Record<string, z.ZodType<ClientEvent>>)[obj.type]
     : undefined;
   if (schema === undefined) {
+    if (dialect === 'unmute') {
+      const unmute = unmuteOnlyEvent(obj.type, id);
+      if (unmute) return unmute;
+    }
     return fail(
       'unknown_event_type',
       `Unknown event type "${obj.type.slice(0, 100)}"; expected one of ${CLIENT_EVENT_TYPES.join(', ')}.`,
@@ -340,6 +362,64 @@ export function parseClientEvent(
   if (parsed.success) return { ok: true, event: parsed.data };
   const { code, param, message } = describeIssue(parsed.error.issues[0]!, obj);
   return fail(code, `${obj.type}: ${message}`, param, id);
+}
+
+/** Events Unmute's frontend or backend speaks that Troupe does not take, each with its reason. */
+function unmuteOnlyEvent(
+  type: string,
+  id: string | null,
+): { ok: false; error: ProtocolError } | undefined {
+  const name = type.slice(0, 100);
+  if (type.startsWith('bridge.')) {
+    // Unmute's frontend sends these around pauses and restarts; nothing to do here.
+    return fail(
+      IGNORED_EVENT_CODE,
+      `${name}: Troupe runs no session bridge, so this event was ignored; to pause, close the socket, and to start over, reconnect.`,
+      'type',
+      id,
+    );
+  }
+  if (type === UNMUTE_APPEND_PCM) {
+    return fail(
+      'unsupported_event',
+      `${name} is not taken: in the unmute dialect, send the microphone as Ogg/Opus pages with input_audio_buffer.append; for raw PCM16 (24 kHz mono), connect with ?dialect=openai.`,
+      'type',
+      id,
+    );
+  }
+  return undefined;
+}
+
+/**
+ * The dialect a client's frame reveals, for connections that did not name
+ * one: a `session.update` carrying `allow_recording` (only Unmute's frontend
+ * sends it) or a `bridge.*` event (which Unmute's frontend sends before its
+ * `session.update` when it reconnects) means `unmute`; any other
+ * `session.update` means `openai`; other frames say nothing (undefined).
+ * Cheap for audio frames: they are not parsed.
+ *
+ * @example
+ * detectDialect('{"type":"session.update","session":{"allow_recording":false}}'); // 'unmute'
+ */
+export function detectDialect(frame: string): Dialect | undefined {
+  // Base64 audio has no dots: only a frame naming one of these types is parsed.
+  if (!frame.includes('session.update') && !frame.includes('bridge.')) return undefined;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(frame);
+  } catch {
+    return undefined;
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const { type, session } = raw as { type?: unknown; session?: unknown };
+  if (typeof type === 'string' && type.startsWith('bridge.')) return 'unmute';
+  if (type !== 'session.update') return undefined;
+  const unmute =
+    session !== null &&
+    typeof session === 'object' &&
+    !Array.isArray(session) &&
+    Object.hasOwn(session, 'allow_recording');
+  return unmute ? 'unmute' : 'openai';
 }
 
 function fail(

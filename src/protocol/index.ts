@@ -1,3 +1,4 @@
 /** The wire contract: client event schemas, server event encoding, dialects. */
 export * from './client-events.js';
 export * from './server-events.js';
+export * from './unmute.js';

@@ -2,14 +2,15 @@
  * Encoding of session events onto the wire: an `event_id` on each, and the
  * names and shapes of the connection's dialect.
  */
-import type { Item, ServerEvent, SessionObject } from '../session/events.js';
+import type { Item, ServerEvent, SessionObject, SessionUpdate } from '../session/events.js';
+import { createUnmuteShaper } from './unmute.js';
 
-/** The wire dialects (`unmute` comes with voice). */
-export const DIALECTS = ['openai', 'openai-beta'] as const;
-/** A wire dialect: GA OpenAI Realtime names, or the beta names. */
+/** The wire dialects. */
+export const DIALECTS = ['openai', 'openai-beta', 'unmute'] as const;
+/** A wire dialect: GA OpenAI Realtime names, the beta names, or Kyutai Unmute's. */
 export type Dialect = (typeof DIALECTS)[number];
 
-/** Beta names of GA output events; absent = the same name. */
+/** Beta names of GA output events; absent = the same name, null = not sent. */
 const BETA_NAMES: Partial<Record<string, string | null>> = {
   'response.output_text.delta': 'response.text.delta',
   'response.output_text.done': 'response.text.done',
@@ -22,11 +23,34 @@ const BETA_NAMES: Partial<Record<string, string | null>> = {
   'conversation.item.done': null,
 };
 
+/** Events only the unmute dialect sends (Unmute's own vocabulary). */
+const UNMUTE_ONLY: ReadonlySet<string> = new Set([
+  'unmute.response.text.delta.ready',
+  'unmute.interrupted_by_vad',
+  'unmute.additional_outputs',
+]);
+
 /** Encodes session events as JSON text frames. */
 export interface EventEncoder {
   readonly dialect: Dialect;
   /** The frame, or null when the dialect has no such event. */
   encode(event: ServerEvent): string | null;
+  /**
+   * Notes a client's session update that the session does not echo but the
+   * dialect does (Unmute's `allow_recording`); call it before the session
+   * handles the update.
+   */
+  observe(update: SessionUpdate): void;
+}
+
+/** Options of {@link createEncoder}. */
+export interface EncoderOptions {
+  /**
+   * The session's character id: the unmute dialect names it as the voice of
+   * `response.created` (until a `session.updated` says otherwise).
+   * @defaultValue none
+   */
+  character?: string;
 }
 
 /**
@@ -36,18 +60,31 @@ export interface EventEncoder {
  * const encoder = createEncoder('openai');
  * ws.send(encoder.encode({ type: 'error', error })!);
  */
-export function createEncoder(dialect: Dialect): EventEncoder {
+export function createEncoder(dialect: Dialect, options: EncoderOptions = {}): EventEncoder {
   let next = 0;
   const prefix = `event_${Math.random().toString(36).slice(2, 8)}`;
+  const eventId = () => `${prefix}${(next++).toString(36)}`;
+  if (dialect === 'unmute') {
+    const unmute = createUnmuteShaper(options);
+    return {
+      dialect,
+      encode: function encodeUnmuteEvent(event) {
+        const shaped = unmute.shape(event);
+        return shaped === null ? null : JSON.stringify({ ...shaped, event_id: eventId() });
+      },
+      observe: (update) => unmute.observe(update),
+    };
+  }
   return {
     dialect,
     encode: function encodeEvent(event) {
-      const eventId = `${prefix}${(next++).toString(36)}`;
-      if (dialect === 'openai') return JSON.stringify({ ...event, event_id: eventId });
+      if (UNMUTE_ONLY.has(event.type)) return null;
+      if (dialect === 'openai') return JSON.stringify({ ...event, event_id: eventId() });
       const renamed = BETA_NAMES[event.type];
       if (renamed === null) return null;
-      return JSON.stringify({ ...toBeta(event), type: renamed ?? event.type, event_id: eventId });
+      return JSON.stringify({ ...toBeta(event), type: renamed ?? event.type, event_id: eventId() });
     },
+    observe() {},
   };
 }
 

@@ -1,12 +1,18 @@
 /**
- * The HTTP side: `/health`, `/metrics`, `/v1/characters` and the web client's
- * static files. Everything else is a JSON 404 (or 405 for other methods).
+ * The HTTP side: `/health`, `/metrics`, `/v1/characters`, Unmute's
+ * `/v1/health` and `/v1/voices`, and the web client's static files.
+ * Everything else is a JSON 404 (or 405 for other methods). Pages of the
+ * allowed origins may read every route (CORS), as Unmute's frontend, served
+ * from its own origin, does.
  */
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { CharacterRegistry } from '../characters/registry.js';
+import { DEFAULT_HEALTH_CACHE_MS, DEFAULT_HEALTH_TIMEOUT_MS } from '../config/index.js';
 import type { Metrics } from '../metrics/index.js';
+import { unmuteVoiceList, type UnmuteVoice } from '../protocol/index.js';
+import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { ServerLlm } from './llm.js';
 
 /** The web client's folder (served at `/`). */
@@ -26,6 +32,9 @@ const CONTENT_TYPES: Record<string, string> = {
 /** A file name of the web folder: no slashes, no dot files. */
 const STATIC_NAME = /^[a-zA-Z0-9_-][a-zA-Z0-9_.-]*$/;
 
+/** How long browsers may reuse a CORS preflight answer. */
+const PREFLIGHT_MAX_AGE_S = 600;
+
 /** What the routes need from the server. */
 export interface RouteContext {
   registry: CharacterRegistry;
@@ -34,6 +43,65 @@ export interface RouteContext {
   sessions: () => { active: number; max: number };
   startedAt: number;
   shuttingDown: () => boolean;
+  /**
+   * The speech engines, probed for `/health` and `/v1/health`; a null one is
+   * not configured (`null` in `/health`, down in `/v1/health`).
+   * @defaultValue neither configured
+   */
+  speech?: { stt: SttProvider | null; tts: TtsProvider | null };
+  /**
+   * Browser origins whose pages may read the routes (CORS), as
+   * `config.server.allowedOrigins`: `'*'` for any, else a list; same-origin
+   * pages always may.
+   * @defaultValue [] (same-origin pages only)
+   */
+  allowedOrigins?: '*' | string[];
+  /**
+   * How long a speech engine's health answer is reused (`config.server.healthCacheMs`).
+   * @defaultValue DEFAULT_HEALTH_CACHE_MS (5000)
+   */
+  healthCacheMs?: number;
+}
+
+/** What `/health` says about a configured speech engine. */
+export interface SpeechHealth {
+  ok: boolean;
+  /** The engine's name (`pocketsphinx`, `kyutai`, `espeak`, …). */
+  provider: string;
+  detail?: string;
+}
+
+/** `GET /v1/health` in Unmute's shape: its frontend connects only when `ok`. */
+export interface UnmuteHealth {
+  tts_up: boolean;
+  stt_up: boolean;
+  llm_up: boolean;
+  /** Troupe does not clone voices: Unmute's frontend hides its upload button. */
+  voice_cloning_up: false;
+  /** tts_up && stt_up && llm_up (and the server is not shutting down). */
+  ok: boolean;
+}
+
+/**
+ * Whether a page of `origin` may use the server: same-origin pages always,
+ * others when listed (or `*`). The realtime endpoint and CORS share it.
+ *
+ * @example
+ * originAllowed('http://localhost:3000', 'localhost:8000', ['http://localhost:3000']); // true
+ */
+export function originAllowed(
+  origin: string,
+  host: string | undefined,
+  allowed: '*' | string[],
+): boolean {
+  if (allowed === '*') return true;
+  const normalized = origin.replace(/\/$/, '');
+  if (allowed.includes(normalized)) return true;
+  try {
+    return host !== undefined && new URL(normalized).host === host;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -56,43 +124,67 @@ export function requestUrl(target: string | undefined): URL | undefined {
  * http.createServer(createHttpHandler(ctx));
  */
 export function createHttpHandler(ctx: RouteContext) {
+  const speechHealth = createSpeechHealth(ctx);
+  const allowedOrigins = ctx.allowedOrigins ?? [];
   return async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const head = req.method === 'HEAD';
+    const origin = req.headers.origin;
+    const crossOrigin =
+      origin !== undefined && originAllowed(origin, req.headers.host, allowedOrigins);
+    // Answers differ by Origin: caches must keep them apart.
+    const cors: Record<string, string> = crossOrigin
+      ? { 'access-control-allow-origin': origin, vary: 'Origin' }
+      : origin !== undefined
+        ? { vary: 'Origin' }
+        : {};
     const url = requestUrl(req.url);
     if (url === undefined) {
-      return json(res, 400, { error: { message: 'The request target is not a valid URL.' } }, head);
+      return json(
+        res,
+        400,
+        { error: { message: 'The request target is not a valid URL.' } },
+        head,
+        cors,
+      );
     }
     const path = url.pathname;
+    if (req.method === 'OPTIONS') return preflight(req, res, origin, crossOrigin);
     if (req.method !== 'GET' && !head) {
       return json(
         res,
         405,
         { error: { message: `${req.method} is not allowed; use GET.` } },
         head,
-        {
-          allow: 'GET, HEAD',
-        },
+        { ...cors, allow: 'GET, HEAD' },
       );
     }
     try {
       switch (path) {
         case '/health':
-          return json(res, 200, await health(ctx), head);
+          return json(res, 200, await health(ctx, speechHealth), head, cors);
         case '/metrics': {
           const body = await ctx.metrics.registry.metrics();
-          res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType });
+          res.writeHead(200, { ...cors, 'content-type': ctx.metrics.registry.contentType });
           return void res.end(head ? undefined : body);
         }
         case '/v1/characters':
-          return json(res, 200, characters(ctx.registry), head);
+          return json(res, 200, characters(ctx.registry), head, cors);
+        case '/v1/health':
+          return json(res, 200, await unmuteHealth(ctx, speechHealth), head, {
+            ...cors,
+            // Unmute's frontend polls it while waiting for the server to come up.
+            'cache-control': 'no-store',
+          });
+        case '/v1/voices':
+          return json(res, 200, voices(ctx.registry), head, cors);
         case '/':
-          return await serveStatic(res, 'index.html', head);
+          return await serveStatic(res, 'index.html', head, cors);
         default: {
           const name = path.slice(1);
           if (STATIC_NAME.test(name) && extension(name) in CONTENT_TYPES) {
-            return await serveStatic(res, name, head);
+            return await serveStatic(res, name, head, cors);
           }
-          return notFound(res, path, head);
+          return notFound(res, path, head, cors);
         }
       }
     } catch (err) {
@@ -102,25 +194,163 @@ export function createHttpHandler(ctx: RouteContext) {
           500,
           { error: { message: `GET ${path} failed: ${(err as Error).message}` } },
           head,
+          cors,
         );
       } else res.destroy();
     }
   };
 }
 
-async function health(ctx: RouteContext): Promise<object> {
-  const llm = await ctx.llm.health();
+/**
+ * `OPTIONS`: a CORS preflight (Origin and Access-Control-Request-Method)
+ * is granted to allowed origins and refused with 403 to others; a plain
+ * OPTIONS learns the methods.
+ */
+function preflight(
+  req: IncomingMessage,
+  res: ServerResponse,
+  origin: string | undefined,
+  allowed: boolean,
+): void {
+  const method = req.headers['access-control-request-method'];
+  if (origin === undefined || method === undefined) {
+    res.writeHead(204, { allow: 'GET, HEAD, OPTIONS' });
+    return void res.end();
+  }
+  if (!allowed) {
+    return json(
+      res,
+      403,
+      {
+        error: {
+          message: `Pages of origin ${origin.slice(0, 200)} may not read this server; add the origin to ALLOWED_ORIGINS (or serve the page from this server).`,
+        },
+      },
+      false,
+      { vary: 'Origin' },
+    );
+  }
+  const headers: Record<string, string> = {
+    'access-control-allow-origin': origin,
+    'access-control-allow-methods': 'GET, HEAD',
+    'access-control-max-age': String(PREFLIGHT_MAX_AGE_S),
+    vary: 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers',
+  };
+  const wanted = req.headers['access-control-request-headers'];
+  if (wanted) headers['access-control-allow-headers'] = wanted;
+  // Chrome asks before a public page may reach a private address (Private Network Access).
+  if (req.headers['access-control-request-private-network'] === 'true') {
+    headers['access-control-allow-private-network'] = 'true';
+  }
+  res.writeHead(204, headers);
+  res.end();
+}
+
+type SpeechKind = 'stt' | 'tts';
+
+/** Probes the configured speech engines, each answer reused for `healthCacheMs`. */
+function createSpeechHealth(ctx: RouteContext): (kind: SpeechKind) => Promise<SpeechHealth | null> {
+  const cacheMs = ctx.healthCacheMs ?? DEFAULT_HEALTH_CACHE_MS;
+  const cached = new Map<SpeechKind, { at: number; value: Promise<SpeechHealth> }>();
+  return function speechHealth(kind) {
+    const provider = ctx.speech?.[kind] ?? null;
+    if (provider === null) return Promise.resolve(null);
+    const now = performance.now();
+    let entry = cached.get(kind);
+    if (!entry || now - entry.at > cacheMs) {
+      entry = { at: now, value: probeSpeech(provider) };
+      cached.set(kind, entry);
+    }
+    return entry.value;
+  };
+}
+
+/** One engine's `health()`, bounded in time; a throw or a hang is "not ok", never a 500. */
+async function probeSpeech(provider: SttProvider | TtsProvider): Promise<SpeechHealth> {
+  const signal = AbortSignal.timeout(DEFAULT_HEALTH_TIMEOUT_MS);
+  // An engine that ignores the signal must not hold the route.
+  const timedOut = new Promise<never>((_, reject) => {
+    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
+  try {
+    const answer = await Promise.race([provider.health(signal), timedOut]);
+    return {
+      ok: answer.ok === true,
+      provider: provider.name,
+      ...(answer.detail ? { detail: answer.detail } : {}),
+    };
+  } catch (err) {
+    const e = err as { name?: string; message?: string };
+    return {
+      ok: false,
+      provider: provider.name,
+      detail:
+        e.name === 'TimeoutError'
+          ? `no answer within ${DEFAULT_HEALTH_TIMEOUT_MS} ms`
+          : `health check failed: ${e.message ?? String(err)}`,
+    };
+  }
+}
+
+async function health(
+  ctx: RouteContext,
+  speechHealth: (kind: SpeechKind) => Promise<SpeechHealth | null>,
+): Promise<object> {
+  const [llm, stt, tts] = await Promise.all([
+    ctx.llm.health(),
+    speechHealth('stt'),
+    speechHealth('tts'),
+  ]);
   const errors = ctx.registry.errors().length;
+  // A speech engine that is configured but down degrades the server; one not configured does not.
+  const healthy = llm.ok && stt?.ok !== false && tts?.ok !== false;
   return {
-    status: ctx.shuttingDown() ? 'shutting_down' : llm.ok ? 'ok' : 'degraded',
+    status: ctx.shuttingDown() ? 'shutting_down' : healthy ? 'ok' : 'degraded',
     uptime_s: Math.round((performance.now() - ctx.startedAt) / 1000),
     sessions: ctx.sessions(),
     characters: { loaded: ctx.registry.list().length, errors },
     llm,
-    // Voice comes later: no speech providers are configured in this build.
-    stt: null,
-    tts: null,
+    stt,
+    tts,
   };
+}
+
+async function unmuteHealth(
+  ctx: RouteContext,
+  speechHealth: (kind: SpeechKind) => Promise<SpeechHealth | null>,
+): Promise<UnmuteHealth> {
+  const [llm, stt, tts] = await Promise.all([
+    ctx.llm.health(),
+    speechHealth('stt'),
+    speechHealth('tts'),
+  ]);
+  const up = { tts_up: tts?.ok === true, stt_up: stt?.ok === true, llm_up: llm.ok };
+  return {
+    ...up,
+    voice_cloning_up: false,
+    // A server that is shutting down takes no sessions: the frontend should not connect.
+    ok: up.tts_up && up.stt_up && up.llm_up && !ctx.shuttingDown(),
+  };
+}
+
+/** The characters as Unmute's voice list: what its configurator offers. */
+function voices(registry: CharacterRegistry): UnmuteVoice[] {
+  return unmuteVoiceList(
+    registry.list().map((c) => {
+      const instructions = registry.get(c.id)?.instructions;
+      const language =
+        instructions !== null && typeof instructions === 'object'
+          ? (instructions as { language?: unknown }).language
+          : undefined;
+      return {
+        id: c.id,
+        name: c.name,
+        description: c.description,
+        voice: c.voice,
+        language: typeof language === 'string' ? language : undefined,
+      };
+    }),
+  );
 }
 
 function characters(registry: CharacterRegistry): object {
@@ -139,14 +369,20 @@ function characters(registry: CharacterRegistry): object {
   };
 }
 
-async function serveStatic(res: ServerResponse, name: string, head: boolean): Promise<void> {
+async function serveStatic(
+  res: ServerResponse,
+  name: string,
+  head: boolean,
+  cors: Record<string, string>,
+): Promise<void> {
   let body: Buffer;
   try {
     body = await readFile(`${WEB_DIR}${name}`);
   } catch {
-    return notFound(res, `/${name}`, head);
+    return notFound(res, `/${name}`, head, cors);
   }
   res.writeHead(200, {
+    ...cors,
     'content-type': CONTENT_TYPES[extension(name)]!,
     'content-length': body.length,
     'cache-control': 'no-cache',
@@ -160,16 +396,22 @@ function extension(name: string): string {
   return dot === -1 ? '' : name.slice(dot);
 }
 
-function notFound(res: ServerResponse, path: string, head: boolean): void {
+function notFound(
+  res: ServerResponse,
+  path: string,
+  head: boolean,
+  cors: Record<string, string>,
+): void {
   json(
     res,
     404,
     {
       error: {
-        message: `No route ${path}. Routes: GET /, /health, /metrics, /v1/characters; WebSocket /v1/realtime.`,
+        message: `No route ${path}. Routes: GET /, /health, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime.`,
       },
     },
     head,
+    cors,
   );
 }
 

@@ -15,6 +15,7 @@ import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { createLogger } from './logger.js';
+import { createServerVoice, type ServerVoice } from './voice.js';
 import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
 export { CLOSE } from './realtime.js';
@@ -32,6 +33,8 @@ export interface ServerOptions {
   metrics?: Metrics;
   /** @defaultValue pino on stdout per `config.log` */
   logger?: Logger;
+  /** Speech engines (tests hand in fakes); otherwise made from `config.voice` (and closed with the server). */
+  voice?: ServerVoice;
 }
 
 /** A running server. */
@@ -44,6 +47,7 @@ export interface TroupeServer {
   readonly registry: CharacterRegistry;
   readonly metrics: Metrics;
   readonly llm: ServerLlm;
+  readonly voice: ServerVoice;
   /** Open sessions. */
   readonly sessions: number;
   /**
@@ -98,7 +102,22 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     log: log.child({ part: 'llm' }),
     cacheMs: config.server.healthCacheMs,
   });
-  const realtime = createRealtime({ config, registry, llm, metrics, log });
+  const ownVoice = options.voice === undefined;
+  let voice: ServerVoice;
+  try {
+    voice = options.voice ?? (await createServerVoice(config.voice, log));
+  } catch (err) {
+    if (ownRegistry) await registry.close();
+    throw err;
+  }
+  const realtime = createRealtime({
+    config,
+    registry,
+    llm,
+    metrics,
+    log,
+    ...(voice.session ? { voice: voice.session } : {}),
+  });
   let shuttingDown = false;
   const handler = createHttpHandler({
     registry,
@@ -107,14 +126,18 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     sessions: () => ({ active: realtime.active, max: config.server.maxSessions }),
     startedAt: performance.now(),
     shuttingDown: () => shuttingDown,
+    speech: { stt: voice.stt, tts: voice.tts },
+    allowedOrigins: config.server.allowedOrigins,
+    healthCacheMs: config.server.healthCacheMs,
   });
   const tls = config.server.tls;
   let server: Server;
   try {
     server = await listen(config, tls ? await readTls(tls) : undefined, handler, realtime.upgrade);
   } catch (err) {
-    // The registry's watcher would keep the process alive behind the error.
+    // The registry's watcher (and engine workers) would keep the process alive behind the error.
     if (ownRegistry) await registry.close();
+    if (ownVoice) await voice.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -144,6 +167,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       server.closeAllConnections();
       await closed;
       if (ownRegistry) await registry.close();
+      if (ownVoice) await voice.close();
       log.info({}, 'server stopped');
       return drained;
     })();
@@ -157,6 +181,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     registry,
     metrics,
     llm,
+    voice,
     get sessions() {
       return realtime.active;
     },

@@ -14,10 +14,17 @@ import type { LoadedCharacter } from '../characters/types.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
-import { DIALECTS, createEncoder, parseClientEvent, type Dialect } from '../protocol/index.js';
+import {
+  DIALECTS,
+  createEncoder,
+  detectDialect,
+  parseClientEvent,
+  type Dialect,
+} from '../protocol/index.js';
 import type { ServerEvent } from '../session/events.js';
 import { createSession, type Session } from '../session/session.js';
-import { requestUrl } from './http-routes.js';
+import type { SessionVoice } from '../session/voice-settings.js';
+import { originAllowed, requestUrl } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
 
 /** Close codes of PROTOCOL.md. */
@@ -46,6 +53,8 @@ export interface RealtimeContext {
   llm: ServerLlm;
   metrics: Metrics;
   log: Logger;
+  /** Speech engines for sessions; absent = text only. */
+  voice?: SessionVoice;
 }
 
 /** The realtime endpoint. */
@@ -160,7 +169,10 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (picked instanceof ProtocolError) {
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
     }
-    const { character, variant, dialect } = picked;
+    const { character, variant } = picked;
+    // Without ?dialect=, the client's first session.update (or an Unmute-only event) tells.
+    let dialect = picked.dialect ?? 'openai';
+    let detecting = picked.dialect === undefined;
     accepted = true;
     connections.set(ws, undefined);
     ws.on('close', () => {
@@ -171,7 +183,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     const sessionLog = log.child({ session: id });
     socketLog = sessionLog;
-    const encoder = createEncoder(dialect);
+    let encoder = createEncoder(dialect);
+    /** Unmute's frontend: its encoder, and Ogg/Opus spoken replies, before any event is handled. */
+    const speakUnmute = (session: Session): void => {
+      dialect = 'unmute';
+      encoder = createEncoder('unmute', { character: session.character.id });
+      session.configureVoice({ format: 'ogg_opus', outputModalities: ['audio'] });
+    };
     let cutOff = false;
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
@@ -210,8 +228,20 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
             ),
           );
         }
-        const parsed = parseClientEvent((data as Buffer).toString('utf8'));
+        const frame = (data as Buffer).toString('utf8');
+        if (detecting) {
+          const detected = detectDialect(frame);
+          if (detected !== undefined) {
+            detecting = false;
+            if (detected === 'unmute') {
+              speakUnmute(session);
+              sessionLog.info({ dialect }, 'dialect detected');
+            }
+          }
+        }
+        const parsed = parseClientEvent(frame, dialect);
         if (!parsed.ok) return sendError(parsed.error);
+        if (parsed.event.type === 'session.update') encoder.observe(parsed.event.session);
         if (!accepting && parsed.event.type === 'response.create') {
           // Draining: running responses finish, new ones would outlive the grace period.
           return sendError(
@@ -252,6 +282,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         logContent: config.log.content,
         metrics: metrics.sessions,
         metadata: {},
+        ...(ctx.voice ? { voice: ctx.voice } : {}),
       });
     } catch (err) {
       // The prompt generator failed or timed out: the character cannot serve now.
@@ -269,11 +300,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return opened();
     }
     connections.set(ws, session);
+    if (dialect === 'unmute') speakUnmute(session);
     sessionLog.info(
       {
         character: character.id,
         variant: variant ?? null,
-        dialect,
+        dialect: detecting ? 'auto' : dialect,
         origin: req.headers.origin ?? null,
       },
       'session opened',
@@ -301,9 +333,9 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
 
   function pickSession(
     url: URL,
-  ): ProtocolError | { character: LoadedCharacter; variant?: string; dialect: Dialect } {
-    const dialectParam = url.searchParams.get('dialect') ?? 'openai';
-    if (!(DIALECTS as readonly string[]).includes(dialectParam)) {
+  ): ProtocolError | { character: LoadedCharacter; variant?: string; dialect?: Dialect } {
+    const dialectParam = url.searchParams.get('dialect');
+    if (dialectParam !== null && !(DIALECTS as readonly string[]).includes(dialectParam)) {
       return new ProtocolError(
         'invalid_dialect',
         `?dialect=${dialectParam} is not offered; use one of ${DIALECTS.join(', ')}.`,
@@ -339,7 +371,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (variant === undefined && config.sessions.variantAssignment === 'random') {
       variant = character.variants[Math.floor(Math.random() * character.variants.length)];
     }
-    return { character, ...(variant ? { variant } : {}), dialect: dialectParam as Dialect };
+    return {
+      character,
+      ...(variant ? { variant } : {}),
+      ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
+    };
   }
 
   return {
@@ -432,16 +468,4 @@ function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
-}
-
-/** Same-origin pages always; others when listed (or `*`). */
-function originAllowed(origin: string, host: string | undefined, allowed: '*' | string[]): boolean {
-  if (allowed === '*') return true;
-  const normalized = origin.replace(/\/$/, '');
-  if (allowed.includes(normalized)) return true;
-  try {
-    return host !== undefined && new URL(normalized).host === host;
-  } catch {
-    return false;
-  }
 }

@@ -164,10 +164,27 @@ export interface ResponseTroupeInfo {
   ttft_ms: number | null;
   /** Request sent to the LLM → its first chunk, first round. */
   llm_ttft_ms: number | null;
+  /** Spoken replies: response start (or the end of the user's speech) → first audio sent. */
+  first_audio_ms?: number;
+  /** Spoken replies: where the time to first audio went. */
+  voice?: VoiceTimings;
   duration_ms: number;
   tool_rounds: number;
   llm_requests: number;
   tools: ResponseToolCall[];
+}
+
+/**
+ * A spoken response's path to its first audio byte, ms: STT (end of speech →
+ * transcript; null when the response was not started by speech), LLM
+ * (request → first clause complete), TTS (clause → first audio), and the
+ * rest — Troupe's own share.
+ */
+export interface VoiceTimings {
+  stt_ms: number | null;
+  llm_ms: number | null;
+  tts_ms: number | null;
+  troupe_ms: number | null;
 }
 
 /** The response object of `response.created` / `response.done`. */
@@ -276,7 +293,61 @@ export type ServerEvent =
       output: string;
       duration_ms: number;
     } & InResponse)
-  | { type: 'error'; error: ErrorPayload };
+  | { type: 'error'; error: ErrorPayload }
+  // ── voice ──
+  | { type: 'input_audio_buffer.speech_started'; audio_start_ms: number; item_id: string }
+  | { type: 'input_audio_buffer.speech_stopped'; audio_end_ms: number; item_id: string }
+  | { type: 'input_audio_buffer.committed'; previous_item_id: string | null; item_id: string }
+  | { type: 'input_audio_buffer.cleared' }
+  | {
+      type: 'conversation.item.input_audio_transcription.delta';
+      item_id: string;
+      content_index: number;
+      delta: string;
+      /** Seconds into the session's input audio where this text starts (Unmute shows it). */
+      start_time?: number;
+    }
+  | {
+      type: 'conversation.item.input_audio_transcription.completed';
+      item_id: string;
+      content_index: number;
+      transcript: string;
+    }
+  | {
+      type: 'conversation.item.input_audio_transcription.failed';
+      item_id: string;
+      content_index: number;
+      error: { type: string; code: string; message: string };
+    }
+  | {
+      type: 'conversation.item.truncated';
+      item_id: string;
+      content_index: number;
+      audio_end_ms: number;
+    }
+  /** Audio in the session's output format, base64 (PCM16 24 kHz or Ogg/Opus pages). */
+  | ({ type: 'response.output_audio.delta'; content_index: number; delta: string } & InResponse)
+  | ({ type: 'response.output_audio.done'; content_index: number } & InResponse)
+  | ({
+      type: 'response.output_audio_transcript.delta';
+      content_index: number;
+      delta: string;
+    } & InResponse)
+  | ({
+      type: 'response.output_audio_transcript.done';
+      content_index: number;
+      transcript: string;
+    } & InResponse)
+  // ── Unmute's own events: only the unmute dialect sends them ──
+  /** Reply text as the LLM gives it, before it is spoken. */
+  | { type: 'unmute.response.text.delta.ready'; delta: string }
+  /** The user's speech interrupted the character. */
+  | { type: 'unmute.interrupted_by_vad' }
+  /** The conversation so far, after each response (Unmute's frontend shows it in dev mode). */
+  | {
+      type: 'unmute.additional_outputs';
+      args: { chat_history: Array<{ role: string; content: string }>; debug_dict?: object };
+    };
 
 /** The type of every server event. */
 export type ServerEventType = ServerEvent['type'];

@@ -19,7 +19,11 @@ import {
 } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import type { ToolCall, ToolDescription, ToolResult } from '../tools/types.js';
+import type { Toolset } from '../tools/library.js';
 import type {
+  VoiceTimings,
+  AudioFormat,
+  TurnDetection,
   ClientEvent,
   ClientItem,
   ClientTool,
@@ -37,6 +41,13 @@ import type {
   ToolChoice,
 } from './events.js';
 import { History, estimateTokens } from './history.js';
+import { AudioInput, type AudioInputEvent, type VadSettings } from './audio-input.js';
+import { SpeechOutput, type SpeechPlace, type SpokenItem } from './speech-output.js';
+import type { AudioEncoding, SessionVoice } from './voice-settings.js';
+import { OggOpusEncoder } from '../voice/audio/ogg-opus.js';
+import { encodePcm16Base64 } from '../voice/audio/pcm.js';
+import { cleanForSpeech } from '../voice/chunker.js';
+import { AudioFormatError } from '../errors.js';
 
 /** How sessions run turns (from config). */
 export interface SessionSettings {
@@ -68,6 +79,8 @@ export interface SessionOptions {
   metrics?: SessionMetrics;
   /** Passed to the prompt generator. */
   metadata?: Record<string, unknown>;
+  /** Speech engines and settings; absent = text only (audio events are refused). */
+  voice?: SessionVoice;
 }
 
 /** A turn in flight. */
@@ -77,6 +90,24 @@ interface ActiveResponse {
   done: Promise<void>;
   /** Its newest output item: history takes the response's items when it ends. */
   lastItemId?: () => string | null;
+  /** Its speech, when it speaks. */
+  speech?: SpeechOutput;
+  /** Why it was stopped, when it was. */
+  stoppedBy?: 'client_cancelled' | 'turn_detected';
+  /** Response start (or end of the user's speech) → first audio sent, ms. */
+  firstAudioMs?: number;
+  /** The spoken greeting, which a change of character simply stops. */
+  greeting?: boolean;
+  /** End of the user's speech → transcript, for responses their speech started. */
+  sttMs?: number;
+  /** What the client says it played of its items (`conversation.item.truncate`). */
+  truncations: Map<string, string>;
+}
+
+/** Settings a voice frontend implies (see {@link Session.configureVoice}). */
+export interface VoiceDefaults {
+  format: AudioEncoding;
+  outputModalities: Array<'text' | 'audio'>;
 }
 
 /** What a session exposes to the server. */
@@ -90,6 +121,11 @@ export interface Session {
   start(): void;
   /** Handles one validated client event; never throws (errors become `error` events). */
   handle(event: ClientEvent, receivedAt?: number): Promise<void>;
+  /**
+   * Applies a voice frontend's defaults before its first event is handled
+   * (the unmute dialect: Ogg/Opus both ways, spoken replies).
+   */
+  configureVoice(defaults: VoiceDefaults): void;
   /** Resolves when no response is running. */
   idle(): Promise<void>;
   /** Stops the response in flight (if any) and records the session's end. */
@@ -115,6 +151,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   const { id, send, settings } = options;
   const logContent = options.logContent ?? false;
   const metrics = options.metrics;
+  const voiceMetrics = metrics?.voice;
   const openedAt = performance.now();
   const history = new History();
   const state: Record<string, unknown> = {};
@@ -128,6 +165,31 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   let temperature: number | undefined;
   let maxOutputTokens: number | 'inf' = 'inf';
   let voice: string | undefined;
+  // ── voice state ──
+  const kit = options.voice;
+  let outputModalities: Array<'text' | 'audio'> = ['text'];
+  let inputEncoding: AudioEncoding = 'pcm16';
+  let outputEncoding: AudioEncoding = 'pcm16';
+  let turnDetection: TurnSettings | null = kit
+    ? { ...kit.settings.vad, createResponse: true, interruptResponse: true }
+    : null;
+  let input: AudioInput | undefined;
+  let oggOut: OggOpusEncoder | undefined;
+  /** The greeting as history holds it, so a barge-in can cut it to what was heard. */
+  let greeting: { item: MessageItem; message: ChatMessage } | undefined;
+  let greetingSpoken = false;
+  /** The newest response's speech: a late `conversation.item.truncate` is read against it. */
+  let lastSpeech: SpeechOutput | undefined;
+  /** Spoken items and the message that holds their text, for truncation after the fact. */
+  const spokenMessages = new Map<string, SpokenRound>();
+  /** The user's utterance in progress (speech started, not yet committed). */
+  let utterance: Utterance | undefined;
+  /** Speech that may interrupt the character once it lasts `bargeInMinMs`. */
+  let tentative: Utterance | undefined;
+  /** Committed utterances are transcribed and answered one after another. */
+  let turnChain: Promise<void> = Promise.resolve();
+  /** Unmute's frontend shows the conversation as the model sees it after each change. */
+  let shareHistory = false;
   let active: ActiveResponse | undefined;
   let turns = 0;
   let closed = false;
@@ -151,12 +213,13 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   }
 
   function addGreeting(): void {
+    greeting = undefined;
+    greetingSpoken = false;
     if (!character.greeting) return;
     const item = messageItem('assistant', [{ type: 'output_text', text: character.greeting }]);
-    history.addMessageItem(history.current(), item, {
-      role: 'assistant',
-      content: character.greeting,
-    });
+    const message: ChatMessage = { role: 'assistant', content: character.greeting };
+    history.addMessageItem(history.current(), item, message);
+    greeting = { item, message };
   }
 
   /** Text as logs may show it. */
@@ -175,14 +238,24 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       model: character.llm.model ?? 'troupe',
       character: character.id,
       instructions: instructions ?? opening.systemPrompt,
-      output_modalities: ['text'],
+      output_modalities: outputModalities,
       tools: clientTools,
       tool_choice: toolChoice,
       temperature: temperature ?? character.llm.temperature ?? null,
       max_output_tokens: maxOutputTokens,
       audio: {
-        input: { format: { type: 'audio/pcm', rate: 24000 }, turn_detection: null },
-        output: { format: { type: 'audio/pcm', rate: 24000 }, voice: voice ?? null },
+        input: {
+          format: formatObject(inputEncoding),
+          turn_detection: turnDetection && {
+            type: 'server_vad',
+            threshold: turnDetection.threshold,
+            prefix_padding_ms: turnDetection.prefixPaddingMs,
+            silence_duration_ms: turnDetection.silenceDurationMs,
+            create_response: turnDetection.createResponse,
+            interrupt_response: turnDetection.interruptResponse,
+          },
+        },
+        output: { format: formatObject(outputEncoding), voice: ttsVoice() ?? null },
       },
       troupe: {
         character: {
@@ -213,6 +286,12 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     if (problem) return fail(problem);
     if (u.character !== undefined && u.character !== character.id) {
       const next = options.characters.get(u.character)!;
+      if (active?.greeting) {
+        // The old character's greeting makes no sense any more.
+        active.stoppedBy = 'client_cancelled';
+        active.controller.abort();
+        await active.done;
+      }
       const nextOpening = await open(next);
       // A new character starts a new conversation: its prompt, tools, greeting and state.
       const gone = history.clear();
@@ -233,15 +312,20 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     if (u.tool_choice !== undefined) toolChoice = u.tool_choice;
     if (u.temperature !== undefined) temperature = u.temperature;
     if (u.max_output_tokens !== undefined) maxOutputTokens = u.max_output_tokens;
-    if (u.voice !== undefined) voice = u.voice;
+    if (u.voice !== undefined) voice = u.voice || undefined;
+    if (u.output_modalities !== undefined) outputModalities = u.output_modalities;
+    if (u.input_audio_format !== undefined) setInputEncoding(encodingOf(u.input_audio_format));
+    if (u.output_audio_format !== undefined) outputEncoding = encodingOf(u.output_audio_format);
+    if (u.turn_detection !== undefined) setTurnDetection(u.turn_detection);
     send({ type: 'session.updated', session: sessionObject() });
+    maybeSpeakGreeting();
   }
 
   function checkUpdate(u: SessionUpdate, eventId: string | null): ProtocolError | undefined {
     const err = (code: string, message: string, param: string) =>
       new ProtocolError(code, message, { param, eventId });
     if (u.character !== undefined && u.character !== character.id) {
-      if (active) {
+      if (active && !active.greeting) {
         return err(
           'conversation_already_has_active_response',
           `session.update: cannot change character while response ${active.id} is in progress; wait for response.done or send response.cancel.`,
@@ -256,9 +340,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
         );
       }
     }
-    if (u.output_modalities?.includes('audio'))
-      return audioUnsupported('session.output_modalities', eventId);
-    if (u.turn_detection) return audioUnsupported('session.audio.input.turn_detection', eventId);
+    const audioProblem = checkAudioUpdate(u, eventId);
+    if (audioProblem) return audioProblem;
     const next =
       u.character !== undefined ? (options.characters.get(u.character) ?? character) : character;
     const serverTools = new Set(next.toolNames);
@@ -421,7 +504,12 @@ export async function createSession(options: SessionOptions): Promise<Session> {
 
   // ── response.create ─────────────────────────────────────────────────────
 
-  function createResponse(r: ResponseOptions, eventId: string | null, receivedAt: number): void {
+  function createResponse(
+    r: ResponseOptions,
+    eventId: string | null,
+    receivedAt: number,
+    sttMs?: number,
+  ): void {
     if (active) {
       return fail(
         new ProtocolError(
@@ -431,8 +519,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
         ),
       );
     }
-    if (r.output_modalities?.includes('audio')) {
-      return fail(audioUnsupported('response.output_modalities', eventId)!);
+    if (r.output_modalities?.includes('audio') && !kit?.tts) {
+      return fail(audioUnsupported('response.output_modalities', eventId));
     }
     if (typeof r.tool_choice === 'object') {
       const names = [...character.toolNames, ...clientTools.map((t) => t.name)];
@@ -455,7 +543,13 @@ export async function createSession(options: SessionOptions): Promise<Session> {
 
     const responseId = newId('resp');
     const controller = new AbortController();
-    const response: ActiveResponse = { id: responseId, controller, done: Promise.resolve() };
+    const response: ActiveResponse = {
+      id: responseId,
+      controller,
+      done: Promise.resolve(),
+      truncations: new Map(),
+      ...(sttMs !== undefined ? { sttMs } : {}),
+    };
     active = response;
     response.done = runResponse(response, r, receivedAt).finally(() => {
       active = undefined;
@@ -469,6 +563,9 @@ export async function createSession(options: SessionOptions): Promise<Session> {
   ): Promise<void> {
     const turn = ++turns;
     const turnLog = log.child({ turn });
+    const modalities = r.output_modalities ?? outputModalities;
+    // Audio out needs an engine; without one the reply is text (checked at update).
+    const spoken = modalities.includes('audio') && kit?.tts != null;
     const group = history.current();
     const system = r.instructions ?? instructions ?? opening.systemPrompt;
     const systemMessage: ChatMessage = { role: 'system', content: system };
@@ -489,13 +586,16 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       status: 'in_progress',
       status_details: null,
       output: [],
-      output_modalities: ['text'],
+      output_modalities: modalities,
       usage: null,
       metadata: r.metadata ?? null,
     };
     send({ type: 'response.created', response: base });
 
-    const out = new ResponseWriter(response.id, send, history.lastItemId());
+    const speech = spoken ? newSpeech(response, turnLog, receivedAt) : undefined;
+    const out = new ResponseWriter(response.id, send, history.lastItemId(), speech);
+    const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
+    let requestAt: number | undefined;
     response.lastItemId = () => out.items.at(-1)?.id ?? null;
     let firstDeltaAt: number | null = null;
     let summary: TurnSummary | undefined;
@@ -557,15 +657,25 @@ export async function createSession(options: SessionOptions): Promise<Session> {
         }
         if (e.type === 'error') failure = e.error;
         if (e.type === 'finish') summary = e.summary;
+        if (speech) fillers.apply(e, response.controller.signal);
+        if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
       }
     }
-    const status = summary?.status ?? 'failed';
+    fillers.clear();
+    let status = summary?.status ?? 'failed';
     out.finish(status);
+    // A spoken reply ends when its last word has played (or was cut off).
+    const spokenItems = await out.spoken();
+    // Speech cut short is a cancelled reply, even when the LLM had finished.
+    if (response.stoppedBy) status = 'cancelled';
 
     // History: the turn's messages and the items that stand for them.
     if (summary) {
-      group.messages.push(...summary.messages);
+      const messages = speech
+        ? keepHeard(summary.messages, spokenItems, response.truncations, spokenMessages)
+        : summary.messages;
+      group.messages.push(...messages);
       group.items.push(...out.items);
       // A turn with client calls ends right after the round that made them: its last assistant message.
       const owner = summary.messages.findLast((m) => m.role === 'assistant');
@@ -585,7 +695,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       response: {
         ...base,
         status,
-        status_details: statusDetails(status, summary?.reason, failure),
+        status_details: statusDetails(status, summary?.reason, failure, response.stoppedBy),
         output: out.items,
         usage: usage
           ? {
@@ -600,6 +710,10 @@ export async function createSession(options: SessionOptions): Promise<Session> {
           ttft_ms: ttftMs === null ? null : round(ttftMs),
           llm_ttft_ms: llmTtftMs === null ? null : round(llmTtftMs),
           duration_ms: round(performance.now() - receivedAt),
+          ...(response.firstAudioMs !== undefined
+            ? { first_audio_ms: round(response.firstAudioMs) }
+            : {}),
+          ...(speech ? { voice: voiceTimings(response, speech, requestAt) } : {}),
           tool_rounds: summary?.toolRounds ?? 0,
           llm_requests: summary?.requests ?? 0,
           tools: [
@@ -620,6 +734,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       },
     });
     record(status, summary, ttftMs, llmTtftMs);
+    sendHistory();
     turnLog.info(
       {
         response: response.id,
@@ -671,6 +786,502 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     if (t.outcome !== 'ok') metrics.unmute.toolErrors.inc({ error_type: t.outcome });
   }
 
+  // ── voice ───────────────────────────────────────────────────────────────
+
+  function checkAudioUpdate(u: SessionUpdate, eventId: string | null): ProtocolError | undefined {
+    const err = (code: string, message: string, param: string) =>
+      new ProtocolError(code, message, { param, eventId });
+    if (u.output_modalities?.includes('audio') && !kit?.tts) {
+      return err(
+        'audio_not_supported',
+        'session.update: session.output_modalities: this server has no text-to-speech engine (TTS_PROVIDER=none); use ["text"].',
+        'session.output_modalities',
+      );
+    }
+    if (u.turn_detection && !kit) {
+      return err(
+        'audio_not_supported',
+        'session.update: session.audio.input.turn_detection: this server takes no audio; send text.',
+        'session.audio.input.turn_detection',
+      );
+    }
+    if (u.turn_detection && u.turn_detection.type !== 'server_vad') {
+      return err(
+        'invalid_value',
+        `session.update: session.audio.input.turn_detection.type: "${u.turn_detection.type}" is not offered; use "server_vad", or null to commit turns yourself.`,
+        'session.audio.input.turn_detection.type',
+      );
+    }
+    for (const [key, param] of [
+      ['input_audio_format', 'session.audio.input.format'],
+      ['output_audio_format', 'session.audio.output.format'],
+    ] as const) {
+      const f = u[key];
+      if (!f) continue;
+      if (f.type === 'audio/ogg') continue;
+      if (f.type !== 'audio/pcm') {
+        return err(
+          'invalid_value',
+          `session.update: ${param}.type: "${f.type}" is not offered; use "audio/pcm" (PCM16 24 kHz) or "audio/ogg" (Ogg/Opus).`,
+          `${param}.type`,
+        );
+      }
+      if (f.rate !== undefined && f.rate !== 24000) {
+        return err(
+          'invalid_value',
+          `session.update: ${param}.rate: audio/pcm is taken at 24000 Hz only, got ${f.rate}; resample on the client.`,
+          `${param}.rate`,
+        );
+      }
+    }
+    return undefined;
+  }
+
+  function setInputEncoding(encoding: AudioEncoding): void {
+    inputEncoding = encoding;
+    if (input) input.encoding = encoding;
+  }
+
+  function setTurnDetection(t: TurnDetection | null): void {
+    if (!kit) return;
+    if (t === null) {
+      turnDetection = null;
+      tentative = undefined;
+      utterance = undefined;
+    } else {
+      const base = turnDetection ?? {
+        ...kit.settings.vad,
+        createResponse: true,
+        interruptResponse: true,
+      };
+      turnDetection = {
+        threshold: t.threshold ?? base.threshold,
+        prefixPaddingMs: t.prefix_padding_ms ?? base.prefixPaddingMs,
+        silenceDurationMs: t.silence_duration_ms ?? base.silenceDurationMs,
+        createResponse: t.create_response ?? base.createResponse,
+        interruptResponse: t.interrupt_response ?? base.interruptResponse,
+      };
+    }
+    if (input) input.turnDetection = turnDetection && vadOf(turnDetection);
+  }
+
+  /** The TTS voice: the client's choice, else the character's for this engine. */
+  function ttsVoice(): string | undefined {
+    const tts = kit?.tts;
+    if (!tts) return voice;
+    return voice ?? character.voice[tts.name];
+  }
+
+  function encodeOut(pcm: Int16Array): string {
+    if (outputEncoding === 'pcm16') return encodePcm16Base64(pcm);
+    oggOut ??= new OggOpusEncoder({ sampleRate: 24000 });
+    return Buffer.from(oggOut.push(pcm)).toString('base64');
+  }
+
+  /** A response's speech, wired to metrics and the client. */
+  function newSpeech(response: ActiveResponse, turnLog: Logger, from: number): SpeechOutput {
+    const tts = kit!.tts!;
+    const ogg = outputEncoding === 'ogg_opus';
+    let first = true;
+    const speech = new SpeechOutput({
+      tts,
+      voice: ttsVoice(),
+      signal: response.controller.signal,
+      leadMs: kit!.settings.audioLeadMs,
+      encode: encodeOut,
+      // Opus pages hold two 20 ms frames: only whole pages go out.
+      padTo: ogg ? 1920 : 1,
+      frameSamples: ogg ? 3840 : 2400,
+      send,
+      log: turnLog,
+      onTtsFirstAudio: (ms) =>
+        voiceMetrics?.ttsFirstAudio.observe({ provider: tts.name }, ms / 1000),
+      onAudioSent: (samples) => {
+        voiceMetrics?.audioSeconds.inc({ direction: 'out', provider: tts.name }, samples / 24000);
+        if (!first) return;
+        first = false;
+        response.firstAudioMs = performance.now() - from;
+        voiceMetrics?.speechToAudio.observe(
+          { stt: kit?.stt?.name ?? 'none', tts: tts.name },
+          response.firstAudioMs / 1000,
+        );
+      },
+      onTtsError: (error) => {
+        voiceMetrics?.errors.inc({ kind: 'tts', provider: tts.name });
+        send({
+          type: 'error',
+          error: {
+            type: 'server_error',
+            code: 'tts_failed',
+            message: `${error.message} The rest of the reply is sent as transcript only.`,
+            param: null,
+            event_id: null,
+          },
+        });
+      },
+    });
+    response.speech = speech;
+    lastSpeech = speech;
+    return speech;
+  }
+
+  /** A voice session hears the greeting spoken, once, before anything else is said. */
+  function maybeSpeakGreeting(): void {
+    // Only while the greeting is still the conversation's last word.
+    if (greetingSpoken || !greeting || !kit?.tts || active) return;
+    if (history.lastItemId() !== greeting.item.id) return;
+    if (!outputModalities.includes('audio')) return;
+    greetingSpoken = true;
+    const { item, message } = greeting;
+    const responseId = newId('resp');
+    const response: ActiveResponse = {
+      id: responseId,
+      controller: new AbortController(),
+      done: Promise.resolve(),
+      truncations: new Map(),
+      greeting: true,
+    };
+    active = response;
+    const base: ResponseObject = {
+      object: 'realtime.response',
+      id: responseId,
+      status: 'in_progress',
+      status_details: null,
+      output: [],
+      output_modalities: ['audio'],
+      usage: null,
+      metadata: { troupe: 'greeting' },
+    };
+    send({ type: 'response.created', response: base });
+    const speech = newSpeech(response, log, performance.now());
+    const place: SpeechPlace = { response_id: responseId, item_id: item.id, output_index: 0 };
+    response.done = speech
+      .say(place, character.greeting ?? '')
+      .then((spoken) => {
+        if (spoken.interrupted) {
+          // History keeps what the user heard of the greeting.
+          message.content = spoken.transcript;
+          item.content = [{ type: 'output_audio', transcript: spoken.transcript }];
+          item.status = 'incomplete';
+          spokenMessages.set(item.id, {
+            message,
+            items: [{ item, transcript: spoken.transcript }],
+          });
+        }
+        const status = response.stoppedBy ? 'cancelled' : 'completed';
+        send({
+          type: 'response.done',
+          response: {
+            ...base,
+            status,
+            status_details:
+              status === 'cancelled' ? { type: 'cancelled', reason: response.stoppedBy } : null,
+            output: [item],
+          },
+        });
+      })
+      .finally(() => {
+        if (active === response) active = undefined;
+      });
+  }
+
+  function audioInput(): AudioInput {
+    input ??= new AudioInput({
+      stt: kit!.stt,
+      vad: kit!.vad,
+      vadSettings: vadOf(turnDetection ?? { ...kit!.settings.vad }),
+      pauseThreshold: kit!.settings.pauseThreshold,
+      maxUtteranceMs: kit!.settings.maxUtteranceMs,
+      log,
+      onEvent: onInputEvent,
+    });
+    input.encoding = inputEncoding;
+    if (turnDetection === null) input.turnDetection = null;
+    return input;
+  }
+
+  function appendAudio(audio: string, eventId: string | null): void {
+    if (!kit?.stt) {
+      return fail(
+        new ProtocolError(
+          'audio_not_supported',
+          'input_audio_buffer.append: this server has no speech-to-text engine (STT_PROVIDER=none); send conversation.item.create with input_text.',
+          { eventId },
+        ),
+      );
+    }
+    const inp = audioInput();
+    const before = inp.totalMs;
+    try {
+      inp.append(audio);
+    } catch (err) {
+      if (!(err instanceof AudioFormatError)) throw err;
+      voiceMetrics?.errors.inc({ kind: 'input_audio', provider: inputEncoding });
+      return fail(
+        new ProtocolError('invalid_audio', `input_audio_buffer.append: audio: ${err.message}`, {
+          param: 'audio',
+          eventId,
+        }),
+      );
+    }
+    voiceMetrics?.audioSeconds.inc(
+      { direction: 'in', provider: kit?.stt?.name ?? 'none' },
+      (inp.totalMs - before) / 1000,
+    );
+    confirmTentative();
+  }
+
+  function onInputEvent(e: AudioInputEvent): void {
+    if (closed) return;
+    switch (e.type) {
+      case 'speech_started': {
+        const u: Utterance = {
+          itemId: newId('item'),
+          audioStartMs: e.audioStartMs,
+          speechStartMs: e.speechStartMs,
+          streamed: '',
+        };
+        utterance = u;
+        if (active && turnDetection?.interruptResponse) {
+          // Maybe a cough: it interrupts only once it has lasted bargeInMinMs.
+          tentative = u;
+          confirmTentative();
+          return;
+        }
+        send({
+          type: 'input_audio_buffer.speech_started',
+          audio_start_ms: Math.round(e.audioStartMs),
+          item_id: u.itemId,
+        });
+        return;
+      }
+      case 'speech_stopped': {
+        const u = utterance;
+        utterance = undefined;
+        if (!u) return;
+        if (tentative === u) {
+          tentative = undefined;
+          log.debug({ ms: Math.round(e.audioEndMs - u.audioStartMs) }, 'false start ignored');
+          input?.clear();
+          return;
+        }
+        send({
+          type: 'input_audio_buffer.speech_stopped',
+          audio_end_ms: Math.round(e.audioEndMs),
+          item_id: u.itemId,
+        });
+        commitUtterance(u, true);
+        return;
+      }
+      case 'transcript': {
+        const u = utterance ?? tentative;
+        if (!u) return;
+        u.streamed += e.text;
+        send({
+          type: 'conversation.item.input_audio_transcription.delta',
+          item_id: u.itemId,
+          content_index: 0,
+          delta: e.text,
+          ...(e.startMs !== undefined ? { start_time: e.startMs / 1000 } : {}),
+        });
+        return;
+      }
+      case 'stt_error':
+        voiceMetrics?.errors.inc({ kind: 'stt', provider: kit?.stt?.name ?? 'none' });
+        send({
+          type: 'error',
+          error: {
+            type: 'server_error',
+            code: 'stt_failed',
+            message: `Speech recognition failed: ${e.error.message}`,
+            param: null,
+            event_id: null,
+          },
+        });
+        return;
+    }
+  }
+
+  /** Speech that has lasted long enough while the character speaks interrupts it. */
+  function confirmTentative(): void {
+    const u = tentative;
+    if (!u || !input?.speaking) return;
+    if (input.speechSoFar(u.speechStartMs) < kit!.settings.bargeInMinMs) return;
+    tentative = undefined;
+    send({
+      type: 'input_audio_buffer.speech_started',
+      audio_start_ms: Math.round(u.audioStartMs),
+      item_id: u.itemId,
+    });
+    if (active && !active.controller.signal.aborted) {
+      active.stoppedBy = 'turn_detected';
+      active.controller.abort();
+      voiceMetrics?.bargeIns.inc({ character: character.id });
+      log.info({ response: active.id }, 'interrupted by the user');
+      send({ type: 'unmute.interrupted_by_vad' });
+    }
+  }
+
+  /** Ends an utterance: its item, its transcript, and (server VAD) the answer. */
+  function commitUtterance(u: Utterance, auto: boolean): void {
+    const speechEndedAt = performance.now();
+    send({
+      type: 'input_audio_buffer.committed',
+      previous_item_id: newestItemId(),
+      item_id: u.itemId,
+    });
+    const transcript = input!.commit();
+    turnChain = turnChain
+      .then(() => finishUtterance(u, transcript, auto, speechEndedAt))
+      .catch((err: unknown) => log.error({ err }, 'utterance handling failed'));
+  }
+
+  async function finishUtterance(
+    u: Utterance,
+    pending: Promise<string>,
+    auto: boolean,
+    speechEndedAt: number,
+  ): Promise<void> {
+    const item = messageItem(
+      'user',
+      [{ type: 'input_audio', transcript: null }],
+      u.itemId,
+      'in_progress',
+    );
+    const previous = newestItemId();
+    send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    const stt = kit?.stt?.name ?? 'none';
+    let transcript = '';
+    let sttMs: number | undefined;
+    let failed = false;
+    try {
+      transcript = (await pending).trim();
+      sttMs = performance.now() - speechEndedAt;
+      voiceMetrics?.sttLatency.observe({ provider: stt }, sttMs / 1000);
+    } catch (err) {
+      failed = true;
+      voiceMetrics?.errors.inc({ kind: 'stt', provider: stt });
+      log.warn({ err: (err as Error).message, provider: stt }, 'transcription failed');
+      send({
+        type: 'conversation.item.input_audio_transcription.failed',
+        item_id: u.itemId,
+        content_index: 0,
+        error: { type: 'server_error', code: 'stt_failed', message: (err as Error).message },
+      });
+    }
+    if (closed) return;
+    if (transcript && !u.streamed) {
+      send({
+        type: 'conversation.item.input_audio_transcription.delta',
+        item_id: u.itemId,
+        content_index: 0,
+        delta: transcript,
+      });
+    }
+    // `failed` and `completed` are alternatives, as in the Realtime API.
+    if (!failed) {
+      send({
+        type: 'conversation.item.input_audio_transcription.completed',
+        item_id: u.itemId,
+        content_index: 0,
+        transcript,
+      });
+    }
+    if (transcript === '') {
+      // Nothing was understood: no message for the model, and no answer to nothing.
+      log.info('utterance without words');
+      send({ type: 'conversation.item.deleted', item_id: u.itemId });
+      return;
+    }
+    item.content = [{ type: 'input_audio', transcript }];
+    item.status = 'completed';
+    history.addMessageItem(history.startGroup(), item, { role: 'user', content: transcript });
+    log.debug({ item: item.id, text: content(transcript) }, 'utterance transcribed');
+    send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    sendHistory();
+    if (!auto || !turnDetection?.createResponse) return;
+    // An interrupted response is still winding down: answer once it has.
+    while (active) await active.done;
+    if (closed) return;
+    createResponse({}, null, speechEndedAt, sttMs);
+  }
+
+  /** `input_audio_buffer.commit`: the client ends the turn (turn_detection null, or early). */
+  function manualCommit(eventId: string | null): void {
+    const inp = input;
+    if (!inp || inp.utteranceMs < MIN_COMMIT_MS) {
+      return fail(
+        new ProtocolError(
+          'input_audio_buffer_commit_empty',
+          `input_audio_buffer.commit: the buffer holds ${Math.round(inp?.utteranceMs ?? 0)} ms of audio; at least ${MIN_COMMIT_MS} ms is needed. Send input_audio_buffer.append first.`,
+          { eventId },
+        ),
+      );
+    }
+    const u = utterance ?? {
+      itemId: newId('item'),
+      audioStartMs: 0,
+      speechStartMs: 0,
+      streamed: '',
+    };
+    utterance = undefined;
+    tentative = undefined;
+    commitUtterance(u, turnDetection !== null);
+  }
+
+  function truncate(
+    event: { item_id: string; content_index: number; audio_end_ms: number },
+    eventId: string | null,
+  ): void {
+    const speech = active?.speech ?? lastSpeech;
+    const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
+    if (heard === undefined) {
+      if (!history.find(event.item_id)) {
+        return fail(itemNotFound('conversation.item.truncate', event.item_id, eventId));
+      }
+      return fail(
+        new ProtocolError(
+          'invalid_value',
+          `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
+          { param: 'item_id', eventId },
+        ),
+      );
+    }
+    if (active?.speech === speech) active!.truncations.set(event.item_id, heard);
+    const round = spokenMessages.get(event.item_id);
+    if (round) {
+      for (const entry of round.items) {
+        if (entry.item.id !== event.item_id) continue;
+        entry.transcript = heard;
+        entry.item.content = [{ type: 'output_audio', transcript: heard }];
+        entry.item.status = 'incomplete';
+      }
+      round.message.content = round.items
+        .map((i) => i.transcript)
+        .filter(Boolean)
+        .join(' ');
+    }
+    send({
+      type: 'conversation.item.truncated',
+      item_id: event.item_id,
+      content_index: event.content_index,
+      audio_end_ms: event.audio_end_ms,
+    });
+  }
+
+  /** `unmute.additional_outputs`: the chat history as the model will see it. */
+  function sendHistory(): void {
+    if (!shareHistory) return;
+    const system = instructions ?? opening.systemPrompt;
+    const messages = history.trim(Number.MAX_SAFE_INTEGER, 0).messages;
+    send({
+      type: 'unmute.additional_outputs',
+      args: {
+        chat_history: [{ role: 'system', content: system }, ...messages.map(plainMessage)],
+      },
+    });
+  }
+
   // ── dispatch ────────────────────────────────────────────────────────────
 
   async function handle(event: ClientEvent, receivedAt = performance.now()): Promise<void> {
@@ -701,17 +1312,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
           }
           return send({ type: 'conversation.item.deleted', item_id: event.item_id });
         }
-        case 'conversation.item.truncate': {
-          const item = history.find(event.item_id);
-          if (!item) return fail(itemNotFound(event.type, event.item_id, eventId));
-          return fail(
-            new ProtocolError(
-              'invalid_value',
-              `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (this session is text only).`,
-              { param: 'item_id', eventId },
-            ),
-          );
-        }
+        case 'conversation.item.truncate':
+          return truncate(event, eventId);
         case 'response.create':
           return createResponse(event.response ?? {}, eventId, receivedAt);
         case 'response.cancel': {
@@ -733,19 +1335,30 @@ export async function createSession(options: SessionOptions): Promise<Session> {
               ),
             );
           }
+          active.stoppedBy = 'client_cancelled';
           active.controller.abort();
           return;
         }
         case 'input_audio_buffer.append':
         case 'input_audio_buffer.commit':
         case 'input_audio_buffer.clear':
-          return fail(
-            new ProtocolError(
-              'audio_not_supported',
-              `${event.type}: this server takes text only for now; send conversation.item.create with input_text.`,
-              { eventId },
-            ),
-          );
+          if (!kit) {
+            return fail(
+              new ProtocolError(
+                'audio_not_supported',
+                `${event.type}: this server takes no audio (no speech engines are configured); send conversation.item.create with input_text.`,
+                { eventId },
+              ),
+            );
+          }
+          if (event.type === 'input_audio_buffer.append') return appendAudio(event.audio, eventId);
+          if (event.type === 'input_audio_buffer.clear') {
+            input?.clear();
+            utterance = undefined;
+            tentative = undefined;
+            return send({ type: 'input_audio_buffer.cleared' });
+          }
+          return manualCommit(eventId);
       }
     } catch (err) {
       // A bug here must not end the session: tell the client, log the stack.
@@ -776,6 +1389,13 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       announce(history.items);
     },
     handle,
+    configureVoice(defaults: VoiceDefaults) {
+      shareHistory = true;
+      setInputEncoding(defaults.format);
+      outputEncoding = defaults.format;
+      outputModalities = kit?.tts ? defaults.outputModalities : ['text'];
+      // The greeting waits for the frontend's first session.update: it may pick another character.
+    },
     async idle() {
       while (active) await active.done;
     },
@@ -783,6 +1403,8 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       if (closed) return;
       closed = true;
       active?.controller.abort();
+      input?.close();
+      oggOut?.close();
       metrics?.active.dec();
       metrics?.duration.observe((performance.now() - openedAt) / 1000);
     },
@@ -808,24 +1430,58 @@ class ResponseWriter {
    * nothing is added before it or taken out while it is open (a tool call
    * closes it first), and every text delta needs it.
    */
-  #text: { item: MessageItem; text: string; at: ItemPlace } | undefined;
+  #text: { item: MessageItem; text: string; at: ItemPlace; round: number } | undefined;
   #calls = new Map<string, FunctionCallItem>();
   #outputIndex = 0;
   readonly #responseId: string;
   readonly #send: (event: ServerEvent) => void;
   /** The conversation's last item when the response began: its first item follows it. */
   readonly #before: string | null;
+  /** Spoken replies: text becomes speech, and items end when their audio has played. */
+  readonly #speech: SpeechOutput | undefined;
+  readonly #spoken: Array<Promise<SpokenEntry>> = [];
 
-  constructor(responseId: string, send: (event: ServerEvent) => void, before: string | null) {
+  constructor(
+    responseId: string,
+    send: (event: ServerEvent) => void,
+    before: string | null,
+    speech?: SpeechOutput,
+  ) {
     this.#responseId = responseId;
     this.#send = send;
     this.#before = before;
+    this.#speech = speech;
+  }
+
+  /** The spoken items, once each has played or been cut off. */
+  spoken(): Promise<SpokenEntry[]> {
+    return Promise.all(this.#spoken);
+  }
+
+  /** Speaks a tool's filler line as an item of its own (the model never sees it). */
+  filler(text: string): void {
+    const speech = this.#speech;
+    if (!speech || this.#text) return;
+    const item = messageItem('assistant', [], undefined, 'in_progress');
+    this.#added(item);
+    const at = this.#at(item);
+    this.#send({
+      type: 'response.content_part.added',
+      ...at,
+      content_index: 0,
+      part: { type: 'output_audio', transcript: '' },
+    });
+    this.#spoken.push(
+      speech
+        .say(at, cleanForSpeech(text))
+        .then((spoken) => this.#spokenDone(item, at, spoken, 'completed', -1, '')),
+    );
   }
 
   apply(e: TurnEvent): void {
     switch (e.type) {
       case 'text.delta':
-        return this.#delta(e.delta);
+        return this.#delta(e.delta, e.round);
       case 'tool_call.start':
         this.closeText();
         this.#startCall(e.callId, e.name);
@@ -890,19 +1546,26 @@ class ResponseWriter {
     this.#send({ type: 'conversation.item.done', previous_item_id: previous, item });
   }
 
-  #delta(delta: string): void {
+  #delta(delta: string, round: number): void {
+    const speech = this.#speech;
     if (!this.#text) {
       const item = messageItem('assistant', [], undefined, 'in_progress');
       this.#added(item);
-      this.#text = { item, text: '', at: this.#at(item) };
+      this.#text = { item, text: '', at: this.#at(item), round };
       this.#send({
         type: 'response.content_part.added',
         ...this.#text.at,
         content_index: 0,
-        part: { type: 'output_text', text: '' },
+        part: speech ? { type: 'output_audio', transcript: '' } : { type: 'output_text', text: '' },
       });
+      speech?.begin(this.#text.at);
     }
     this.#text.text += delta;
+    if (speech) {
+      speech.text(delta);
+      this.#send({ type: 'unmute.response.text.delta.ready', delta });
+      return;
+    }
     this.#send({
       type: 'response.output_text.delta',
       ...this.#text.at,
@@ -917,12 +1580,37 @@ class ResponseWriter {
     if (!open) return;
     this.#text = undefined;
     const { item, text, at } = open;
+    if (this.#speech) {
+      // The item ends when its speech has played; the turn goes on meanwhile.
+      this.#spoken.push(
+        this.#speech
+          .end()
+          .then((spoken) => this.#spokenDone(item, at, spoken, status, open.round, text)),
+      );
+      return;
+    }
     this.#send({ type: 'response.output_text.done', ...at, content_index: 0, text });
     const part: ContentPart = { type: 'output_text', text };
     this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
     item.content = [part];
     item.status = status;
     this.#done(item);
+  }
+
+  #spokenDone(
+    item: MessageItem,
+    at: ItemPlace,
+    spoken: SpokenItem,
+    status: MessageItem['status'],
+    round: number,
+    raw: string,
+  ): SpokenEntry {
+    const part: ContentPart = { type: 'output_audio', transcript: spoken.transcript };
+    this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
+    item.content = [part];
+    item.status = spoken.interrupted ? 'incomplete' : status;
+    this.#done(item);
+    return { item, round, raw, spoken };
   }
 
   /**
@@ -1053,7 +1741,7 @@ function toDescription(t: ClientTool): ToolDescription {
 function audioUnsupported(param: string, eventId: string | null): ProtocolError {
   return new ProtocolError(
     'audio_not_supported',
-    `${param}: audio needs a voice session, which this server does not offer yet; use ["text"].`,
+    `${param}: this server has no text-to-speech engine (TTS_PROVIDER=none); use ["text"].`,
     { param, eventId },
   );
 }
@@ -1080,9 +1768,10 @@ function statusDetails(
   status: ResponseObject['status'],
   reason: string | undefined,
   failure: TroupeError | undefined,
+  stoppedBy: string | undefined,
 ): ResponseObject['status_details'] {
   if (status === 'completed' || status === 'in_progress') return null;
-  if (status === 'cancelled') return { type: 'cancelled', reason: 'client_cancelled' };
+  if (status === 'cancelled') return { type: 'cancelled', reason: stoppedBy ?? 'client_cancelled' };
   if (status === 'incomplete') {
     const r = reason === 'length' ? 'max_output_tokens' : (reason ?? 'unknown');
     return { type: 'incomplete', reason: r };
@@ -1099,4 +1788,189 @@ function statusDetails(
 
 function round(ms: number): number {
   return Math.round(ms * 10) / 10;
+}
+
+/** Server VAD settings of a session (`turn_detection`), with Realtime's two flags. */
+interface TurnSettings extends VadSettings {
+  createResponse: boolean;
+  interruptResponse: boolean;
+}
+
+/** A user utterance from its first sound to its commit. */
+interface Utterance {
+  itemId: string;
+  /** Where the utterance starts on the input clock, prefix padding included. */
+  audioStartMs: number;
+  /** Where its first sound is: barge-in measures from here. */
+  speechStartMs: number;
+  /** Transcript text already sent as deltas (streaming engines). */
+  streamed: string;
+}
+
+/** An assistant message whose text was spoken in one or more items. */
+interface SpokenRound {
+  message: ChatMessage;
+  items: Array<{ item: MessageItem; transcript: string }>;
+}
+
+/** Less audio than this cannot be a turn (the Realtime API's own floor). */
+const MIN_COMMIT_MS = 100;
+
+function vadOf(t: VadSettings): VadSettings {
+  return {
+    threshold: t.threshold,
+    prefixPaddingMs: t.prefixPaddingMs,
+    silenceDurationMs: t.silenceDurationMs,
+  };
+}
+
+function formatObject(encoding: AudioEncoding): AudioFormat {
+  return encoding === 'pcm16'
+    ? { type: 'audio/pcm', rate: 24000 }
+    : { type: 'audio/ogg', rate: 24000 };
+}
+
+function encodingOf(format: AudioFormat): AudioEncoding {
+  return format.type === 'audio/ogg' ? 'ogg_opus' : 'pcm16';
+}
+
+/** A spoken item of a response: its round (-1 for a filler), the model's text and what was heard. */
+interface SpokenEntry {
+  item: MessageItem;
+  round: number;
+  raw: string;
+  spoken: SpokenItem;
+}
+
+/**
+ * The model's messages cut to what the user heard: a reply interrupted (or
+ * truncated by the client) keeps the words that played, so the model knows
+ * what was actually said. Records which message holds each spoken item.
+ */
+function keepHeard(
+  messages: ChatMessage[],
+  entries: readonly SpokenEntry[],
+  truncations: ReadonlyMap<string, string>,
+  registry: Map<string, SpokenRound>,
+): ChatMessage[] {
+  const byRound = new Map<number, SpokenEntry[]>();
+  for (const e of entries) {
+    if (e.round < 0) continue;
+    byRound.set(e.round, [...(byRound.get(e.round) ?? []), e]);
+  }
+  const out = [...messages];
+  const used = new Set<ChatMessage>();
+  for (const list of byRound.values()) {
+    const raw = list.map((e) => e.raw).join('');
+    const message = out.find((m) => m.role === 'assistant' && !used.has(m) && m.content === raw);
+    if (!message) continue;
+    used.add(message);
+    const round: SpokenRound = { message, items: [] };
+    let whole = true;
+    for (const e of list) {
+      const cut = truncations.get(e.item.id);
+      if (cut !== undefined) {
+        e.item.content = [{ type: 'output_audio', transcript: cut }];
+        e.item.status = 'incomplete';
+      }
+      if (cut !== undefined || e.spoken.interrupted) whole = false;
+      round.items.push({ item: e.item, transcript: cut ?? e.spoken.transcript });
+      registry.set(e.item.id, round);
+    }
+    if (whole) continue;
+    const heard = round.items
+      .map((i) => i.transcript)
+      .filter(Boolean)
+      .join(' ');
+    if (heard === '' && !('tool_calls' in message) && !('function_call' in message)) {
+      out.splice(out.indexOf(message), 1);
+      continue;
+    }
+    message.content = heard;
+  }
+  return out;
+}
+
+/**
+ * Tool filler lines ("Let me check that…"): spoken when a tool with a
+ * filler has not finished after its `afterMs`, dropped when its result
+ * comes first. At most one per round.
+ */
+class FillerTimers {
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #toolset: Toolset;
+  readonly #say: (text: string) => void;
+  #saidInRound = -1;
+
+  constructor(toolset: Toolset, say: (text: string) => void) {
+    this.#toolset = toolset;
+    this.#say = say;
+  }
+
+  apply(e: TurnEvent, signal: AbortSignal): void {
+    if (e.type === 'tool_call.done') {
+      const filler = this.#toolset.tools.get(e.call.name)?.filler;
+      if (!filler) return;
+      const round = e.round;
+      this.#timers.set(
+        e.call.id,
+        setTimeout(() => {
+          this.#timers.delete(e.call.id);
+          if (signal.aborted || this.#saidInRound === round) return;
+          this.#saidInRound = round;
+          this.#say(filler.text);
+        }, filler.afterMs),
+      );
+    } else if (e.type === 'tool.result') {
+      clearTimeout(this.#timers.get(e.result.callId));
+      this.#timers.delete(e.result.callId);
+    }
+  }
+
+  clear(): void {
+    for (const timer of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+  }
+}
+
+/** A chat message as plain role and text (Unmute's chat history shape). */
+function plainMessage(m: ChatMessage): { role: string; content: string } {
+  const c = m.content;
+  if (typeof c === 'string') return { role: m.role, content: c };
+  if (Array.isArray(c)) {
+    return {
+      role: m.role,
+      content: c.map((p) => ('text' in p && typeof p.text === 'string' ? p.text : '')).join(''),
+    };
+  }
+  return { role: m.role, content: '' };
+}
+
+/**
+ * Where a spoken response's time to first audio went: STT (end of speech →
+ * transcript), LLM (request → the first clause complete), TTS (clause → its
+ * first audio), and what is left: Troupe's own share.
+ */
+function voiceTimings(
+  response: ActiveResponse,
+  speech: SpeechOutput,
+  requestAt: number | undefined,
+): VoiceTimings {
+  const { firstTextAt, firstEngineAudioAt } = speech.timings;
+  const stt = response.sttMs ?? 0;
+  const llm = requestAt !== undefined && firstTextAt !== undefined ? firstTextAt - requestAt : null;
+  const tts =
+    firstTextAt !== undefined && firstEngineAudioAt !== undefined
+      ? firstEngineAudioAt - firstTextAt
+      : null;
+  const total = response.firstAudioMs;
+  return {
+    stt_ms: response.sttMs === undefined ? null : round(stt),
+    llm_ms: llm === null ? null : round(llm),
+    tts_ms: tts === null ? null : round(tts),
+    troupe_ms:
+      total === undefined || llm === null || tts === null
+        ? null
+        : round(Math.max(0, total - stt - llm - tts)),
+  };
 }

@@ -3,3 +3,6 @@ export * from './memory-logger.js';
 export * from './simulator/index.js';
 export * from './character-kit.js';
 export * from './scripts/demo.js';
+export * from './scripted-stt.js';
+export * from './fake-stt.js';
+export * from './fake-tts.js';

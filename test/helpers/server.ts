@@ -5,6 +5,7 @@
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger, startServer, type TroupeServer } from '../../src/server/index.js';
+import type { ServerVoice } from '../../src/server/voice.js';
 import {
   DEMO_SCRIPT,
   startSimulator,
@@ -42,6 +43,12 @@ export interface TestServerOptions {
   /** Extra settings as environment variables (PORT, HOST, LLM_BASE_URL are set). */
   env?: Record<string, string>;
   simulator?: Omit<SimulatorOptions, 'script'>;
+  /**
+   * Speech engines to hand the server (fakes). Without it the server makes
+   * them from `env`, where STT_PROVIDER and TTS_PROVIDER default to `none`:
+   * a text-only server unless a test asks for speech.
+   */
+  voice?: ServerVoice;
 }
 
 /**
@@ -60,6 +67,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     CHARACTERS_WATCH: 'false',
     LOG_LEVEL: 'debug',
     SHUTDOWN_GRACE_MS: '5000',
+    STT_PROVIDER: 'none',
+    TTS_PROVIDER: 'none',
     ...options.env,
     PORT: '0',
     HOST: '127.0.0.1',
@@ -80,6 +89,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     server = await startServer({
       config,
       logger: createLogger(config.log, sink),
+      ...(options.voice ? { voice: options.voice } : {}),
     });
   } catch (err) {
     await simulator.close();

@@ -210,3 +210,66 @@ describe('the openai-beta dialect', () => {
     });
   });
 });
+
+describe('voice and Unmute events in the openai dialects', () => {
+  const voiceEvents: ServerEvent[] = [
+    { type: 'input_audio_buffer.speech_started', audio_start_ms: 0, item_id: 'item_1' },
+    { type: 'input_audio_buffer.speech_stopped', audio_end_ms: 800, item_id: 'item_1' },
+    { type: 'input_audio_buffer.committed', previous_item_id: null, item_id: 'item_1' },
+    { type: 'input_audio_buffer.cleared' },
+    {
+      type: 'conversation.item.input_audio_transcription.delta',
+      item_id: 'item_1',
+      content_index: 0,
+      delta: 'hi',
+    },
+    {
+      type: 'conversation.item.input_audio_transcription.completed',
+      item_id: 'item_1',
+      content_index: 0,
+      transcript: 'hi',
+    },
+    { type: 'conversation.item.truncated', item_id: 'item_1', content_index: 0, audio_end_ms: 5 },
+    { type: 'response.output_audio.delta', ...at, delta: 'AAAA' },
+    { type: 'response.output_audio.done', ...at },
+    { type: 'response.output_audio_transcript.delta', ...at, delta: 'Hi' },
+    { type: 'response.output_audio_transcript.done', ...at, transcript: 'Hi' },
+  ];
+
+  it('sends voice events under their GA names in the openai dialect', () => {
+    for (const event of voiceEvents) {
+      const { event_id: _id, ...rest } = roundTrip('openai', event)!;
+      expect(rest).toEqual(event);
+    }
+  });
+
+  it.each([
+    ['response.output_audio.delta', 'response.audio.delta'],
+    ['response.output_audio.done', 'response.audio.done'],
+    ['response.output_audio_transcript.delta', 'response.audio_transcript.delta'],
+    ['response.output_audio_transcript.done', 'response.audio_transcript.done'],
+    ['input_audio_buffer.speech_started', 'input_audio_buffer.speech_started'],
+    [
+      'conversation.item.input_audio_transcription.completed',
+      'conversation.item.input_audio_transcription.completed',
+    ],
+  ])('sends %s as %s in the openai-beta dialect', (ga, beta) => {
+    const event = voiceEvents.find((e) => e.type === ga)!;
+    const { type, event_id: _id, ...rest } = roundTrip('openai-beta', event)!;
+    const { type: _ga, ...fields } = event;
+    expect(type).toBe(beta);
+    expect(rest).toEqual(fields);
+  });
+
+  it('drops the unmute.* events, which only Unmute knows', () => {
+    const unmuteOnly: ServerEvent[] = [
+      { type: 'unmute.response.text.delta.ready', delta: 'Hi' },
+      { type: 'unmute.interrupted_by_vad' },
+      { type: 'unmute.additional_outputs', args: { chat_history: [] } },
+    ];
+    for (const event of unmuteOnly) {
+      expect(roundTrip('openai', event), event.type).toBeNull();
+      expect(roundTrip('openai-beta', event), event.type).toBeNull();
+    }
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * A character's greeting is spoken when a session turns to audio: once, as
+ * a response of its own, before anything else is said.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { character } from '../helpers/characters.js';
+import type { TestServer } from '../helpers/server.js';
+import { lastChat, openSession } from '../helpers/session.js';
+import {
+  audioMs,
+  barrier,
+  fakeVoice,
+  speak,
+  spokenText,
+  startVoiceServer,
+  typesOf,
+} from '../helpers/voice.js';
+
+const GREETING = 'Hello there. I am the greeter, and I like to talk.';
+
+let t: TestServer;
+
+beforeAll(async () => {
+  t = await startVoiceServer({
+    voice: await fakeVoice({ transcripts: () => 'Who are you?' }),
+    characters: {
+      'greeter.ts': character({ name: 'Greeter', extra: `greeting: ${JSON.stringify(GREETING)},` }),
+    },
+    script: { fallback: { parts: [{ text: 'I am the greeter.' }] }, rules: [] },
+  });
+});
+afterAll(() => t?.close());
+
+describe('the greeting', () => {
+  it('is spoken once when the session switches to audio', async () => {
+    const c = await openSession(t, 'character=greeter');
+    const announced = c.events.find((e) => e.type === 'conversation.item.done')!;
+    const greetingId = (announced.item as { id: string }).id;
+    // A text session only lists it.
+    await barrier(c);
+    expect(c.events.some((e) => e.type === 'response.created')).toBe(false);
+
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('session.updated');
+    const created = await c.next('response.created');
+    expect(created.response).toMatchObject({
+      status: 'in_progress',
+      output_modalities: ['audio'],
+      metadata: { troupe: 'greeting' },
+    });
+    const events = await c.untilDone();
+    const done = events.at(-1)!.response as {
+      id: string;
+      status: string;
+      output: Array<Record<string, unknown>>;
+    };
+    expect(done.id).toBe((created.response as { id: string }).id);
+    expect(done.status).toBe('completed');
+    expect(done.output).toHaveLength(1);
+    expect(done.output[0]).toMatchObject({ id: greetingId, role: 'assistant' });
+    expect(spokenText(events, greetingId)).toBe(GREETING);
+    expect(audioMs(events, greetingId)).toBeGreaterThan(GREETING.replaceAll(' ', '').length * 15);
+    const audioDone = events.find((e) => e.type === 'response.output_audio_transcript.done')!;
+    expect(audioDone).toMatchObject({ item_id: greetingId, transcript: GREETING });
+
+    // Later updates, and turns, do not bring it back.
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('session.updated');
+    await barrier(c);
+    expect(typesOf(c.events).filter((type) => type === 'response.created')).toHaveLength(1);
+    await speak(c, 'who are you');
+    const answer = await c.untilDone();
+    expect(answer.find((e) => e.type === 'response.created')!.response).toMatchObject({
+      metadata: null,
+    });
+    expect(spokenText(answer)).toBe('I am the greeter.');
+    // The model knows it greeted the user.
+    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+      { role: 'assistant', content: GREETING },
+      { role: 'user', content: 'Who are you?' },
+    ]);
+    await c.close();
+  });
+
+  it('keeps only what was heard when the user talks over it', async () => {
+    const c = await openSession(t, 'character=greeter');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('response.created');
+    await c.next('response.output_audio_transcript.delta');
+    await speak(c, 'who are you', { leadMs: 0 });
+    const done = (await c.next('response.done')).response as {
+      status: string;
+      status_details: unknown;
+      output: Array<{ content: Array<{ transcript: string }>; status: string }>;
+    };
+    expect(done.status).toBe('cancelled');
+    expect(done.status_details).toEqual({ type: 'cancelled', reason: 'turn_detected' });
+    const heard = done.output[0]!.content[0]!.transcript;
+    expect(heard.length).toBeGreaterThan(0);
+    expect(heard.length).toBeLessThan(GREETING.length);
+    expect(GREETING.startsWith(heard)).toBe(true);
+    expect(done.output[0]!.status).toBe('incomplete');
+    await c.next('response.done');
+    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+      { role: 'assistant', content: heard },
+      { role: 'user', content: 'Who are you?' },
+    ]);
+    await c.close();
+  });
+});

@@ -1,0 +1,117 @@
+/**
+ * Manual turn taking (`turn_detection: null`): the client appends audio and
+ * commits it; the server neither detects speech nor answers on its own.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sendAudio, silence, speech } from '../helpers/audio.js';
+import type { TestServer } from '../helpers/server.js';
+import { chatBodies, lastChat, nextError } from '../helpers/session.js';
+import {
+  audioMs,
+  barrier,
+  fakeVoice,
+  openVoiceSession,
+  speak,
+  spokenText,
+  startVoiceServer,
+  typesOf,
+} from '../helpers/voice.js';
+
+const HEARD = 'This is a manual turn.';
+const ANSWER = 'Manual turn answered.';
+
+let t: TestServer;
+
+beforeAll(async () => {
+  t = await startVoiceServer({
+    voice: await fakeVoice({ transcripts: () => HEARD }),
+    script: { rules: [{ when: { user: 'manual turn' }, reply: { parts: [{ text: ANSWER }] } }] },
+  });
+});
+afterAll(() => t?.close());
+
+/** A spoken session that commits its own turns. */
+function manualSession() {
+  return openVoiceSession(t, 'character=quiet', {
+    output_modalities: ['audio'],
+    audio: { input: { turn_detection: null } },
+  });
+}
+
+describe('turn_detection null', () => {
+  it('is echoed by session.updated', async () => {
+    const c = await manualSession();
+    const updated = c.events.findLast((e) => e.type === 'session.updated')!;
+    const session = updated.session as { audio: { input: { turn_detection: unknown } } };
+    expect(session.audio.input.turn_detection).toBeNull();
+    await c.close();
+  });
+
+  it('sends no VAD events, and a commit transcribes the audio without answering it', async () => {
+    const c = await manualSession();
+    const from = c.events.length;
+    await speak(c, 'this is a manual turn');
+    await barrier(c);
+    expect(
+      typesOf(c.events.slice(from)).filter((e) => e.startsWith('input_audio_buffer.')),
+    ).toEqual([]);
+
+    c.send({ type: 'input_audio_buffer.commit' });
+    const committed = await c.next('input_audio_buffer.committed');
+    const completed = await c.next('conversation.item.input_audio_transcription.completed');
+    expect(completed.item_id).toBe(committed.item_id);
+    expect(completed.transcript).toBe(HEARD);
+    const done = await c.next('conversation.item.done');
+    expect(done.item).toMatchObject({
+      id: committed.item_id,
+      role: 'user',
+      content: [{ type: 'input_audio', transcript: HEARD }],
+    });
+    // A response would have started at once, before any later event is answered.
+    await barrier(c);
+    expect(c.events.some((e) => e.type === 'response.created')).toBe(false);
+    expect(chatBodies(t.simulator).filter((b) => b.messages.at(-1)?.content === HEARD)).toEqual([]);
+
+    c.send({ type: 'response.create' });
+    const events = await c.untilDone();
+    const response = events.at(-1)!.response as { status: string };
+    expect(response.status).toBe('completed');
+    expect(spokenText(events)).toBe(ANSWER);
+    expect(audioMs(events)).toBeGreaterThan(0);
+    expect(lastChat(t.simulator).messages.at(-1)).toEqual({ role: 'user', content: HEARD });
+    await c.close();
+  });
+
+  it('refuses a commit of less than 100 ms of audio', async () => {
+    const c = await manualSession();
+    c.send({ type: 'input_audio_buffer.commit', event_id: 'commit-nothing' });
+    const empty = await nextError(c, 'input_audio_buffer_commit_empty');
+    expect(empty.event_id).toBe('commit-nothing');
+    expect(empty.message).toMatch(/0 ms/);
+
+    sendAudio(c, (await speech('hi')).subarray(0, 50 * 24));
+    c.send({ type: 'input_audio_buffer.commit' });
+    const short = await nextError(c, 'input_audio_buffer_commit_empty');
+    expect(short.message).toMatch(/50 ms.*100 ms/);
+    await barrier(c);
+    expect(c.events.some((e) => e.type === 'input_audio_buffer.committed')).toBe(false);
+    await c.close();
+  });
+
+  it('drops the buffer on input_audio_buffer.clear, so the next commit is empty', async () => {
+    const c = await manualSession();
+    sendAudio(c, silence(500));
+    c.send({ type: 'input_audio_buffer.clear' });
+    await c.next('input_audio_buffer.cleared');
+    c.send({ type: 'input_audio_buffer.commit' });
+    await nextError(c, 'input_audio_buffer_commit_empty');
+
+    // The buffer still takes audio after a clear.
+    sendAudio(c, silence(300));
+    c.send({ type: 'input_audio_buffer.commit' });
+    const committed = await c.next('input_audio_buffer.committed');
+    const completed = await c.next('conversation.item.input_audio_transcription.completed');
+    expect(completed.item_id).toBe(committed.item_id);
+    await c.close();
+  });
+});
