@@ -1,6 +1,6 @@
 /**
- * Troupe's web client, text mode: pick a character, chat, watch the reply
- * stream in and the character's tool calls run.
+ * Troupe's web client: pick a character, chat by text or by voice, watch the
+ * reply stream in (and hear it) and the character's tool calls run.
  *
  * Plain ES module, no build step and nothing fetched from elsewhere: the
  * server serves this folder as static files. The wire protocol is the OpenAI
@@ -8,8 +8,21 @@
  *
  * Layout of this file: constants · elements · state · DOM helpers ·
  * characters · connection · server events · transcript · tool cards ·
- * composer · voice (a slot for later) · start.
+ * composer · voice · start. The audio plumbing (microphone and speaker
+ * worklets) is in voice.js.
  */
+/* global AbortController, setTimeout, clearTimeout */
+
+import {
+  AudioPlayer,
+  Pcm16Decoder,
+  PCM_RATE_HZ,
+  SAMPLES_PER_MS,
+  VoiceError,
+  bytesToBase64,
+  isAbort,
+  startMicrophone,
+} from './voice.js';
 
 // ---------------------------------------------------------------- constants
 
@@ -23,6 +36,29 @@ const MAX_ERRORS_SHOWN = 4;
 const STICK_TO_BOTTOM_PX = 48;
 /** Close code the client uses when it leaves on purpose (switching character). */
 const CLOSE_NORMAL = 1000;
+/** How long the server may take to confirm the voice settings before the mic gives up. */
+const VOICE_SETUP_TIMEOUT_MS = 5_000;
+/**
+ * Microphone batches kept while the server confirms the voice settings
+ * (125 × 40 ms = 5 s); older ones are dropped beyond that.
+ */
+const MAX_PENDING_MIC_BATCHES = 125;
+/**
+ * Above this much unsent data on the socket (about 8 s of 24 kHz PCM16 as
+ * base64) microphone audio is dropped: on a link that slow it would arrive
+ * too late to be an answer to anything.
+ */
+const MAX_SOCKET_BUFFERED_BYTES = 512 * 1024;
+/** The `event_id` prefix of the voice `session.update`, to match the server's answer to it. */
+const VOICE_SETUP_EVENT_PREFIX = 'web-voice-setup-';
+/** What the voice indicator says in each state. */
+const VOICE_STATE_LABELS = {
+  idle: 'Voice off',
+  listening: 'Listening',
+  'user-speaking': 'Hearing you',
+  thinking: 'Thinking…',
+  speaking: 'Speaking',
+};
 
 /** What the standard close codes mean, for people reading the banner. */
 const CLOSE_MEANINGS = {
@@ -58,6 +94,9 @@ const ui = {
   input: byId('message'),
   send: byId('send'),
   stop: byId('stop'),
+  mic: byId('mic'),
+  voiceState: byId('voice-state'),
+  audioPlayed: byId('audio-played-ms'),
 };
 
 // ---------------------------------------------------------------- state
@@ -90,6 +129,60 @@ const state = {
   callIdsByItem: new Map(),
   /** User bubbles shown locally, waiting for the server's echo of their item. */
   pendingUserBubbles: [],
+  /** Per connection: item id → every bubble showing it, in order. */
+  itemBubbles: new Map(),
+};
+
+/** Microphone, speaker and the per-item audio bookkeeping (see "voice" below). */
+const voice = {
+  /** `off`, `starting` (permission, worklet) or `on`. */
+  mic: 'off',
+  /** The running capture, when `mic` is `on`. */
+  capture: null,
+  /** Cancels a start in progress (the button pressed again, the socket replaced). */
+  startAbort: null,
+  /** The socket whose session was asked for voice (once per connection). */
+  configuredSocket: null,
+  /** The `event_id` of that `session.update`, until the server answers it. */
+  setupEventId: null,
+  setupTimer: 0,
+  /** The server confirmed audio in and out: microphone batches may flow. */
+  sessionReady: false,
+  /** The session's replies are spoken (`output_modalities` holds "audio"). */
+  sessionSpeaks: false,
+  /** Batches captured before the server confirmed the settings. */
+  pendingMic: [],
+  /** The speaker, made at the first press of the mic (a user gesture) and kept for the page. */
+  player: null,
+  /** The speaker could not start (its error was shown once). */
+  playerFailed: false,
+  /** The item whose audio is arriving, and whether more of it may come. */
+  audioItemId: null,
+  audioItemOpen: false,
+  /** Per connection: item id → decoder (a delta may split a sample). */
+  decoders: new Map(),
+  /** Per connection: item id → samples received / played. */
+  receivedSamples: new Map(),
+  playedSamples: new Map(),
+  /** Per connection: samples played in all. */
+  totalPlayedSamples: 0,
+  /** Items the user talked over: their late audio and text are dropped. */
+  interrupted: new Set(),
+  /** Items the server truncated: their text no longer grows. */
+  truncated: new Set(),
+  /**
+   * Item id → where each audio-transcript delta went and how much of the
+   * item's audio had played when it arrived. Troupe sends each word as its
+   * audio plays (the audio itself runs a little ahead), so that is where the
+   * word's speech starts; a truncation keeps the text whose speech had started.
+   */
+  transcriptMarks: new Map(),
+  /** Between `speech_started` and `speech_stopped`. */
+  userSpeaking: false,
+  /** The user finished speaking; no response has started yet. */
+  awaitingReply: false,
+  /** The speaker has audio queued. */
+  playing: false,
 };
 
 // ---------------------------------------------------------------- DOM helpers
@@ -302,6 +395,7 @@ function connect(characterId) {
 
   state.characterId = characterId;
   state.characterName = state.characters.find((c) => c.id === characterId)?.name ?? characterId;
+  resetVoice();
   resetConversation();
   showCharacterInfo(characterId);
   rememberCharacter(characterId);
@@ -341,6 +435,8 @@ function connect(characterId) {
 
 /** Shows why the socket closed and offers to reconnect. */
 function onDisconnected(code, reason) {
+  // Audio already received plays out; the microphone has nowhere to send.
+  stopMic();
   endTurn();
   const meaning = CLOSE_MEANINGS[code] ?? 'closed';
   setStatus('closed', `Disconnected (${code})`);
@@ -368,27 +464,66 @@ function isOpen() {
 function handleServerEvent(event) {
   switch (event?.type) {
     case 'session.created':
+      onSession(event.session);
+      break;
     case 'session.updated':
       onSession(event.session);
+      onVoiceSession(event.session);
       break;
     case 'conversation.item.added':
     case 'conversation.item.done':
       onConversationItem(event.item, event.type === 'conversation.item.done');
       break;
     case 'response.created':
+      voice.awaitingReply = false;
       setTurn('active');
       break;
-    // Speech replies (a later change) carry their text as an audio transcript.
     case 'response.output_text.delta':
-    case 'response.output_audio_transcript.delta':
       appendAssistantText(event.item_id ?? `response:${event.response_id}`, event.delta ?? '');
       break;
     case 'response.output_text.done':
+      finishAssistantText(event.item_id ?? `response:${event.response_id}`, event.text);
+      break;
+    // Spoken replies carry their text as the audio's transcript.
+    case 'response.output_audio_transcript.delta':
+      onAudioTranscriptDelta(event.item_id ?? `response:${event.response_id}`, event.delta ?? '');
+      break;
     case 'response.output_audio_transcript.done':
-      finishAssistantText(
-        event.item_id ?? `response:${event.response_id}`,
-        event.text ?? event.transcript,
-      );
+      onAudioTranscriptDone(event.item_id ?? `response:${event.response_id}`, event.transcript);
+      break;
+    case 'response.output_audio.delta':
+      onAudioDelta(event.item_id ?? `response:${event.response_id}`, event.delta);
+      break;
+    case 'response.output_audio.done':
+      if ((event.item_id ?? `response:${event.response_id}`) === voice.audioItemId) {
+        voice.audioItemOpen = false;
+      }
+      break;
+    case 'input_audio_buffer.speech_started':
+      onSpeechStarted();
+      break;
+    case 'input_audio_buffer.speech_stopped':
+    case 'input_audio_buffer.committed':
+      voice.userSpeaking = false;
+      voice.awaitingReply = true;
+      updateVoiceState();
+      break;
+    case 'input_audio_buffer.cleared':
+      voice.userSpeaking = false;
+      voice.awaitingReply = false;
+      updateVoiceState();
+      break;
+    case 'conversation.item.input_audio_transcription.delta':
+      appendUserTranscript(event.item_id, event.delta ?? '');
+      break;
+    case 'conversation.item.input_audio_transcription.completed':
+      finishUserTranscript(event.item_id, event.transcript);
+      break;
+    case 'conversation.item.input_audio_transcription.failed':
+      failUserTranscript(event.item_id, event.error);
+      break;
+    case 'conversation.item.truncated':
+      onItemTruncated(event.item_id, event.audio_end_ms);
       break;
     case 'response.output_item.added':
     case 'response.output_item.done':
@@ -438,6 +573,7 @@ function onConversationItem(item, done) {
 
 function onServerError(error) {
   showError(error ?? { message: 'The server reported an error without details.' });
+  onVoiceError(error);
   // The server refused our response.create before starting a response (no
   // response.created came): let the user try again. A running response ends
   // with response.done instead.
@@ -446,10 +582,13 @@ function onServerError(error) {
 
 function onResponseDone(response) {
   const status = response?.status ?? 'completed';
+  voice.awaitingReply = false;
+  voice.audioItemOpen = false;
   // Calls that never got a result (cancelled mid-way, or client-side tools) stop spinning.
   for (const card of state.cards.values()) {
     if (card.dataset.outcome === 'pending') setCardOutcome(card, 'none', 'no result');
   }
+  dropUnspokenPlaces();
   updateTranscript(() => ui.transcript.append(turnFooter(status, response?.troupe, response)));
   endTurn();
 }
@@ -482,6 +621,7 @@ function setTurn(turn) {
   // reading every fragment.
   ui.transcript.setAttribute('aria-busy', turn === 'active' ? 'true' : 'false');
   updateControls();
+  updateVoiceState();
 }
 
 function endTurn() {
@@ -491,14 +631,19 @@ function endTurn() {
   setTurn('idle');
 }
 
-/** Send needs an open socket and no running response; Stop needs a running one. */
+/**
+ * Send needs an open socket and no running response; Stop needs a running
+ * one, or a reply still playing (speech lasts longer than its response).
+ */
 function updateControls() {
   const open = isOpen();
   const running = state.turn !== 'idle';
   ui.input.disabled = !open;
   ui.send.disabled = !open || running;
-  ui.stop.disabled = !open || !running;
+  ui.stop.disabled = !open || (!running && !voice.playing);
   ui.composer.dataset.turn = state.turn;
+  // A running microphone can always be turned off; a new one needs a session.
+  ui.mic.disabled = !open && voice.mic === 'off';
 }
 
 // ---------------------------------------------------------------- transcript
@@ -511,6 +656,7 @@ function resetConversation() {
   state.cards.clear();
   state.callIdsByItem.clear();
   state.pendingUserBubbles = [];
+  state.itemBubbles.clear();
   follow.on = true;
   follow.lastAutoTop = 0;
   state.turn = 'idle';
@@ -545,6 +691,11 @@ function bubbleText(bubble) {
 function trackBubble(itemId, bubble) {
   state.bubbles.set(itemId, bubble);
   state.bubbleCounts.set(itemId, (state.bubbleCounts.get(itemId) ?? 0) + 1);
+  const list = state.itemBubbles.get(itemId);
+  if (list) list.push(bubble);
+  else state.itemBubbles.set(itemId, [bubble]);
+  // Audio may have played before the item's first text arrived.
+  if (voice.playedSamples.has(itemId)) showPlayedMs(itemId);
 }
 
 /** The user's own message, shown at once; the server's echo is matched to it later. */
@@ -560,6 +711,10 @@ function addLocalUserBubble(text) {
  * no local bubble (sent by another means) gets its own.
  */
 function onUserItem(item) {
+  if (isSpoken(item)) {
+    onSpokenUserItem(item);
+    return;
+  }
   if (state.bubbles.has(item.id)) return;
   const text = itemText(item);
   const index = state.pendingUserBubbles.findIndex((b) => bubbleText(b).textContent === text);
@@ -584,11 +739,19 @@ function onAssistantItem(item, done) {
     // Empty when a reply's item is announced before its text streams in; the
     // deltas will make the bubble.
     if (text) trackBubble(item.id, createBubble('assistant', text, item.id));
+    else if (!done && voice.sessionSpeaks) holdPlaceForSpeech(item.id);
     return;
   }
   // The finished item is authoritative, unless the text is split across
-  // bubbles around a tool card (then the bubbles already hold it all).
-  if (done && text && state.bubbleCounts.get(item.id) === 1) {
+  // bubbles around a tool card (then the bubbles already hold it all), or
+  // the user talked over it (then the bubble holds what they heard).
+  if (
+    done &&
+    text &&
+    state.bubbleCounts.get(item.id) === 1 &&
+    !voice.interrupted.has(item.id) &&
+    !voice.truncated.has(item.id)
+  ) {
     bubbleText(existing).textContent = text;
   }
 }
@@ -600,7 +763,7 @@ function onAssistantItem(item, done) {
 function appendAssistantText(itemId, delta) {
   if (!delta) return;
   let bubble = state.bubbles.get(itemId);
-  if (!bubble || bubble.nextElementSibling !== null) {
+  if (!bubble || (bubble.nextElementSibling !== null && !bubble.dataset.spoken)) {
     bubble = createBubble('assistant', '', itemId);
     trackBubble(itemId, bubble);
   }
@@ -763,7 +926,9 @@ ui.input.addEventListener('keydown', (event) => {
 });
 
 ui.stop.addEventListener('click', () => {
-  if (sendEvent({ type: 'response.cancel' })) ui.stop.disabled = true;
+  if (state.turn !== 'idle' && sendEvent({ type: 'response.cancel' })) ui.stop.disabled = true;
+  // Stopping a reply also silences it, and the server learns what was heard.
+  cutPlayback();
 });
 
 ui.select.addEventListener('change', () => {
@@ -779,10 +944,509 @@ ui.reconnect.addEventListener('click', () => {
 
 // ---------------------------------------------------------------- voice
 //
-// A later change adds speech: a microphone button goes into #voice-slot in the
-// composer, streams `input_audio_buffer.append` through `sendEvent`, and plays
-// `response.output_audio.delta`. The reply's text already arrives through the
-// transcript events handled above, so the transcript needs no change.
+// The mic button streams the microphone as `input_audio_buffer.append`
+// (24 kHz PCM16, after a `session.update` asks for audio both ways with the
+// server's VAD); replies play from `response.output_audio.delta` while their
+// text arrives through the transcript events. When the server hears the user
+// start speaking over a reply, playback stops at once and the server learns
+// how much of that item was actually played (`conversation.item.truncate`).
+
+/** Presses of the mic button: start or stop. */
+ui.mic.addEventListener('click', () => {
+  if (voice.mic === 'off') startMic();
+  else stopMic();
+});
+
+let voiceSetupCount = 0;
+
+/** Starts the microphone, then asks the session for voice; errors go to the error area. */
+async function startMic() {
+  if (voice.mic !== 'off' || !isOpen()) return;
+  const socket = state.socket;
+  const controller = new AbortController();
+  voice.startAbort = controller;
+  voice.mic = 'starting';
+  updateMic();
+  // Made now, while the click still counts as the gesture browsers want before audio plays.
+  ensurePlayer();
+  try {
+    const capture = await startMicrophone({
+      signal: controller.signal,
+      onAudio: onMicAudio,
+      onEnded: onMicEnded,
+    });
+    if (controller.signal.aborted || socket !== state.socket) {
+      capture.stop();
+      if (!controller.signal.aborted) voice.mic = 'off';
+      return;
+    }
+    voice.capture = capture;
+    voice.mic = 'on';
+    // Only once the microphone works: a refused microphone leaves the session as it was.
+    configureVoiceSession();
+  } catch (error) {
+    // An abort means stopMic() ran (button pressed again, socket replaced) and tidied up.
+    if (controller.signal.aborted || isAbort(error)) return;
+    voice.mic = 'off';
+    showError(
+      error instanceof VoiceError
+        ? error
+        : { code: 'mic_failed', message: `The microphone could not be started: ${error}.` },
+    );
+  } finally {
+    if (voice.startAbort === controller) voice.startAbort = null;
+    updateMic();
+    updateControls();
+    updateVoiceState();
+  }
+}
+
+/** Stops the microphone (tracks and worklet); a reply that is playing goes on. */
+function stopMic() {
+  voice.startAbort?.abort();
+  voice.startAbort = null;
+  voice.capture?.stop();
+  voice.capture = null;
+  voice.mic = 'off';
+  voice.pendingMic = [];
+  voice.userSpeaking = false;
+  clearTimeout(voice.setupTimer);
+  updateMic();
+  updateControls();
+  updateVoiceState();
+}
+
+function onMicEnded() {
+  if (voice.mic === 'off') return;
+  stopMic();
+  showError({
+    code: 'mic_ended',
+    message:
+      'The microphone stopped (unplugged, or access was withdrawn). Press the mic button to start it again.',
+  });
+}
+
+/**
+ * Asks the server for audio in and out with its VAD taking turns, once per
+ * connection. Microphone audio waits until the server confirms, so a server
+ * that refuses gets one error, not one per batch.
+ */
+function configureVoiceSession() {
+  if (voice.configuredSocket !== state.socket || voice.configuredSocket === null) {
+    voice.configuredSocket = state.socket;
+    voice.sessionReady = false;
+    voice.setupEventId = `${VOICE_SETUP_EVENT_PREFIX}${++voiceSetupCount}`;
+    const pcm = { type: 'audio/pcm', rate: PCM_RATE_HZ };
+    sendEvent({
+      type: 'session.update',
+      event_id: voice.setupEventId,
+      session: {
+        output_modalities: ['audio'],
+        audio: {
+          input: { format: pcm, turn_detection: { type: 'server_vad' } },
+          output: { format: pcm },
+        },
+      },
+    });
+  }
+  // Also when the mic was turned off and on again while the answer was still due.
+  const eventId = voice.setupEventId;
+  if (!eventId) return;
+  clearTimeout(voice.setupTimer);
+  voice.setupTimer = setTimeout(() => {
+    if (voice.setupEventId !== eventId) return;
+    voice.setupEventId = null;
+    voice.configuredSocket = null;
+    stopMic();
+    showError({
+      code: 'voice_setup_timeout',
+      message: `The server did not confirm the voice settings within ${VOICE_SETUP_TIMEOUT_MS / 1000} s, so the microphone was turned off. Press the mic button to try again.`,
+    });
+  }, VOICE_SETUP_TIMEOUT_MS);
+}
+
+/** The server's echo of the session: whether replies are spoken, and the go-ahead for audio. */
+function onVoiceSession(session) {
+  const modalities = session?.output_modalities;
+  voice.sessionSpeaks = Array.isArray(modalities) && modalities.includes('audio');
+  if (voice.setupEventId && voice.sessionSpeaks) {
+    voice.setupEventId = null;
+    clearTimeout(voice.setupTimer);
+    voice.sessionReady = true;
+    const pending = voice.pendingMic;
+    voice.pendingMic = [];
+    for (const batch of pending) sendMicBatch(batch);
+  }
+  updateVoiceState();
+}
+
+/** A server error about voice: the settings were refused, or audio is not taken. */
+function onVoiceError(error) {
+  const refused = Boolean(voice.setupEventId) && error?.event_id === voice.setupEventId;
+  if (refused) {
+    voice.setupEventId = null;
+    // The next press asks again (the server may be reconfigured).
+    voice.configuredSocket = null;
+  }
+  if ((refused || error?.code === 'audio_not_supported') && voice.mic !== 'off') stopMic();
+}
+
+/** A batch from the microphone worklet (PCM16 LE, 40 ms). */
+function onMicAudio(buffer) {
+  if (voice.mic === 'off') return;
+  if (!voice.sessionReady) {
+    voice.pendingMic.push(buffer);
+    if (voice.pendingMic.length > MAX_PENDING_MIC_BATCHES) voice.pendingMic.shift();
+    return;
+  }
+  sendMicBatch(buffer);
+}
+
+function sendMicBatch(buffer) {
+  const socket = state.socket;
+  if (!socket || socket.bufferedAmount > MAX_SOCKET_BUFFERED_BYTES) return;
+  sendEvent({ type: 'input_audio_buffer.append', audio: bytesToBase64(new Uint8Array(buffer)) });
+}
+
+/** The speaker, made once; null (after one error shown) where audio cannot play. */
+function ensurePlayer() {
+  if (voice.player || voice.playerFailed) return voice.player;
+  const fail = (error) => {
+    voice.player?.close();
+    voice.player = null;
+    voice.playerFailed = true;
+    voice.playing = false;
+    showError(error);
+    updateVoiceState();
+  };
+  try {
+    voice.player = new AudioPlayer({ onProgress: onPlayerProgress, onError: fail });
+  } catch (error) {
+    fail(
+      new VoiceError(
+        'speaker_failed',
+        `Replies cannot be played in this browser (${error?.message ?? error}); their text still shows.`,
+      ),
+    );
+  }
+  return voice.player;
+}
+
+/** Samples the speaker played since its last report; `playing`: audio is still queued. */
+function onPlayerProgress(played, playing) {
+  for (const [itemId, samples] of played) {
+    // Reports about a previous connection's items (in flight at a reset) are not counted.
+    if (!voice.receivedSamples.has(itemId)) continue;
+    voice.playedSamples.set(itemId, (voice.playedSamples.get(itemId) ?? 0) + samples);
+    voice.totalPlayedSamples += samples;
+    showPlayedMs(itemId);
+  }
+  showTotalPlayed();
+  if (voice.playing !== playing) {
+    voice.playing = playing;
+    updateControls();
+  }
+  updateVoiceState();
+}
+
+/** `data-played-ms` on every bubble of the item: how much of its audio was heard. */
+function showPlayedMs(itemId) {
+  const ms = String(Math.floor((voice.playedSamples.get(itemId) ?? 0) / SAMPLES_PER_MS));
+  for (const bubble of state.itemBubbles.get(itemId) ?? []) bubble.dataset.playedMs = ms;
+}
+
+function showTotalPlayed() {
+  const ms = String(Math.floor(voice.totalPlayedSamples / SAMPLES_PER_MS));
+  ui.audioPlayed.dataset.ms = ms;
+  ui.audioPlayed.textContent = ms;
+}
+
+/** A piece of a reply's audio: decoded and queued behind what is already playing. */
+function onAudioDelta(itemId, base64) {
+  if (typeof base64 !== 'string' || base64 === '' || voice.interrupted.has(itemId)) return;
+  let decoder = voice.decoders.get(itemId);
+  if (!decoder) {
+    decoder = new Pcm16Decoder();
+    voice.decoders.set(itemId, decoder);
+  }
+  let samples;
+  try {
+    samples = decoder.decode(base64);
+  } catch (error) {
+    // One message, not one per delta: the rest of this item is dropped.
+    voice.interrupted.add(itemId);
+    showError(error);
+    return;
+  }
+  voice.receivedSamples.set(itemId, (voice.receivedSamples.get(itemId) ?? 0) + samples.length);
+  voice.audioItemId = itemId;
+  voice.audioItemOpen = true;
+  const player = ensurePlayer();
+  if (!player) return;
+  player.push(itemId, samples);
+  // Speaking from the moment audio is queued: the response may end before the
+  // speaker reports that it started, and "listening" in between would be wrong.
+  // The speaker's report that it ran dry ends it.
+  if (!voice.playing) {
+    voice.playing = true;
+    updateControls();
+    updateVoiceState();
+  }
+}
+
+/** Text of a spoken reply: shown like a typed reply, and remembered against the audio. */
+function onAudioTranscriptDelta(itemId, delta) {
+  if (!delta || voice.interrupted.has(itemId) || voice.truncated.has(itemId)) return;
+  let marks = voice.transcriptMarks.get(itemId);
+  if (!marks) {
+    marks = [];
+    voice.transcriptMarks.set(itemId, marks);
+    // An item already shown in full is being spoken (the greeting, when voice
+    // starts): its words now come as they are heard, so they start afresh
+    // rather than repeat the text, and a barge-in cuts it to what was heard.
+    // Below later messages it keeps its text instead (a copy lower down would
+    // only repeat it).
+    const shown = state.itemBubbles.get(itemId);
+    if (shown?.length === 1 && bubbleText(shown[0]).textContent) {
+      if (shown[0].nextElementSibling === null) bubbleText(shown[0]).textContent = '';
+      else marks.keepShown = true;
+    }
+  }
+  if (marks.keepShown) return;
+  appendAssistantText(itemId, delta);
+  const bubble = state.bubbles.get(itemId);
+  if (!bubble) return;
+  marks.push({
+    bubble,
+    offset: bubbleText(bubble).textContent.length - delta.length,
+    samples: voice.playedSamples.get(itemId) ?? 0,
+  });
+}
+
+function onAudioTranscriptDone(itemId, transcript) {
+  if (voice.interrupted.has(itemId) || voice.truncated.has(itemId)) {
+    // The full transcript includes what the user talked over: keep what was shown.
+    for (const bubble of state.itemBubbles.get(itemId) ?? []) {
+      bubble.setAttribute('aria-busy', 'false');
+    }
+    return;
+  }
+  finishAssistantText(itemId, transcript);
+}
+
+/** The server heard the user start speaking: a barge-in if a reply is playing. */
+function onSpeechStarted() {
+  voice.userSpeaking = true;
+  voice.awaitingReply = false;
+  updateVoiceState();
+  cutPlayback();
+}
+
+/**
+ * Stops playback at once and tells the server how much of each cut item was
+ * played (`conversation.item.truncate`), so the character's history keeps
+ * only what the user heard.
+ */
+async function cutPlayback() {
+  const player = voice.player;
+  if (!player) return;
+  // Decided before waiting for the speaker: deltas still on their way for
+  // these items must be dropped, not queued behind the cut.
+  const openItem = voice.audioItemOpen ? voice.audioItemId : null;
+  const candidates = [...voice.receivedSamples]
+    .filter(([id, received]) => id === openItem || received > (voice.playedSamples.get(id) ?? 0))
+    .map(([id]) => id);
+  if (candidates.length === 0) return;
+  for (const id of candidates) voice.interrupted.add(id);
+  const socket = state.socket;
+  const { dropped } = await player.interrupt();
+  // A new connection since: the old session is gone, nothing to tell it.
+  if (socket !== state.socket) return;
+  for (const id of candidates) {
+    if ((dropped.get(id) ?? 0) === 0 && id !== openItem) {
+      // It had all played out after all; nothing was cut.
+      voice.interrupted.delete(id);
+      continue;
+    }
+    for (const bubble of state.itemBubbles.get(id) ?? []) bubble.setAttribute('aria-busy', 'false');
+    // Without the server's item id (an older server) there is nothing to name.
+    if (id.startsWith('response:')) continue;
+    sendEvent({
+      type: 'conversation.item.truncate',
+      item_id: id,
+      content_index: 0,
+      audio_end_ms: Math.floor((voice.playedSamples.get(id) ?? 0) / SAMPLES_PER_MS),
+    });
+  }
+}
+
+/**
+ * The server cut an item's audio at `audioEndMs`: its text stops growing and
+ * keeps the pieces whose speech had started by then. The playback position
+ * at each piece's arrival stands for its start; it trails the true start by
+ * at most a progress report, so a word that was heard is never cut. (A server
+ * that sends the whole transcript ahead of the audio gets no such cut: its
+ * pieces all arrived before they played.)
+ */
+function onItemTruncated(itemId, audioEndMs) {
+  if (typeof itemId !== 'string' || typeof audioEndMs !== 'number') return;
+  voice.truncated.add(itemId);
+  const end = audioEndMs * SAMPLES_PER_MS;
+  const cuts = new Map();
+  for (const mark of voice.transcriptMarks.get(itemId) ?? []) {
+    if (mark.samples >= end && !cuts.has(mark.bubble)) cuts.set(mark.bubble, mark.offset);
+  }
+  updateTranscript(() => {
+    for (const bubble of state.itemBubbles.get(itemId) ?? []) {
+      const text = bubbleText(bubble);
+      const keep = cuts.get(bubble) ?? text.textContent.length;
+      text.textContent = text.textContent.slice(0, keep).trimEnd();
+      bubble.dataset.truncated = 'true';
+      bubble.setAttribute('aria-busy', 'false');
+    }
+  });
+}
+
+/**
+ * A spoken reply's words arrive as they are heard, which can be well after a
+ * tool call the model made right away; its bubble takes its place when the
+ * item is announced, so the transcript reads in the order the model spoke,
+ * as a typed reply does (text, then the tool card).
+ */
+function holdPlaceForSpeech(itemId) {
+  const bubble = createBubble('assistant', '', itemId);
+  bubble.dataset.spoken = 'true';
+  bubble.setAttribute('aria-busy', 'true');
+  trackBubble(itemId, bubble);
+}
+
+/** Places held for speech that never came (a reply of tool calls only) go at the end of a response. */
+function dropUnspokenPlaces() {
+  for (const bubble of ui.transcript.querySelectorAll('.message.assistant[data-spoken]')) {
+    const itemId = bubble.dataset.itemId;
+    if (bubbleText(bubble).textContent !== '' || voice.truncated.has(itemId)) continue;
+    bubble.remove();
+    state.bubbles.delete(itemId);
+    state.bubbleCounts.delete(itemId);
+    state.itemBubbles.delete(itemId);
+  }
+}
+
+/** Whether a user item is speech (its text comes from transcription). */
+function isSpoken(item) {
+  return Array.isArray(item?.content) && item.content.some((p) => p?.type === 'input_audio');
+}
+
+/** The bubble of a spoken user item; made empty (and busy) when its first news arrives. */
+function spokenBubble(itemId) {
+  let bubble = state.bubbles.get(itemId);
+  if (!bubble) {
+    bubble = createBubble('user', '', itemId);
+    bubble.dataset.spoken = 'true';
+    bubble.setAttribute('aria-busy', 'true');
+    trackBubble(itemId, bubble);
+  }
+  return bubble;
+}
+
+/**
+ * A spoken user item entering history: its bubble appears at once, waiting
+ * for the transcription; an item that already carries its transcript fills it.
+ */
+function onSpokenUserItem(item) {
+  spokenBubble(item.id);
+  const text = itemText(item);
+  if (text) finishUserTranscript(item.id, text);
+}
+
+function appendUserTranscript(itemId, delta) {
+  if (typeof itemId !== 'string' || !delta) return;
+  const bubble = spokenBubble(itemId);
+  updateTranscript(() => bubbleText(bubble).append(delta));
+}
+
+function finishUserTranscript(itemId, transcript) {
+  if (typeof itemId !== 'string') return;
+  // Nothing heard means no reply may come: stop showing "thinking" (a reply
+  // that does start shows it again through the turn).
+  if (typeof transcript === 'string' && transcript.trim() === '') voice.awaitingReply = false;
+  updateVoiceState();
+  const bubble = spokenBubble(itemId);
+  updateTranscript(() => {
+    if (typeof transcript === 'string') bubbleText(bubble).textContent = transcript;
+    bubble.setAttribute('aria-busy', 'false');
+    // "Nothing heard" shows (from the style sheet) instead of an empty bubble.
+    if (bubbleText(bubble).textContent.trim() === '') bubble.dataset.empty = 'true';
+    else delete bubble.dataset.empty;
+  });
+}
+
+function failUserTranscript(itemId, error) {
+  voice.awaitingReply = false;
+  updateVoiceState();
+  if (typeof itemId === 'string') {
+    const bubble = spokenBubble(itemId);
+    bubble.setAttribute('aria-busy', 'false');
+    bubble.dataset.failed = 'true';
+  }
+  showError({
+    code: error?.code || 'transcription_failed',
+    message: error?.message || 'What you said could not be transcribed. Please say it again.',
+  });
+}
+
+/** Forgets the previous connection's audio: the mic stops and its reply goes quiet. */
+function resetVoice() {
+  stopMic();
+  voice.player?.interrupt();
+  Object.assign(voice, {
+    configuredSocket: null,
+    setupEventId: null,
+    sessionReady: false,
+    sessionSpeaks: false,
+    audioItemId: null,
+    audioItemOpen: false,
+    totalPlayedSamples: 0,
+    userSpeaking: false,
+    awaitingReply: false,
+    playing: false,
+  });
+  voice.decoders.clear();
+  voice.receivedSamples.clear();
+  voice.playedSamples.clear();
+  voice.interrupted.clear();
+  voice.truncated.clear();
+  voice.transcriptMarks.clear();
+  showTotalPlayed();
+  updateVoiceState();
+}
+
+/** The indicator's state, from the microphone, the server's VAD, the turn and the speaker. */
+function currentVoiceState() {
+  if (voice.userSpeaking && voice.mic === 'on') return 'user-speaking';
+  if (voice.playing) return 'speaking';
+  const inUse = voice.mic === 'on' || voice.sessionSpeaks;
+  if (inUse && (voice.awaitingReply || state.turn !== 'idle')) return 'thinking';
+  if (voice.mic === 'on') return 'listening';
+  return 'idle';
+}
+
+function updateVoiceState() {
+  const value = currentVoiceState();
+  const indicator = ui.voiceState;
+  // Shown while voice is in use; the mic button says the rest.
+  indicator.hidden = value === 'idle';
+  if (indicator.dataset.state === value) return;
+  indicator.dataset.state = value;
+  indicator.textContent = VOICE_STATE_LABELS[value];
+}
+
+function updateMic() {
+  const on = voice.mic !== 'off';
+  ui.mic.setAttribute('aria-pressed', on ? 'true' : 'false');
+  ui.mic.dataset.state = voice.mic;
+  ui.mic.title = on ? 'Turn the microphone off' : 'Talk: turn the microphone on';
+}
 
 // ---------------------------------------------------------------- start
 
