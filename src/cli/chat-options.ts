@@ -14,6 +14,7 @@ export const REALTIME_PATH = '/v1/realtime';
 /** Exit code for bad usage (unknown flag, missing value, bad URL). */
 export const EXIT_USAGE = 2;
 
+/** The `--help` text: every flag, the keys and commands, and a few examples. */
 export const CHAT_USAGE = `Usage: npm run chat -- [options]
 
 Talk to a Troupe character in the terminal. Type a line and press Enter;
@@ -26,10 +27,27 @@ the reply streams in, with a line for every tool the character uses.
       --no-color       plain output even on a terminal
   -h, --help           show this text
 
+Voice (the server needs speech engines: STT_PROVIDER, TTS_PROVIDER):
+      --voice          spoken replies, played through the first player on PATH
+                       (aplay, paplay, pw-play, pw-cat, ffplay or play)
+      --voice-out FILE also write everything the character says to FILE.wav;
+                       without --voice, to the file only (nothing is played)
+      --wav FILE       say FILE (a 16-bit PCM WAV, any rate) instead of typing:
+                       sent in real time, then the client waits for the reply
+                       and exits (0, or 1 on error)
+      --mic            talk through the microphone (arecord, parec, pw-record or
+                       rec) until Ctrl+C or Ctrl+D; speaking over a reply
+                       interrupts it
+
 Keys: Ctrl+C stops a reply (or quits when idle), Ctrl+D quits.
 Commands: /cancel stops the reply, /quit quits, /help shows this list.
 With stdin piped, every line is one turn; the client exits after the last reply
-(exit 1 when the connection fails or the server reports an error).`;
+(exit 1 when the connection fails or the server reports an error).
+
+Examples:
+  npm run chat -- -c weather --voice
+  npm run chat -- -c weather --voice --mic
+  npm run chat -- -c weather --wav question.wav --voice-out reply.wav`;
 
 /** What the chat client was asked to do. */
 export interface ChatOptions {
@@ -43,6 +61,14 @@ export interface ChatOptions {
   noColor: boolean;
   /** Whether `--help` was given: print the usage and exit 0. */
   help: boolean;
+  /** `--voice`: ask for spoken replies and play them through a player found on PATH. */
+  voice: boolean;
+  /** `--voice-out FILE`: write the character's speech to this WAV file (spoken replies implied). */
+  voiceOut: string | undefined;
+  /** `--wav FILE`: say this WAV file as the user's turn, wait for the reply, exit. */
+  wav: string | undefined;
+  /** `--mic`: stream the microphone until Ctrl+C or Ctrl+D. */
+  mic: boolean;
 }
 
 /** Bad flags or values; the CLI prints the message and exits with {@link EXIT_USAGE}. */
@@ -70,6 +96,10 @@ export function parseChatArgs(argv: readonly string[]): ChatOptions {
         token: { type: 'string' },
         'no-color': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
+        voice: { type: 'boolean' },
+        'voice-out': { type: 'string' },
+        wav: { type: 'string' },
+        mic: { type: 'boolean' },
       },
     }));
   } catch (err) {
@@ -80,7 +110,17 @@ export function parseChatArgs(argv: readonly string[]): ChatOptions {
   }
   const help = values.help === true;
   if (help) {
-    return { url: DEFAULT_CHAT_URL, character: undefined, token: undefined, noColor: false, help };
+    return {
+      url: DEFAULT_CHAT_URL,
+      character: undefined,
+      token: undefined,
+      noColor: false,
+      help,
+      voice: false,
+      voiceOut: undefined,
+      wav: undefined,
+      mic: false,
+    };
   }
   const character = values.character?.trim();
   if (character !== undefined && character === '') {
@@ -90,13 +130,33 @@ export function parseChatArgs(argv: readonly string[]): ChatOptions {
   if (token !== undefined && token.trim() === '') {
     throw new ChatUsageError('--token needs a value.');
   }
+  const voiceOut = filePath(values['voice-out'], '--voice-out', 'reply.wav');
+  const wav = filePath(values.wav, '--wav', 'question.wav');
+  const mic = values.mic === true;
+  if (wav !== undefined && mic) {
+    throw new ChatUsageError(
+      "--wav and --mic both give the user's speech; use one (--wav FILE says a file, --mic listens).",
+    );
+  }
   return {
     url: resolveChatUrl(values.url ?? DEFAULT_CHAT_URL, character),
     character,
     token,
     noColor: values['no-color'] === true,
     help,
+    voice: values.voice === true,
+    voiceOut,
+    wav,
+    mic,
   };
+}
+
+/** A file flag's value: refused when blank, so `--wav ""` is not read as the current directory. */
+function filePath(value: string | undefined, flag: string, example: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.trim() === '')
+    throw new ChatUsageError(`${flag} needs a file name, e.g. ${flag} ${example}.`);
+  return value;
 }
 
 /**

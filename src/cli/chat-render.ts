@@ -8,6 +8,11 @@
  * line, and the reply then resumes under the character's name), which items
  * were already shown (the greeting arrives as both `.added` and `.done`), and
  * the tool calls in flight (the result event needs the arguments' line first).
+ *
+ * Voice sessions add a few lines: the user's words as the server heard them
+ * (`you (spoken): …`), discreet `[vad]` lines when the server hears speech
+ * start and stop, and a note when a spoken reply was cut short. A spoken
+ * reply's transcript prints exactly as a text reply does.
  */
 
 /** A server event as it came off the wire: a JSON object with a `type`. */
@@ -192,6 +197,13 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
   const seenItems = new Set<string>();
   /** Tool calls by call_id: name, arguments, whether the call line is out. */
   const calls = new Map<string, { name: string; args: string; shown: boolean }>();
+  /**
+   * Messages printed whole from history (the greeting). A voice session may
+   * speak the greeting afterwards: its transcript must not print it twice.
+   */
+  const shownWhole = new Set<string>();
+  /** Where the speech the server is hearing started (ms of input audio), by item. */
+  const speechStarts = new Map<string, number>();
 
   function out(text: string): Output {
     if (text.length > 0) midLine = !text.endsWith('\n');
@@ -224,6 +236,11 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     textOpen = true;
     result.push(out(`${paint.bold(`${characterName}:`)} ${delta.replace(/^\s+/, '')}`));
     return result;
+  }
+
+  function isShownWhole(event: ServerEvent): boolean {
+    const itemId = str(event.item_id);
+    return itemId !== undefined && shownWhole.has(itemId);
   }
 
   function partKey(event: ServerEvent): string {
@@ -280,8 +297,35 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     if (id !== undefined && seenItems.has(id)) return [];
     const said = messageText(item).trim();
     if (said === '') return [];
-    if (id !== undefined) seenItems.add(id);
+    if (id !== undefined) {
+      seenItems.add(id);
+      shownWhole.add(id);
+    }
     return line(`${paint.bold(`${characterName}:`)} ${said}`);
+  }
+
+  /** `[vad]` lines: dim and indented, so they stay out of the way of the conversation. */
+  function vadLine(event: ServerEvent): Output[] {
+    const itemId = str(event.item_id) ?? '';
+    if (event.type === 'input_audio_buffer.speech_started') {
+      if (typeof event.audio_start_ms === 'number') speechStarts.set(itemId, event.audio_start_ms);
+      return line(`  ${paint.dim('[vad] speech started')}`);
+    }
+    const start = speechStarts.get(itemId);
+    speechStarts.delete(itemId);
+    const end = event.audio_end_ms;
+    const took =
+      start !== undefined && typeof end === 'number' && end >= start
+        ? ` (${formatDuration(end - start)})`
+        : '';
+    return line(`  ${paint.dim(`[vad] speech stopped${took}`)}`);
+  }
+
+  /** The user's words as the server's speech recognition heard them. */
+  function spokenLine(event: ServerEvent): Output[] {
+    const said = (str(event.transcript) ?? '').trim();
+    const who = paint.bold('you (spoken):');
+    return line(said === '' ? `${who} ${paint.dim('(no words recognised)')}` : `${who} ${said}`);
   }
 
   /**
@@ -318,6 +362,9 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
 
   function render(event: ServerEvent): Output[] {
     const { type } = event;
+    if ((TEXT_DELTA_TYPES.has(type) || TEXT_DONE_TYPES.has(type)) && isShownWhole(event)) {
+      return [];
+    }
     if (TEXT_DELTA_TYPES.has(type)) {
       streamedParts.add(partKey(event));
       return text(str(event.delta) ?? '');
@@ -363,6 +410,27 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       }
       case 'troupe.tool_call.result':
         return resultLine(event);
+      case 'input_audio_buffer.speech_started':
+      case 'input_audio_buffer.speech_stopped':
+        return vadLine(event);
+      case 'conversation.item.input_audio_transcription.completed':
+        return spokenLine(event);
+      case 'conversation.item.input_audio_transcription.failed': {
+        const error = record(event.error);
+        const code = str(error.code) ?? 'stt_failed';
+        const message = str(error.message) ?? 'speech recognition failed';
+        return errLine(
+          `${paint.red(`error [${code}]:`)} your speech was not understood: ${message}`,
+        );
+      }
+      case 'conversation.item.truncated': {
+        const ms = typeof event.audio_end_ms === 'number' ? event.audio_end_ms : undefined;
+        return line(
+          paint.dim(
+            ms === undefined ? '(reply cut short)' : `(reply cut after ${formatDuration(ms)})`,
+          ),
+        );
+      }
       case 'response.done':
         return responseDone(event);
       case 'error': {

@@ -4,10 +4,30 @@
  * terminal (a `you: ` prompt, Ctrl+C to stop a reply); with stdin piped it
  * sends one turn per line, waiting for each reply, and exits after the last.
  *
+ * With the voice flags it also speaks and listens (chat-voice.ts): `--voice`
+ * plays spoken replies, `--voice-out` keeps them in a WAV file, `--wav` says a
+ * file and waits for the answer, `--mic` streams the microphone with barge-in.
+ *
  * @example npm run chat -- --character weather --url ws://127.0.0.1:8080/v1/realtime
  */
 import { clearLine, createInterface, cursorTo, type Interface } from 'node:readline';
 import WebSocket from 'ws';
+import {
+  AUDIO_EVENT_ID_PREFIX,
+  AudioPlayer,
+  choosePlayer,
+  chooseRecorder,
+  loadSpeechFile,
+  MicRecorder,
+  NO_PLAYER_MESSAGE,
+  NO_RECORDER_MESSAGE,
+  sendInRealTime,
+  speechChunks,
+  VoiceOutFile,
+  VoiceSession,
+  type AudioCommand,
+  type SpeechFile,
+} from './chat-voice.js';
 import {
   CHAT_USAGE,
   ChatUsageError,
@@ -21,6 +41,7 @@ import {
   describeClose,
   describeConnectError,
   describeRejectedUpgrade,
+  formatDuration,
   isAssistantMessage,
   parseServerEvent,
   type ChatRenderer,
@@ -35,6 +56,9 @@ const MAX_REJECTION_BODY_CHARS = 2_000;
 
 const COMMANDS_HELP = `Commands: /cancel stops the reply, /quit quits, /help shows this list.
 Keys: Ctrl+C stops a reply (or quits when idle), Ctrl+D quits.`;
+
+/** Exit code after Ctrl+C stopped a `--wav` run (128 + SIGINT, as shells report it). */
+const EXIT_INTERRUPTED = 130;
 
 /** How a turn ended, for the piped mode's bookkeeping. */
 type TurnEnd = 'done' | 'rejected' | 'closed';
@@ -54,6 +78,19 @@ interface Connection {
   turn(text: string): Promise<TurnEnd>;
   /** Asks the server to stop the response in flight. */
   cancel(): void;
+  /** Sends a client event with a fresh `event_id` (ids start with `prefix`); returns the id. */
+  send(event: Record<string, unknown>, prefix?: string): string;
+  /** Sends audio as `input_audio_buffer.append` (ids start with {@link AUDIO_EVENT_ID_PREFIX}). */
+  sendAudio(base64: string): void;
+  /**
+   * Sends `session.update`; resolves true on `session.updated`, false when the
+   * server refused it (the error is on screen) or the socket closed. The server
+   * handles frames in order, so an empty update is also a round trip after
+   * everything sent before it.
+   */
+  update(session: Record<string, unknown>): Promise<boolean>;
+  /** Calls `listener` with every server event, after it is rendered; returns how to stop. */
+  onEvent(listener: (event: ServerEvent) => void): () => void;
   /** Whether a turn is waiting for its `response.done`. */
   readonly busy: boolean;
   /** Whether the server sent an `error` or a failed response (piped mode exits 1). */
@@ -145,8 +182,14 @@ function connect(options: ChatOptions, renderer: ChatRenderer, sink: () => Sink)
   ready.catch(() => undefined);
   opened.catch(() => undefined);
 
-  function send(event: Record<string, unknown>): string {
-    const eventId = `evt_chat_${++nextId}`;
+  const listeners = new Set<(event: ServerEvent) => void>();
+  function listen(listener: (event: ServerEvent) => void): () => void {
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  }
+
+  function send(event: Record<string, unknown>, prefix = 'evt_chat'): string {
+    const eventId = `${prefix}_${++nextId}`;
     if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ event_id: eventId, ...event }));
     return eventId;
   }
@@ -174,6 +217,7 @@ function connect(options: ChatOptions, renderer: ChatRenderer, sink: () => Sink)
       if (status === 'failed') troubled = true;
       pending?.end('done');
     }
+    for (const listener of [...listeners]) listener(event);
   }
 
   ws.on('message', (data, isBinary) => {
@@ -221,6 +265,29 @@ function connect(options: ChatOptions, renderer: ChatRenderer, sink: () => Sink)
     cancel() {
       send({ type: 'response.cancel' });
     },
+    send,
+    sendAudio(base64) {
+      send({ type: 'input_audio_buffer.append', audio: base64 }, AUDIO_EVENT_ID_PREFIX);
+    },
+    onEvent: listen,
+    update(session) {
+      return new Promise<boolean>((resolve) => {
+        if (ws.readyState !== WebSocket.OPEN) {
+          resolve(false);
+          return;
+        }
+        const id = send({ type: 'session.update', session });
+        const stop = listen((event) => {
+          if (event.type === 'session.updated') finish(true);
+          else if (event.type === 'error' && errorEventId(event) === id) finish(false);
+        });
+        const finish = (ok: boolean): void => {
+          stop();
+          resolve(ok);
+        };
+        void closed.then(() => finish(false));
+      });
+    },
     async quit() {
       if (ws.readyState === WebSocket.CLOSED) return;
       closingByUs = true;
@@ -234,8 +301,104 @@ function connect(options: ChatOptions, renderer: ChatRenderer, sink: () => Sink)
   };
 }
 
+/** The `event_id` an `error` event names as its cause, if any. */
+function errorEventId(event: ServerEvent): string | undefined {
+  const id = (event.error as { event_id?: unknown } | undefined)?.event_id;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/** What the voice flags prepared before connecting. */
+interface VoiceSetup {
+  /** Ask the server for spoken replies (`--voice` or `--voice-out`). */
+  spoken: boolean;
+  /** The player to play them with (`--voice` and one was found). */
+  player: AudioCommand | undefined;
+  /** `--voice-out`, already checked to be writable. */
+  out: VoiceOutFile | undefined;
+  /** `--wav`, read and checked. */
+  speech: SpeechFile | undefined;
+  /** `--mic`: the recorder found on PATH. */
+  recorder: AudioCommand | undefined;
+}
+
+/** A voice flag that cannot work (no recorder, an unreadable file): exit {@link EXIT_USAGE}. */
+class VoiceSetupError extends Error {
+  override name = 'VoiceSetupError';
+}
+
+/**
+ * Checks the voice flags before connecting, so a missing file or recorder
+ * fails at once rather than after the handshake.
+ */
+async function prepareVoice(options: ChatOptions): Promise<VoiceSetup | undefined> {
+  const spoken = options.voice || options.voiceOut !== undefined;
+  if (!spoken && options.wav === undefined && !options.mic) return undefined;
+  let recorder: AudioCommand | undefined;
+  if (options.mic) {
+    recorder = chooseRecorder();
+    if (recorder === undefined) throw new VoiceSetupError(NO_RECORDER_MESSAGE);
+  }
+  let speech: SpeechFile | undefined;
+  let out: VoiceOutFile | undefined;
+  try {
+    if (options.wav !== undefined) speech = await loadSpeechFile(options.wav);
+    if (options.voiceOut !== undefined) out = await VoiceOutFile.open(options.voiceOut);
+  } catch (err) {
+    throw new VoiceSetupError((err as Error).message);
+  }
+  // --voice-out alone writes the file only; with --voice the speech plays as well.
+  const player = options.voice ? choosePlayer() : undefined;
+  if (options.voice && player === undefined && out === undefined) {
+    process.stderr.write(`chat: ${NO_PLAYER_MESSAGE}\n`);
+  }
+  return { spoken, player, out, speech, recorder };
+}
+
+/** The voice half of a running session. */
+interface Voice {
+  session: VoiceSession;
+  player: AudioPlayer | undefined;
+}
+
+/**
+ * Asks for spoken replies (when wanted) and starts following the session's
+ * audio. The listener and the player exist before the `session.update` goes
+ * out: the server may speak the greeting right after `session.updated`, in
+ * the same read as that event.
+ */
+async function startVoice(
+  conn: Connection,
+  setup: VoiceSetup,
+  sink: () => Sink,
+  onAudioRefused?: () => void,
+): Promise<Voice> {
+  const warn = (text: string): void =>
+    sink()([...conn.renderer.endLine(), { stream: 'stderr', text: `chat: ${text}\n` }]);
+  let player =
+    setup.spoken && setup.player !== undefined
+      ? new AudioPlayer(setup.player, { onFailure: warn })
+      : undefined;
+  const session = new VoiceSession({
+    send: (event) => void conn.send(event),
+    get player() {
+      return player;
+    },
+    out: setup.out,
+    onAudioRefused,
+  });
+  conn.onEvent((event) => session.handle(event));
+  if (setup.spoken && !(await conn.update({ output_modalities: ['audio'] }))) {
+    player?.close();
+    player = undefined;
+    if (conn.ws.readyState === WebSocket.OPEN) {
+      sink()(conn.renderer.note('(the server does not speak: replies are shown as text only)'));
+    }
+  }
+  return { session, player };
+}
+
 /** Piped stdin: one turn per line, each after the previous reply; exit code out. */
-async function runPiped(conn: Connection, sink: Sink): Promise<number> {
+async function runPiped(conn: Connection, sink: Sink, setup?: VoiceSetup): Promise<number> {
   const lost = async (): Promise<number> => {
     const { code, reason } = await conn.closed;
     sink([
@@ -249,6 +412,7 @@ async function runPiped(conn: Connection, sink: Sink): Promise<number> {
   } catch {
     return lost(); // the socket closed before the session began
   }
+  const voice = setup === undefined ? undefined : await startVoice(conn, setup, () => sink);
   // Made only now and iterated in the same tick: readline emits lines as soon
   // as it reads them, and drops those that come before an iterator listens.
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
@@ -272,9 +436,181 @@ async function runPiped(conn: Connection, sink: Sink): Promise<number> {
   } finally {
     lines.close();
   }
-  if (conn.ws.readyState !== WebSocket.OPEN) return lost();
+  if (conn.ws.readyState !== WebSocket.OPEN) {
+    voice?.player?.close();
+    return lost();
+  }
+  // The last reply may still be playing: let it finish before leaving.
+  await voice?.player?.finish();
   await conn.quit();
   return conn.troubled ? 1 : 0;
+}
+
+/**
+ * `--wav FILE`: says the file in real time, then a second of silence so the
+ * server's VAD ends the turn, waits until every utterance is transcribed and
+ * answered (and the answer has played), and exits: 0, or 1 on an error.
+ */
+async function runWav(
+  conn: Connection,
+  sink: Sink,
+  setup: VoiceSetup,
+  speech: SpeechFile,
+): Promise<number> {
+  const { renderer } = conn;
+  const fail = (text: string): number => {
+    sink([...renderer.endLine(), { stream: 'stderr', text: `chat: ${text}\n` }]);
+    return 1;
+  };
+  const lost = async (): Promise<number> => {
+    const { code, reason } = await conn.closed;
+    sink([...renderer.endLine(), { stream: 'stderr', text: `${describeClose(code, reason)}\n` }]);
+    return 1;
+  };
+  try {
+    await conn.ready;
+  } catch {
+    return lost();
+  }
+  const stop = new AbortController();
+  let interrupted = false;
+  const onSigint = (): void => {
+    interrupted = true;
+    stop.abort(new Error('interrupted'));
+  };
+  process.once('SIGINT', onSigint);
+  void conn.closed.then(() => stop.abort(new Error('the connection closed')));
+  const voice = await startVoice(
+    conn,
+    setup,
+    () => sink,
+    () => stop.abort(new Error('the server refused the audio')),
+  );
+  try {
+    // A spoken greeting plays first, as a person would wait for it. The server
+    // starts it right after `session.updated`, possibly in a later read: one
+    // more round trip makes sure its `response.created` is here.
+    await conn.update({});
+    await voice.session.quiet(stop.signal);
+    sink(renderer.note(`(saying ${speech.path}, ${formatDuration(speech.durationMs)})`));
+    await sendInRealTime(speechChunks(speech), (b64) => conn.sendAudio(b64), stop.signal);
+    // The server handles frames in order: once this round trip is back, every
+    // VAD event our audio caused is here too.
+    await conn.update({});
+    // Speech still open (a server VAD waiting longer than our silence): end the turn by hand.
+    if (voice.session.speaking) {
+      conn.send({ type: 'input_audio_buffer.commit' }, AUDIO_EVENT_ID_PREFIX);
+    }
+    await voice.session.settled(stop.signal);
+    await voice.session.quiet(stop.signal);
+  } catch {
+    // Stopped: Ctrl+C, a closed socket, or refused audio (its error is on screen).
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+  }
+  if (interrupted) {
+    voice.player?.close();
+    if (conn.ws.readyState === WebSocket.OPEN) await conn.quit();
+    sink(renderer.endLine());
+    return EXIT_INTERRUPTED;
+  }
+  if (conn.ws.readyState !== WebSocket.OPEN) {
+    voice.player?.close();
+    return lost();
+  }
+  let code = conn.troubled ? 1 : 0;
+  if (!voice.session.audioRefused) {
+    if (!voice.session.heardSpeech) {
+      code = fail(`the server heard no speech in ${speech.path}; is it speech, and loud enough?`);
+    } else if (voice.session.utterancesWithWords === 0) {
+      code = fail(`the server recognised no words in ${speech.path}, so nothing was answered.`);
+    }
+  }
+  await voice.player?.finish();
+  await conn.quit();
+  return code;
+}
+
+/**
+ * `--mic`: streams the recorder to the server until Ctrl+C or Ctrl+D (or
+ * SIGTERM); speaking over a reply stops it (barge-in). Exit 0 when the user
+ * stops, 1 when the recorder, the audio or the connection fails.
+ */
+async function runMic(
+  conn: Connection,
+  sink: Sink,
+  setup: VoiceSetup,
+  command: AudioCommand,
+): Promise<number> {
+  const { renderer } = conn;
+  const warn = (text: string): void =>
+    sink([...renderer.endLine(), { stream: 'stderr', text: `${text}\n` }]);
+  let finish: (code: number) => void = () => undefined;
+  const finished = new Promise<number>((resolve) => {
+    finish = resolve;
+  });
+  void conn.closed.then(({ code, reason, byUs }) => {
+    if (byUs) return;
+    warn(describeClose(code, reason));
+    finish(1);
+  });
+  try {
+    await conn.ready;
+  } catch {
+    return finished; // the close above reports it
+  }
+  const voice = await startVoice(
+    conn,
+    setup,
+    () => sink,
+    () => finish(1),
+  );
+  const recorder = new MicRecorder(command, {
+    onAudio: (b64) => {
+      if (!voice.session.audioRefused) conn.sendAudio(b64);
+    },
+    onFailure: (message) => {
+      warn(`chat: ${message}`);
+      finish(1);
+    },
+  });
+
+  // Keys: on a terminal, raw mode turns Ctrl+C and Ctrl+D into bytes (no echo
+  // of anything else); piped stdin is not read, so only signals stop it.
+  const stdin = process.stdin;
+  const keys = (data: Buffer): void => {
+    if (data.includes(0x03) || data.includes(0x04)) finish(0);
+  };
+  const onSignal = (): void => finish(0);
+  if (stdin.isTTY) {
+    stdin.setRawMode(true);
+    stdin.on('data', keys);
+    stdin.resume();
+  }
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  if (conn.ws.readyState === WebSocket.OPEN && !voice.session.audioRefused) {
+    sink(
+      renderer.note(
+        `(listening through ${recorder.name}; speak, and press Ctrl+C or Ctrl+D to stop)`,
+      ),
+    );
+    recorder.start();
+  }
+  const code = await finished;
+  recorder.stop();
+  voice.player?.close();
+  process.removeListener('SIGINT', onSignal);
+  process.removeListener('SIGTERM', onSignal);
+  if (stdin.isTTY) {
+    stdin.removeListener('data', keys);
+    stdin.setRawMode(false);
+    stdin.pause();
+  }
+  sink(renderer.endLine());
+  await conn.quit();
+  return code;
 }
 
 /** A terminal: prompt, streamed replies, Ctrl+C to cancel; exit code out. */
@@ -282,8 +618,11 @@ async function runInteractive(
   conn: Connection,
   rl: Interface,
   setSink: (sink: Sink) => void,
+  setup?: VoiceSetup,
 ): Promise<number> {
   const { renderer } = conn;
+  /** Spoken replies, once the session is ready. */
+  let voice: Voice | undefined;
   let promptShown = false;
   let cancelSent = false;
   const queued: string[] = [];
@@ -327,6 +666,8 @@ async function runInteractive(
     if (!conn.busy) return;
     cancelSent = true;
     conn.cancel();
+    // What was already sent to the player would go on talking: cut it, and say how much was heard.
+    voice?.session.stopPlayback();
   }
 
   const finished = new Promise<number>((resolve) => {
@@ -338,6 +679,7 @@ async function runInteractive(
       if (promptShown) process.stdout.write('\n');
       promptShown = false;
       writePlain(renderer.endLine());
+      voice?.player?.close();
       void conn.quit().then(() => resolve(0));
     };
     rl.on('line', (raw) => {
@@ -352,7 +694,10 @@ async function runInteractive(
       }
       if (text === '/cancel') {
         if (conn.busy) cancel();
-        else prompt();
+        else {
+          if (voice?.session.playing) voice.session.stopPlayback();
+          prompt();
+        }
         return;
       }
       if (text.startsWith('/')) {
@@ -374,6 +719,9 @@ async function runInteractive(
       if (conn.busy && !cancelSent) {
         queued.length = 0;
         cancel();
+      } else if (voice?.session.playing) {
+        // The reply is done but still being spoken: the first Ctrl+C silences it.
+        voice.session.stopPlayback();
       } else quit();
     });
     rl.on('close', quit); // Ctrl+D
@@ -384,6 +732,7 @@ async function runInteractive(
         clearLine(process.stdout, 0);
       }
       promptShown = false;
+      voice?.player?.close();
       writePlain([
         ...renderer.endLine(),
         { stream: 'stderr', text: `${describeClose(code, reason)}\n` },
@@ -394,6 +743,7 @@ async function runInteractive(
 
   try {
     await conn.ready;
+    if (setup !== undefined) voice = await startVoice(conn, setup, () => sink);
     prompt();
   } catch {
     // Closed before the session began: `finished` reports it.
@@ -417,10 +767,34 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${CHAT_USAGE}\n`);
     return 0;
   }
-  const interactive = process.stdin.isTTY === true;
+  let setup: VoiceSetup | undefined;
+  try {
+    setup = await prepareVoice(options);
+  } catch (err) {
+    if (!(err instanceof VoiceSetupError)) throw err;
+    process.stderr.write(`chat: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  const code = await converse(options, setup);
+  if (setup?.out !== undefined) {
+    try {
+      await setup.out.save();
+    } catch (err) {
+      process.stderr.write(`chat: --voice-out ${setup.out.path}: ${(err as Error).message}\n`);
+      return 1;
+    }
+  }
+  return code;
+}
+
+/** Connects and runs the mode the flags ask for; resolves with the exit code. */
+async function converse(options: ChatOptions, setup: VoiceSetup | undefined): Promise<number> {
+  const speaks = setup?.speech !== undefined || setup?.recorder !== undefined;
+  // --wav and --mic take no typed lines, whatever stdin is.
+  const interactive = process.stdin.isTTY === true && !speaks;
   const color = process.stdout.isTTY === true && !options.noColor;
   const renderer = createChatRenderer({ color });
-  if (interactive) writePlain(renderer.note(`connecting to ${options.url}…`));
+  if (process.stdin.isTTY === true) writePlain(renderer.note(`connecting to ${options.url}…`));
 
   let sink: Sink = writePlain;
   const conn = connect(options, renderer, () => sink);
@@ -430,7 +804,9 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${(err as Error).message}\n`);
     return 1;
   }
-  if (!interactive) return runPiped(conn, writePlain);
+  if (setup?.speech !== undefined) return runWav(conn, writePlain, setup, setup.speech);
+  if (setup?.recorder !== undefined) return runMic(conn, writePlain, setup, setup.recorder);
+  if (!interactive) return runPiped(conn, writePlain, setup);
 
   const rl = createInterface({
     input: process.stdin,
@@ -438,9 +814,14 @@ async function main(argv: string[]): Promise<number> {
     prompt: color ? '\x1b[1myou:\x1b[0m ' : 'you: ',
     terminal: true,
   });
-  return runInteractive(conn, rl, (next) => {
-    sink = next;
-  });
+  return runInteractive(
+    conn,
+    rl,
+    (next) => {
+      sink = next;
+    },
+    setup,
+  );
 }
 
 main(process.argv.slice(2)).then(

@@ -14,7 +14,18 @@ describe('parseChatArgs', () => {
       token: undefined,
       noColor: false,
       help: false,
+      voice: false,
+      voiceOut: undefined,
+      wav: undefined,
+      mic: false,
     });
+  });
+
+  it('takes the voice flags: --voice, --voice-out FILE, --wav FILE and --mic', () => {
+    expect(
+      parseChatArgs(['--voice', '--voice-out', 'reply.wav', '--wav', 'question.wav']),
+    ).toMatchObject({ voice: true, voiceOut: 'reply.wav', wav: 'question.wav', mic: false });
+    expect(parseChatArgs(['--mic', '--voice'])).toMatchObject({ mic: true, voice: true });
   });
 
   it('takes the short flags, a token and --no-color', () => {
@@ -33,6 +44,11 @@ describe('parseChatArgs', () => {
     [['--character', ' '], /--character needs a character id/],
     [['--token', ''], /--token needs a value/],
     [['--url', 'ftp://host'], /must be ws:\/\/, wss:\/\/, http:\/\/, https:\/\/ or host:port/],
+    [['--wav'], /--wav <value>' argument missing/],
+    [['--wav', ' '], /--wav needs a file name, e\.g\. --wav question\.wav/],
+    [['--voice-out', ''], /--voice-out needs a file name/],
+    [['--wav', 'q.wav', '--mic'], /--wav and --mic both give the user's speech; use one/],
+    [['--voice=yes'], /--voice' does not take an argument/],
   ])('refuses %j with a ChatUsageError that says why', (argv, message) => {
     expect(() => parseChatArgs(argv)).toThrow(ChatUsageError);
     expect(() => parseChatArgs(argv)).toThrow(message);

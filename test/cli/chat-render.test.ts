@@ -276,7 +276,7 @@ describe('the chat renderer', () => {
         type: 'conversation.item.done',
         item: { type: 'function_call_output', call_id: 'c', output: '{}' },
       },
-      { type: 'input_audio_buffer.speech_started' },
+      { type: 'input_audio_buffer.cleared' },
       { type: 'rate_limits.updated' },
     ]);
     expect(stdout + stderr).toBe('');
@@ -305,6 +305,98 @@ describe('the chat renderer', () => {
       'you: Celsius, please.\nassistant: Checking\n',
     );
     expect(r.responding).toBe(true);
+  });
+});
+
+describe('the chat renderer in a voice session', () => {
+  const transcript = (text: string, item = 'msg_1'): ServerEvent => ({
+    type: 'response.output_audio_transcript.delta',
+    item_id: item,
+    content_index: 0,
+    delta: text,
+  });
+
+  it('shows what the server heard as a "you (spoken):" line between discreet VAD lines', () => {
+    const { stdout, stderr } = play([
+      SESSION,
+      { type: 'input_audio_buffer.speech_started', item_id: 'item_u1', audio_start_ms: 300 },
+      { type: 'input_audio_buffer.speech_stopped', item_id: 'item_u1', audio_end_ms: 2_100 },
+      { type: 'input_audio_buffer.committed', item_id: 'item_u1' },
+      {
+        type: 'conversation.item.input_audio_transcription.delta',
+        item_id: 'item_u1',
+        delta: "what's the weather",
+      },
+      {
+        type: 'conversation.item.input_audio_transcription.completed',
+        item_id: 'item_u1',
+        content_index: 0,
+        transcript: "what's the weather in glasgow",
+      },
+      { type: 'response.created', response: { id: 'resp_1' } },
+      transcript('Sure — in celsius '),
+      transcript('or fahrenheit?'),
+      { type: 'response.output_audio.delta', item_id: 'msg_1', delta: 'AAAA' },
+      { type: 'response.done', response: { status: 'completed' } },
+    ]);
+    expect(stderr).toBe('');
+    expect(stdout).toBe(
+      'connected to Weather (weather), session sess_1\n' +
+        '  [vad] speech started\n' +
+        '  [vad] speech stopped (1.8 s)\n' +
+        "you (spoken): what's the weather in glasgow\n" +
+        'Weather: Sure — in celsius or fahrenheit?\n',
+    );
+  });
+
+  it('says when nothing was recognised, and puts a failed transcription on stderr', () => {
+    const { stdout, stderr } = play([
+      {
+        type: 'conversation.item.input_audio_transcription.completed',
+        item_id: 'item_u1',
+        transcript: '  ',
+      },
+      {
+        type: 'conversation.item.input_audio_transcription.failed',
+        item_id: 'item_u2',
+        error: { type: 'server_error', code: 'stt_failed', message: 'engine gone' },
+      },
+    ]);
+    expect(stdout).toBe('you (spoken): (no words recognised)\n');
+    expect(stderr).toBe('error [stt_failed]: your speech was not understood: engine gone\n');
+  });
+
+  it('does not print a spoken greeting twice: once as history, not again as its transcript', () => {
+    const { stdout } = play([
+      SESSION,
+      greeting('conversation.item.added'),
+      { type: 'response.created', response: { id: 'resp_greet' } },
+      transcript('Hi! Ask me about ', 'item_greet'),
+      transcript('the weather anywhere.', 'item_greet'),
+      {
+        type: 'response.output_audio_transcript.done',
+        item_id: 'item_greet',
+        transcript: 'Hi! Ask me about the weather anywhere.',
+      },
+      { type: 'response.done', response: { status: 'completed' } },
+    ]);
+    expect(stdout.match(/Ask me about/g)).toHaveLength(1);
+  });
+
+  it('notes how much of a reply was heard when it is cut short by barge-in', () => {
+    const { stdout } = play([
+      { type: 'response.created', response: { id: 'resp_1' } },
+      transcript('Sure — in celsius'),
+      { type: 'input_audio_buffer.speech_started', item_id: 'item_u2', audio_start_ms: 5_000 },
+      { type: 'conversation.item.truncated', item_id: 'msg_1', audio_end_ms: 1_250 },
+      { type: 'response.done', response: { status: 'cancelled' } },
+    ]);
+    expect(stdout).toBe(
+      'assistant: Sure — in celsius\n' +
+        '  [vad] speech started\n' +
+        '(reply cut after 1.3 s)\n' +
+        '(cancelled)\n',
+    );
   });
 });
 

@@ -5,9 +5,13 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { writeWav } from '../../src/voice/audio/pcm.js';
 import { connect, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 
@@ -24,11 +28,19 @@ interface ChatRun {
   stderr: string;
 }
 
-/** Runs the chat CLI with `lines` on its stdin; resolves when it has exited and its output is in. */
-async function runChat(args: string[], lines: string[] = []): Promise<ChatRun> {
+/**
+ * Runs the chat CLI with `lines` on its stdin (and `env` over this process's);
+ * resolves when it has exited and its output is in.
+ */
+async function runChat(
+  args: string[],
+  lines: string[] = [],
+  env: Record<string, string> = {},
+): Promise<ChatRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
     cwd: ROOT,
     stdio: 'pipe',
+    env: { ...process.env, ...env },
   });
   children.add(child);
   let stdout = '';
@@ -64,6 +76,15 @@ async function closedPort(): Promise<number> {
   await once(server, 'close');
   return port;
 }
+
+/** A folder for files the voice flags read, and an empty one to use as a PATH without players or recorders. */
+let scratch: string;
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'troupe-chat-'));
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
 
 afterEach(() => {
   // A CLI that hung past a failed test must not outlive it.
@@ -143,6 +164,45 @@ describe('npm run chat against a running server', () => {
       expect(r.stderr).toContain('error [unknown_character]: No character "nobody"');
       expect(r.stderr).toMatch(/connection closed \(1008 unknown_character\): .*--character/);
       expect(r.stdout).not.toContain('you: Hello there!');
+    },
+    CLI_TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'prints the server’s audio_not_supported error for --voice, answers in text, and exits 1',
+    async () => {
+      const r = await runChat(
+        ['--character', 'weather', '--url', t.wsUrl, '--voice'],
+        ['Hello there!'],
+        { PATH: scratch },
+      );
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('chat: no audio player found on PATH (looked for aplay,');
+      expect(r.stderr).toContain(
+        'error [audio_not_supported]: session.update: session.output_modalities: this server has ' +
+          'no text-to-speech engine (TTS_PROVIDER=none)',
+      );
+      expectInOrder(r.stdout, [
+        '(the server does not speak: replies are shown as text only)\n',
+        'you: Hello there!\n',
+        'Weather: ',
+      ]);
+    },
+    CLI_TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'stops saying a --wav file at the server’s first audio_not_supported and exits 1',
+    async () => {
+      const wav = join(scratch, 'tone.wav');
+      await writeFile(wav, writeWav(new Int16Array(16_000).fill(1_000), 16_000));
+      const r = await runChat(['--character', 'weather', '--url', t.wsUrl, '--wav', wav]);
+      expect(r.code).toBe(1);
+      // One error, not one per 40 ms chunk.
+      expect(r.stderr.match(/error \[audio_not_supported\]/g)).toHaveLength(1);
+      expect(r.stderr).toContain(
+        'error [audio_not_supported]: input_audio_buffer.append: this server takes no audio',
+      );
     },
     CLI_TEST_TIMEOUT_MS,
   );
@@ -252,6 +312,38 @@ describe('npm run chat without a server', () => {
       expect(r.code).toBe(0);
       expect(r.stdout).toContain('Usage: npm run chat -- [options]');
       expect(r.stdout).toContain('--token T');
+      for (const flag of ['--voice ', '--voice-out FILE', '--wav FILE', '--mic ']) {
+        expect(r.stdout).toContain(flag);
+      }
+    },
+    CLI_TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'exits 2 naming what to install when --mic finds no recorder, without connecting',
+    async () => {
+      const port = await closedPort();
+      const r = await runChat(['--url', `127.0.0.1:${port}`, '--mic'], [], { PATH: scratch });
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(
+        'chat: --mic needs a recorder on PATH and none was found (looked for arecord, parec, ' +
+          'pw-record, rec). Install one, e.g. apt-get install alsa-utils (arecord), or use --wav FILE.\n',
+      );
+    },
+    CLI_TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'exits 2 naming the file when --wav cannot be read, without connecting',
+    async () => {
+      const port = await closedPort();
+      const missing = join(scratch, 'nope.wav');
+      const r = await runChat(['--url', `127.0.0.1:${port}`, '--wav', missing]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(
+        new RegExp(`^chat: --wav ${missing}: cannot read the file \\(ENOENT.*\\)\\.\\n$`),
+      );
     },
     CLI_TEST_TIMEOUT_MS,
   );
