@@ -1,0 +1,226 @@
+/**
+ * Voice bench: end of the user's speech → first audio byte, with the
+ * embedded engines (pocketsphinx hears, espeak-ng speaks) and the LLM
+ * simulator, through a real server and socket.
+ *
+ * Each turn is a fresh session: a question spoken by flite (kal16) is sent
+ * in real time (20 ms chunks paced by the clock), then silence until the
+ * server's VAD ends the turn; the client times its first audio delta.
+ * `response.done.troupe.voice` splits the server's share of that path into
+ * STT, LLM, TTS and Troupe's own time.
+ *
+ * Prints a table and writes loadtest/reports/voice-bench.json. Targets are
+ * printed as PASS/FAIL; the exit code only says whether the bench ran.
+ *
+ * @example npm run bench:voice
+ * @example npm run bench:voice -- --turns 20 --silence-ms 500
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import WebSocket from 'ws';
+import { loadConfig } from '../src/config/index.js';
+import { createLogger, startServer } from '../src/server/index.js';
+import { DEMO_SCRIPT, startSimulator } from '../src/testing/index.js';
+import { encodePcm16Base64, readWav } from '../src/voice/audio/pcm.js';
+import { resample } from '../src/voice/audio/resample.js';
+
+const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const REPORT_PATH = path.join(ROOT_DIR, 'loadtest', 'reports', 'voice-bench.json');
+const QUESTION = "what's the weather in glasgow";
+const CHUNK_MS = 20;
+/** Targets from the voice issue. */
+const TARGET_FIRST_AUDIO_MS = 500;
+const TARGET_TROUPE_MS = 5;
+
+const { values: args } = parseArgs({
+  options: {
+    turns: { type: 'string', default: '10' },
+    'silence-ms': { type: 'string', default: '200' },
+  },
+});
+const TURNS = Number(args.turns);
+const SILENCE_MS = Number(args['silence-ms']);
+
+interface Turn {
+  /** Last speech sample sent → first audio delta received (client clock). */
+  speechEndToAudio: number;
+  /** `speech_stopped` received → first audio delta received. */
+  vadToAudio: number;
+  /** Server: end of speech (VAD) → first audio sent. */
+  server: number;
+  stt: number;
+  llm: number;
+  tts: number;
+  troupe: number;
+  transcript: string;
+}
+
+async function main(): Promise<void> {
+  const pcm = await question();
+  const speechMs = (pcm.length / 24000) * 1000;
+  const sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
+  const config = loadConfig({
+    CHARACTERS_DIR: path.join(ROOT_DIR, 'characters'),
+    CHARACTERS_WATCH: 'false',
+    PORT: '0',
+    LLM_BASE_URL: sim.url,
+    LOG_LEVEL: 'silent',
+    STT_PROVIDER: 'pocketsphinx',
+    TTS_PROVIDER: 'espeak',
+  });
+  const server = await startServer({ config, logger: createLogger(config.log) });
+  console.log(
+    `voice bench: ${TURNS} turns (+1 warm-up), question ${Math.round(speechMs)} ms, silence_duration_ms=${SILENCE_MS}, ${os.cpus().length} cores`,
+  );
+  const turns: Turn[] = [];
+  const greeting = server.registry.get('weather')?.greeting !== undefined;
+  try {
+    for (let i = 0; i <= TURNS; i++) {
+      const t = await turn(server.wsUrl, pcm, greeting);
+      if (i === 0) {
+        console.log(`warm-up: ${Math.round(t.speechEndToAudio)} ms (engines start)`);
+        continue;
+      }
+      turns.push(t);
+    }
+  } finally {
+    await server.close();
+    await sim.close();
+  }
+  const rows: Array<[string, keyof Turn]> = [
+    ['end of speech → first audio (client)', 'speechEndToAudio'],
+    ['VAD end of turn → first audio (client)', 'vadToAudio'],
+    ['  server: end of turn → first audio', 'server'],
+    ['    STT (end of turn → transcript)', 'stt'],
+    ['    LLM (request → first clause)', 'llm'],
+    ['    TTS (clause → first audio)', 'tts'],
+    ['    Troupe (the rest)', 'troupe'],
+  ];
+  const table = rows.map(([label, key]) => {
+    const xs = turns.map((t) => t[key] as number).sort((a, b) => a - b);
+    return { label, p50: pct(xs, 0.5), p90: pct(xs, 0.9), max: xs.at(-1)! };
+  });
+  console.log(
+    `\n${'path'.padEnd(42)} ${'p50'.padStart(8)} ${'p90'.padStart(8)} ${'max'.padStart(8)}`,
+  );
+  for (const r of table) {
+    console.log(`${r.label.padEnd(42)} ${fmt(r.p50)} ${fmt(r.p90)} ${fmt(r.max)}`);
+  }
+  const first = table[0]!;
+  const troupe = table.at(-1)!;
+  console.log(
+    `\nend of speech → first audio p50 ${first.p50.toFixed(0)} ms (target ≤ ${TARGET_FIRST_AUDIO_MS}; includes the ${SILENCE_MS} ms VAD silence window): ${first.p50 <= TARGET_FIRST_AUDIO_MS ? 'PASS' : 'FAIL'}`,
+  );
+  console.log(
+    `Troupe's own share p50 ${troupe.p50.toFixed(2)} ms (target ≤ ${TARGET_TROUPE_MS}): ${troupe.p50 <= TARGET_TROUPE_MS ? 'PASS' : 'FAIL'}`,
+  );
+  console.log(`transcripts: ${[...new Set(turns.map((t) => t.transcript))].join(' | ')}`);
+  await mkdir(path.dirname(REPORT_PATH), { recursive: true });
+  await writeFile(
+    REPORT_PATH,
+    JSON.stringify({ at: new Date().toISOString(), silenceMs: SILENCE_MS, turns, table }, null, 2),
+  );
+  console.log(`report: ${path.relative(ROOT_DIR, REPORT_PATH)}`);
+}
+
+/** One spoken turn on a fresh session. */
+async function turn(url: string, pcm: Int16Array, greeting: boolean): Promise<Turn> {
+  const ws = new WebSocket(`${url}?character=weather`);
+  const events: Array<Record<string, unknown>> = [];
+  const waiters = new Set<() => void>();
+  ws.on('message', (data) => {
+    events.push({ ...(JSON.parse(data.toString()) as object), at: performance.now() });
+    for (const w of waiters) w();
+  });
+  const next = (type: string) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${type} within 30 s`)), 30_000);
+      const check = () => {
+        const e = events.find((x) => x.type === type);
+        if (!e) return;
+        clearTimeout(timer);
+        waiters.delete(check);
+        resolve(e);
+      };
+      waiters.add(check);
+      check();
+    });
+  await new Promise((r) => ws.once('open', r));
+  ws.send(
+    JSON.stringify({
+      type: 'session.update',
+      session: {
+        output_modalities: ['audio'],
+        audio: {
+          input: { turn_detection: { type: 'server_vad', silence_duration_ms: SILENCE_MS } },
+        },
+      },
+    }),
+  );
+  await next('session.updated');
+  if (greeting) {
+    // The greeting is spoken first: the question comes after it.
+    await next('response.done');
+    events.length = 0;
+  }
+  // Speech, then silence until the server answers, both in real time.
+  const step = (24000 * CHUNK_MS) / 1000;
+  const start = performance.now();
+  let speechEnd = 0;
+  const silence = new Int16Array(step);
+  let sent = 0;
+  let answered = false;
+  void next('response.output_audio.delta').then(() => (answered = true));
+  while (!answered && sent < pcm.length + 24000 * 5) {
+    const chunk = sent < pcm.length ? pcm.subarray(sent, sent + step) : silence;
+    ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: encodePcm16Base64(chunk) }));
+    sent += step;
+    if (sent >= pcm.length && speechEnd === 0) speechEnd = performance.now();
+    const due = start + (sent / 24000) * 1000;
+    await new Promise((r) => setTimeout(r, Math.max(0, due - performance.now())));
+  }
+  const firstAudio = await next('response.output_audio.delta');
+  const stopped = await next('input_audio_buffer.speech_stopped');
+  const transcript = await next('conversation.item.input_audio_transcription.completed');
+  const done = await next('response.done');
+  ws.close();
+  const troupe = (done.response as { troupe: Record<string, unknown> }).troupe;
+  const voice = troupe.voice as Record<string, number>;
+  return {
+    speechEndToAudio: (firstAudio.at as number) - speechEnd,
+    vadToAudio: (firstAudio.at as number) - (stopped.at as number),
+    server: troupe.first_audio_ms as number,
+    stt: voice.stt_ms!,
+    llm: voice.llm_ms!,
+    tts: voice.tts_ms!,
+    troupe: voice.troupe_ms!,
+    transcript: String(transcript.transcript),
+  };
+}
+
+/** The question as flite speaks it, at 24 kHz (flite is a Debian package: apt-get install flite). */
+async function question(): Promise<Int16Array> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'troupe-voice-bench-'));
+  try {
+    const file = path.join(dir, 'q.wav');
+    await promisify(execFile)('flite', ['-voice', 'kal16', '-t', QUESTION, '-o', file]);
+    const wav = readWav(new Uint8Array(await readFile(file)));
+    return resample(wav.pcm, wav.sampleRate, 24000);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+function fmt(ms: number): string {
+  return `${ms.toFixed(ms < 10 ? 2 : 0)} ms`.padStart(8);
+}
+
+await main();
