@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.browser.test.ts'],
+    // Debian's flite and pocketsphinx, for the suites that speak and listen.
+    globalSetup: ['test/setup/speech-packages.ts'],
     maxWorkers: 1,
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -92,7 +92,7 @@ async function main(): Promise<void> {
     await sim.close();
   }
   const rows: Array<[string, keyof Turn]> = [
-    ['end of speech → first audio (client)', 'speechEndToAudio'],
+    ['end of speech (last sound) → first audio (client)', 'speechEndToAudio'],
     ['VAD end of turn → first audio (client)', 'vadToAudio'],
     ['  server: end of turn → first audio', 'server'],
     ['    STT (end of turn → transcript)', 'stt'],
@@ -105,10 +105,10 @@ async function main(): Promise<void> {
     return { label, p50: pct(xs, 0.5), p90: pct(xs, 0.9), max: xs.at(-1)! };
   });
   console.log(
-    `\n${'path'.padEnd(42)} ${'p50'.padStart(8)} ${'p90'.padStart(8)} ${'max'.padStart(8)}`,
+    `\n${'path'.padEnd(50)} ${'p50'.padStart(8)} ${'p90'.padStart(8)} ${'max'.padStart(8)}`,
   );
   for (const r of table) {
-    console.log(`${r.label.padEnd(42)} ${fmt(r.p50)} ${fmt(r.p90)} ${fmt(r.max)}`);
+    console.log(`${r.label.padEnd(50)} ${fmt(r.p50)} ${fmt(r.p90)} ${fmt(r.max)}`);
   }
   const first = table[0]!;
   const troupe = table.at(-1)!;
@@ -170,6 +170,8 @@ async function turn(url: string, pcm: Int16Array, greeting: boolean): Promise<Tu
   // Speech, then silence until the server answers, both in real time.
   const step = (24000 * CHUNK_MS) / 1000;
   const start = performance.now();
+  // The user's last sound, not the end of the file (flite leaves some silence after it).
+  const soundEndMs = lastSoundMs(pcm);
   let speechEnd = 0;
   const silence = new Int16Array(step);
   let sent = 0;
@@ -179,8 +181,10 @@ async function turn(url: string, pcm: Int16Array, greeting: boolean): Promise<Tu
     const chunk = sent < pcm.length ? pcm.subarray(sent, sent + step) : silence;
     ws.send(JSON.stringify({ type: 'input_audio_buffer.append', audio: encodePcm16Base64(chunk) }));
     sent += step;
-    if (sent >= pcm.length && speechEnd === 0) speechEnd = performance.now();
     const due = start + (sent / 24000) * 1000;
+    if (speechEnd === 0 && (sent / 24000) * 1000 >= soundEndMs) {
+      speechEnd = start + soundEndMs;
+    }
     await new Promise((r) => setTimeout(r, Math.max(0, due - performance.now())));
   }
   const firstAudio = await next('response.output_audio.delta');
@@ -213,6 +217,17 @@ async function question(): Promise<Int16Array> {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Where the last 10 ms with sound (peak above -36 dBFS) ends, in ms. */
+function lastSoundMs(pcm: Int16Array): number {
+  const window = 240;
+  for (let end = pcm.length; end > 0; end -= window) {
+    let peak = 0;
+    for (let i = Math.max(0, end - window); i < end; i++) peak = Math.max(peak, Math.abs(pcm[i]!));
+    if (peak > 500) return (end / 24000) * 1000;
+  }
+  return 0;
 }
 
 function pct(sorted: number[], p: number): number {

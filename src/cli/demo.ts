@@ -51,8 +51,9 @@ async function main(): Promise<void> {
   );
   out.write(`  web client   ${bold(`${server.url}/`)}\n`);
   out.write(
-    `  terminal     ${bold(`npm run chat -- --character weather --url ${server.wsUrl}`)}\n\n`,
+    `  terminal     ${bold(`npm run chat -- --character weather --url ${server.wsUrl}`)}\n`,
   );
+  out.write(`  voice        ${await voiceLine(server)}\n\n`);
   out.write("Lines the simulated model answers (each uses the character's tools):\n");
   for (const [id, lines] of Object.entries(DEMO_LINES)) {
     out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);
@@ -115,6 +116,17 @@ async function converse(
   out.write('\n');
   ws.close(1000);
   return failed;
+}
+
+/** What speech the demo offers: the engines, or what to install. */
+async function voiceLine(server: TroupeServer): Promise<string> {
+  const { stt, tts } = server.voice;
+  if (!stt && !tts) return 'off (STT_PROVIDER=none, TTS_PROVIDER=none)';
+  const [heard, spoken] = await Promise.all([stt?.health(), tts?.health()]);
+  const engines = `${stt?.name ?? 'no STT'} + ${tts?.name ?? 'no TTS'}`;
+  const problems = [heard, spoken].filter((h) => h && !h.ok).map((h) => h!.detail);
+  if (problems.length > 0) return `${engines}, not ready: ${problems.join('; ')}`;
+  return `${engines}: press the microphone in the web client, or add --voice to the chat command`;
 }
 
 function isFree(port: number): Promise<boolean> {

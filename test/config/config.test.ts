@@ -213,3 +213,91 @@ describe('config: server, LLM, sessions and logging', () => {
     expect(loadConfig({ AUTH_TOKEN: '' }).server).not.toHaveProperty('authToken');
   });
 });
+
+describe('config: voice', () => {
+  it('defaults to the offline engines and Realtime server VAD settings', () => {
+    const { voice } = loadConfig({});
+    expect(voice).toEqual({
+      stt: { provider: 'pocketsphinx' },
+      tts: { provider: 'espeak' },
+      vad: { threshold: 0.5, prefixPaddingMs: 300, silenceDurationMs: 500 },
+      bargeInMinMs: 300,
+      pauseThreshold: 0.6,
+      audioLeadMs: 300,
+      maxUtteranceMs: 60_000,
+    });
+  });
+
+  it("points Kyutai at moshi-server's ports and OpenAI at its API unless a URL is given", () => {
+    const kyutai = loadConfig({ STT_PROVIDER: 'kyutai', TTS_PROVIDER: 'kyutai' }).voice;
+    expect(kyutai.stt).toEqual({ provider: 'kyutai', baseURL: 'ws://127.0.0.1:8090' });
+    expect(kyutai.tts).toEqual({ provider: 'kyutai', baseURL: 'ws://127.0.0.1:8089' });
+    const openai = loadConfig({
+      STT_PROVIDER: 'openai',
+      STT_API_KEY: 'k',
+      STT_MODEL: 'whisper-1',
+      STT_LANGUAGE: 'en',
+      TTS_PROVIDER: 'openai',
+      TTS_URL: 'http://127.0.0.1:8880/v1',
+      TTS_VOICE: 'af_bella',
+      TTS_WORKERS: '3',
+    }).voice;
+    expect(openai.stt).toEqual({
+      provider: 'openai',
+      baseURL: 'https://api.openai.com/v1',
+      apiKey: 'k',
+      model: 'whisper-1',
+      language: 'en',
+    });
+    expect(openai.tts).toEqual({
+      provider: 'openai',
+      baseURL: 'http://127.0.0.1:8880/v1',
+      voice: 'af_bella',
+      workers: 3,
+    });
+  });
+
+  it('reads the turn-taking settings and lets --stt / --tts pick engines', () => {
+    const { voice } = loadConfig(
+      {
+        VAD_THRESHOLD: '0.7',
+        VAD_PREFIX_PADDING_MS: '200',
+        VAD_SILENCE_MS: '250',
+        BARGE_IN_MIN_MS: '0',
+        STT_PAUSE_THRESHOLD: '1',
+        AUDIO_LEAD_MS: '100',
+        MAX_UTTERANCE_MS: '5000',
+      },
+      ['--stt', 'none', '--tts', 'none'],
+    );
+    expect(voice).toMatchObject({
+      stt: { provider: 'none' },
+      tts: { provider: 'none' },
+      vad: { threshold: 0.7, prefixPaddingMs: 200, silenceDurationMs: 250 },
+      bargeInMinMs: 0,
+      pauseThreshold: 1,
+      audioLeadMs: 100,
+      maxUtteranceMs: 5000,
+    });
+  });
+
+  it('names each bad voice setting', () => {
+    let error: unknown;
+    try {
+      loadConfig({ STT_PROVIDER: 'whisper', VAD_THRESHOLD: '2', TTS_URL: 'ftp://x' }, [
+        '--tts',
+        'say',
+      ]);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const message = (error as Error).message;
+    expect(message).toContain(
+      'STT_PROVIDER: expected pocketsphinx, openai, kyutai or none, got "whisper"',
+    );
+    expect(message).toContain('--tts: expected espeak, openai, kyutai or none, got "say"');
+    expect(message).toContain('VAD_THRESHOLD: expected a number from 0 to 1, got "2"');
+    expect(message).toContain('TTS_URL: expected an http(s) or ws(s) URL');
+  });
+});
