@@ -675,6 +675,11 @@ export async function createSession(options: SessionOptions): Promise<Session> {
       const messages = speech
         ? keepHeard(summary.messages, spokenItems, response.truncations, spokenMessages)
         : summary.messages;
+      // Truncation reaches back a few replies, not the whole session.
+      for (const id of spokenMessages.keys()) {
+        if (spokenMessages.size <= MAX_SPOKEN_ITEMS) break;
+        spokenMessages.delete(id);
+      }
       group.messages.push(...messages);
       group.items.push(...out.items);
       // A turn with client calls ends right after the round that made them: its last assistant message.
@@ -1812,6 +1817,9 @@ interface SpokenRound {
   message: ChatMessage;
   items: Array<{ item: MessageItem; transcript: string }>;
 }
+
+/** Spoken items a late `conversation.item.truncate` can still cut. */
+const MAX_SPOKEN_ITEMS = 64;
 
 /** Less audio than this cannot be a turn (the Realtime API's own floor). */
 const MIN_COMMIT_MS = 100;

@@ -145,13 +145,6 @@ export class SpeechOutput {
     options.signal.addEventListener('abort', () => this.#stop(), { once: true });
   }
 
-  /** Whether the listener is still hearing (or about to hear) this response. */
-  get audible(): boolean {
-    return (
-      !this.#stopped && (this.#playEnd > performance.now() || this.#items.some((i) => !i.finished))
-    );
-  }
-
   /** Starts an item: text from now on is its speech. */
   begin(place: SpeechPlace): void {
     this.#open = this.#newItem(place);

@@ -8,7 +8,7 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { encodePcm16Base64, readWav } from '../../src/voice/audio/pcm.js';
+import { concatPcm, encodePcm16Base64, readWav } from '../../src/voice/audio/pcm.js';
 import { resample } from '../../src/voice/audio/resample.js';
 import type { TestClient } from './realtime-client.js';
 
@@ -39,13 +39,7 @@ export function silence(ms: number): Int16Array {
 
 /** Joins pieces of audio. */
 export function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatPcm(parts);
 }
 
 /**

@@ -8,6 +8,7 @@
 import { Decoder, Encoder } from '@evan/opus';
 import { AudioFormatError, ConfigError } from '../../errors.js';
 import { OggReader, OggWriter } from './ogg.js';
+import { concatPcm } from './pcm.js';
 import type { OggPacket } from './ogg.js';
 import { createResampler } from './resample.js';
 import type { Resampler } from './resample.js';
@@ -68,17 +69,6 @@ function preview(data: Uint8Array): string {
     Array.from(shown, (b) => b.toString(16).padStart(2, '0')).join(' ') +
     (data.length > 8 ? ' …' : '')
   );
-}
-
-function concatInt16(parts: Int16Array[], total: number): Int16Array {
-  if (parts.length === 1 && parts[0]!.length === total) return parts[0]!;
-  const out = new Int16Array(total);
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
 }
 
 function concatBytes(parts: Uint8Array[]): Uint8Array {
@@ -187,7 +177,7 @@ export class OggOpusDecoder {
     const settle = (endOfStream: boolean): void => {
       let total = 0;
       for (const p of pending) total += p.length;
-      const pcm = concatInt16(pending, total);
+      const pcm = concatPcm(pending, total);
       pending = [];
       if (this.#resampler) {
         ready.push(this.#resampler.push(pcm));
@@ -228,7 +218,7 @@ export class OggOpusDecoder {
     settle(false);
     let total = 0;
     for (const p of ready) total += p.length;
-    return concatInt16(ready, total);
+    return concatPcm(ready, total);
   }
 
   #readPackets(bytes: Uint8Array): OggPacket[] {

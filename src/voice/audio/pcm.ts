@@ -186,6 +186,26 @@ export function float32ToInt16(f: ArrayLike<number>): Int16Array {
   return out;
 }
 
+/**
+ * Joins PCM chunks into one array (the chunk itself when there is only one).
+ *
+ * @example
+ * concatPcm([new Int16Array([1]), new Int16Array([2, 3])]); // Int16Array [1, 2, 3]
+ */
+export function concatPcm(
+  chunks: readonly Int16Array[],
+  samples = chunks.reduce((n, c) => n + c.length, 0),
+): Int16Array {
+  if (chunks.length === 1 && chunks[0]!.length === samples) return chunks[0]!;
+  const out = new Int16Array(samples);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
 /** Duration of `samples` at `sampleRate`, in ms. */
 export function samplesToMs(samples: number, sampleRate: number): number {
   return (samples * 1000) / sampleRate;

@@ -90,14 +90,3 @@ export function sttError(
 export function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
-
-/** Joins PCM chunks into one array. */
-export function concatPcm(chunks: readonly Int16Array[], samples: number): Int16Array {
-  const out = new Int16Array(samples);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
-}

@@ -7,16 +7,9 @@ import OpenAI, { toFile } from 'openai';
 import { OPENAI_BASE_URL } from '../../config/defaults.js';
 import type { SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, SttEvent, SttOpenOptions, SttProvider, SttStream } from '../types.js';
-import {
-  SILENT_LOGGER,
-  assertPcm16,
-  concatPcm,
-  emitSafely,
-  messageOf,
-  sttError,
-} from './common.js';
+import { SILENT_LOGGER, assertPcm16, emitSafely, messageOf, sttError } from './common.js';
 import type { SttLogger } from './common.js';
-import { writeWav } from '../audio/pcm.js';
+import { concatPcm, writeWav } from '../audio/pcm.js';
 
 /**
  * Upload rate. Whisper-family models resample everything to 16 kHz before
