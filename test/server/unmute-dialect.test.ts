@@ -1,25 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unmuteVoiceList } from '../../src/protocol/index.js';
-import { connect, say, type Received, type TestClient } from '../helpers/realtime-client.js';
+import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-
-/** Every event type Unmute's frontend knows; it warns about any other. */
-const UNMUTE_TYPES = new Set([
-  'session.updated',
-  'response.created',
-  'response.text.delta',
-  'response.text.done',
-  'response.audio.delta',
-  'response.audio.done',
-  'conversation.item.input_audio_transcription.delta',
-  'input_audio_buffer.speech_started',
-  'input_audio_buffer.speech_stopped',
-  'unmute.interrupted_by_vad',
-  'unmute.response.text.delta.ready',
-  'unmute.response.audio.delta.ready',
-  'unmute.additional_outputs',
-  'error',
-]);
+import { unknownToUnmute } from '../helpers/unmute.js';
 
 /** The voice Unmute's configurator would pick for a character: the instructions it sends back. */
 function voiceOf(id: string, name = id) {
@@ -33,10 +16,6 @@ function unmuteUpdate(character: string, instructions: object = voiceOf(characte
     session: { instructions, voice: character, allow_recording: false },
   };
 }
-
-/** Event types Unmute's frontend would warn about. */
-const unknownToUnmute = (events: Received[]) =>
-  events.map((e) => e.type).filter((t) => !UNMUTE_TYPES.has(t));
 
 describe('the unmute dialect over a real socket', () => {
   let t: TestServer;
