@@ -368,3 +368,18 @@ export async function voiceOf(engines: {
     async close() {},
   };
 }
+
+/**
+ * A voice server whose model tells `story` when the user asks for a story
+ * and says "Okay." otherwise; the scripted STT hears `heard` in order
+ * ("hello" once it is empty), so a test pushes what the user says next.
+ */
+export async function startStoryServer(story: string, heard: string[]): Promise<TestServer> {
+  return startVoiceServer({
+    voice: await fakeVoice({ transcripts: () => heard.shift() ?? 'hello' }),
+    script: {
+      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: story }] } }],
+      fallback: { parts: [{ text: 'Okay.' }] },
+    },
+  });
+}

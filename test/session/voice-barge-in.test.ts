@@ -10,11 +10,10 @@ import type { TestServer } from '../helpers/server.js';
 import { lastChat, nextError, userMessage } from '../helpers/session.js';
 import {
   barrier,
-  fakeVoice,
   openVoiceSession,
   speak,
   spokenText,
-  startVoiceServer,
+  startStoryServer,
 } from '../helpers/voice.js';
 
 const STORY =
@@ -26,13 +25,7 @@ const heard: string[] = [];
 let t: TestServer;
 
 beforeAll(async () => {
-  t = await startVoiceServer({
-    voice: await fakeVoice({ transcripts: () => heard.shift() ?? 'hello' }),
-    script: {
-      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
-      fallback: { parts: [{ text: 'Okay.' }] },
-    },
-  });
+  t = await startStoryServer(STORY, heard);
 });
 afterAll(() => t?.close());
 

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, scrape } from '../helpers/http.js';
 import type { TestServer } from '../helpers/server.js';
-import { barrier, fakeVoice, openVoiceSession, speak, startVoiceServer } from '../helpers/voice.js';
+import { barrier, openVoiceSession, speak, startStoryServer } from '../helpers/voice.js';
 
 const STORY =
   'Once upon a time a fox lived by the river. She fished there every morning. ' +
@@ -14,13 +14,7 @@ const heard: string[] = [];
 let t: TestServer;
 
 beforeAll(async () => {
-  t = await startVoiceServer({
-    voice: await fakeVoice({ transcripts: () => heard.shift() ?? 'hello' }),
-    script: {
-      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
-      fallback: { parts: [{ text: 'Okay.' }] },
-    },
-  });
+  t = await startStoryServer(STORY, heard);
 });
 afterAll(() => t?.close());
 

@@ -8,11 +8,10 @@ import type { TestServer } from '../helpers/server.js';
 import { nextError } from '../helpers/session.js';
 import {
   barrier,
-  fakeVoice,
   openVoiceSession,
   speak,
   spokenText,
-  startVoiceServer,
+  startStoryServer,
   waitForEvent,
 } from '../helpers/voice.js';
 
@@ -23,13 +22,7 @@ const heard: string[] = [];
 let t: TestServer;
 
 beforeAll(async () => {
-  t = await startVoiceServer({
-    voice: await fakeVoice({ transcripts: () => heard.shift() ?? 'hello' }),
-    script: {
-      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
-      fallback: { parts: [{ text: 'Okay.' }] },
-    },
-  });
+  t = await startStoryServer(STORY, heard);
 });
 afterAll(() => t?.close());
 

@@ -10,6 +10,7 @@ import type { TurnDetectorEvent } from '../../src/voice/turn-detector.js';
 import { TurnDetector, thresholdToVadMode } from '../../src/voice/turn-detector.js';
 import type { FrameVad, VadEngine } from '../../src/voice/vad.js';
 import { VAD_FRAME_SAMPLES, loadVad } from '../../src/voice/vad.js';
+import { concat } from '../helpers/audio.js';
 
 const run = promisify(execFile);
 const RATE = 16_000;
@@ -44,16 +45,6 @@ function readWav(bytes: Buffer): Int16Array {
     offset += 8 + size + (size & 1);
   }
   throw new Error('WAV file without a data chunk');
-}
-
-function concat(...parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 /** Sample-exact equality, byte-wise: far faster than a deep equal on long arrays. */

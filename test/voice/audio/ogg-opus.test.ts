@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { AudioFormatError, ConfigError } from '../../../src/errors.js';
 import { OggReader, OggWriter } from '../../../src/voice/audio/ogg.js';
 import { OggOpusDecoder, OggOpusEncoder } from '../../../src/voice/audio/ogg-opus.js';
+import { concatPcm } from '../../../src/voice/audio/pcm.js';
+import { firstDifference } from '../../helpers/audio.js';
 
 const RATE = 24_000;
 
@@ -28,22 +30,6 @@ function concatBytes(parts: Uint8Array[]): Uint8Array {
     offset += p.length;
   }
   return out;
-}
-
-function concatSamples(parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
-}
-
-function firstDifference(a: Int16Array, b: Int16Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
 }
 
 /** Best normalised correlation of `y` against `x` over lags in ±maxLag, ignoring the edges. */
@@ -127,11 +113,11 @@ describe('OggOpusEncoder and OggOpusDecoder', () => {
     const whole = new OggOpusDecoder().push(bytes);
     const byPage = new OggOpusDecoder();
     const pages = splitPages(bytes).map((page) => byPage.push(page));
-    expect(firstDifference(concatSamples(pages), whole)).toBe(-1);
+    expect(firstDifference(concatPcm(pages), whole)).toBe(-1);
     const byByte = new OggOpusDecoder();
     const bytewise: Int16Array[] = [];
     for (let i = 0; i < bytes.length; i++) bytewise.push(byByte.push(bytes.subarray(i, i + 1)));
-    expect(firstDifference(concatSamples(bytewise), whole)).toBe(-1);
+    expect(firstDifference(concatPcm(bytewise), whole)).toBe(-1);
   });
 
   it('writes OpusHead and OpusTags pages first, on the first push', () => {
@@ -315,7 +301,7 @@ describe('OggOpusDecoder errors', () => {
     expect(errors[0]).toBeInstanceOf(AudioFormatError);
     expect(String(errors[0])).toMatch(/CRC mismatch/);
     // One 40 ms page is missing; everything else decoded.
-    expect(concatSamples(out).length).toBe(input.length - 960);
+    expect(concatPcm(out).length).toBe(input.length - 960);
   });
 
   it('rejects raw Opus packets that lack Ogg framing, and still accepts Ogg afterwards', () => {

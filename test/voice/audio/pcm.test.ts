@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AudioFormatError } from '../../../src/errors.js';
+import { firstDifference } from '../../helpers/audio.js';
 import {
   PCM16_SAMPLE_RATE,
   Pcm16Decoder,
@@ -43,13 +44,6 @@ function fmtChunk(tag: number, channels: number, rate: number, bits: number): Ui
   b.writeUInt16LE((channels * bits) / 8, 12);
   b.writeUInt16LE(bits, 14);
   return b;
-}
-
-/** Index of the first differing sample, -1 when equal (vitest's deep equality is slow on big typed arrays). */
-function firstDifference(a: Int16Array, b: Int16Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
 }
 
 function int16Bytes(samples: number[]): Uint8Array {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AudioFormatError } from '../../../src/errors.js';
+import { concatPcm } from '../../../src/voice/audio/pcm.js';
 import { createResampler, resample } from '../../../src/voice/audio/resample.js';
+import { firstDifference } from '../../helpers/audio.js';
 
 function tone(hz: number, rate: number, seconds: number, amplitude: number): Int16Array {
   const n = Math.round(rate * seconds);
@@ -32,22 +34,6 @@ function rms(pcm: Int16Array): number {
   let sum = 0;
   for (let i = margin; i < pcm.length - margin; i++) sum += pcm[i]! * pcm[i]!;
   return Math.sqrt(sum / (pcm.length - 2 * margin));
-}
-
-function concat(parts: Int16Array[]): Int16Array {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const p of parts) {
-    out.set(p, offset);
-    offset += p.length;
-  }
-  return out;
-}
-
-function firstDifference(a: Int16Array, b: Int16Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
 }
 
 /** A deterministic "speech-like" signal: a few tones plus pseudo-random noise. */
@@ -159,7 +145,7 @@ describe('createResampler', () => {
         size = (size * 7 + 3) % 613; // 1, 10, 73, 514, …, and sometimes 0
       }
       parts.push(resampler.flush());
-      expect(firstDifference(concat(parts), oneShot)).toBe(-1);
+      expect(firstDifference(concatPcm(parts), oneShot)).toBe(-1);
     },
   );
 
@@ -175,8 +161,8 @@ describe('createResampler', () => {
   it('starts afresh after flush()', () => {
     const input = mixture(48_000, 0.05);
     const resampler = createResampler(48_000, 16_000);
-    const first = concat([resampler.push(input), resampler.flush()]);
-    const second = concat([resampler.push(input), resampler.flush()]);
+    const first = concatPcm([resampler.push(input), resampler.flush()]);
+    const second = concatPcm([resampler.push(input), resampler.flush()]);
     expect(firstDifference(first, second)).toBe(-1);
   });
 
