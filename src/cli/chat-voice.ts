@@ -590,8 +590,11 @@ export async function sendInRealTime(
   let n = 0;
   for (const chunk of chunks) {
     signal.throwIfAborted();
-    const wait = start + n * AUDIO_CHUNK_MS - now();
-    if (wait > 0) await delay(wait, undefined, { signal });
+    // Timers may fire a fraction of a millisecond early: wait until the chunk is due.
+    for (let wait = start + n * AUDIO_CHUNK_MS - now(); wait > 0;) {
+      await delay(wait, undefined, { signal });
+      wait = start + n * AUDIO_CHUNK_MS - now();
+    }
     send(encodePcm16Base64(chunk));
     n++;
   }
