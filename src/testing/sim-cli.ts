@@ -20,6 +20,7 @@ const USAGE = `Usage: npm run sim -- [options]
   --jitter-ms N        uniform ± jitter on every wait (default 0)
   --model NAME         a model to list in /v1/models (repeatable; default sim-model)
   --seed N             seed for splitting, jitter and ids (default 1)
+  --stamp              end each streamed text fragment with its send time (load tests)
   --help               show this text`;
 
 /** CLI failures: printed without a stack trace, exit code 1. */
@@ -69,6 +70,7 @@ async function main(argv: string[]): Promise<void> {
       'jitter-ms': { type: 'string' },
       model: { type: 'string', multiple: true },
       seed: { type: 'string' },
+      stamp: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -90,6 +92,7 @@ async function main(argv: string[]): Promise<void> {
       jitterMs: parseNumber('jitter-ms', values['jitter-ms'], 0),
     },
     seed: parseNumber('seed', values.seed, 1),
+    stamp: values.stamp === true,
   };
   if (values.model !== undefined && values.model.length > 0) options.models = values.model;
   if (values.script !== undefined) options.script = await loadScript(values.script);

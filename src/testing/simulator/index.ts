@@ -50,5 +50,6 @@ export type {
   SimScript,
   SimWhen,
 } from './script.js';
+export { epochNow, readStamps, stampText } from './stamp.js';
 export { badRequestBody, checkChatRequest } from './history-check.js';
 export type { VllmErrorBody } from './history-check.js';

@@ -18,6 +18,8 @@ export interface SimWhen {
   toolResult?: string;
   /** Substring of a system (or developer) message. */
   system?: string;
+  /** Whether the request offers tools (a `tool_choice` of `none` offers none). */
+  tools?: boolean;
 }
 
 /** One piece of a scripted reply, emitted in order. */
@@ -111,6 +113,7 @@ export const SIM_SCRIPT_SCHEMA: z.ZodType<SimScript> = z.strictObject({
           round: z.number().int().nonnegative().optional(),
           toolResult: z.string().optional(),
           system: z.string().optional(),
+          tools: z.boolean().optional(),
         })
         .optional(),
       reply: replySchema,
@@ -148,6 +151,8 @@ export interface ConversationFacts {
   toolResults: string[];
   /** Texts of system and developer messages. */
   system: string[];
+  /** Whether the request offers tools; unknown (and no `tools` rule matches) when absent. */
+  tools?: boolean;
 }
 
 /** Text of a message's content: a string, or the text parts of an array. */
@@ -219,6 +224,7 @@ export function ruleMatches(when: SimWhen | undefined, facts: ConversationFacts)
     const needle = when.system;
     if (!facts.system.some((s) => s.includes(needle))) return false;
   }
+  if (when.tools !== undefined && facts.tools !== when.tools) return false;
   return true;
 }
 
@@ -231,10 +237,15 @@ export interface ReplySelection {
 /**
  * Picks the reply for a conversation: the first matching rule, else the fallback.
  *
- * @example selectReply(script, body.messages).reply.parts
+ * @example selectReply(script, body.messages, toolModeOf(body) !== 'none').reply.parts
  */
-export function selectReply(script: SimScript, messages: readonly ChatMessage[]): ReplySelection {
+export function selectReply(
+  script: SimScript,
+  messages: readonly ChatMessage[],
+  toolsOffered?: boolean,
+): ReplySelection {
   const facts = conversationFacts(messages);
+  if (toolsOffered !== undefined) facts.tools = toolsOffered;
   for (let i = 0; i < script.rules.length; i++) {
     const rule = script.rules[i];
     if (rule !== undefined && ruleMatches(rule.when, facts)) {

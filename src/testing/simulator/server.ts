@@ -24,6 +24,7 @@ import {
 import type { ProfileName, ReplyPlan, Rng, StreamFrame } from './profiles.js';
 import { contentText, parseSimScript, selectReply } from './script.js';
 import type { SimScript } from './script.js';
+import { epochNow, stampText } from './stamp.js';
 
 /** Default profile. */
 export const DEFAULT_PROFILE: ProfileName = 'openai';
@@ -67,6 +68,11 @@ export interface SimulatorOptions {
   seed?: number;
   /** vLLM-style usage on every chunk. @defaultValue the profile decides (true for vllm-hermes) */
   continuousUsage?: boolean;
+  /**
+   * End every streamed text fragment with its send time (see `stamp.ts`), so
+   * a load-test client can measure what the server in between adds. @defaultValue false
+   */
+  stamp?: boolean;
 }
 
 /** A one-shot fault for the next chat request; several queue up in order. */
@@ -356,10 +362,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     // position, so a given sequence of requests always gets the same bytes.
     const rng = createRng(Math.imul(seed, 0x9e3779b1) ^ Math.imul(n + 1, 0x85ebca6b));
     const messages = body.messages as ChatMessage[];
-    const reply = selectReply(script, messages).reply;
+    const mode = toolModeOf(body);
+    const reply = selectReply(script, messages, mode !== 'none').reply;
     const plan = planReply(reply, {
       profile,
-      mode: toolModeOf(body),
+      mode,
       rng,
       corruptArguments: fault?.type === 'invalid-args',
     });
@@ -442,14 +449,16 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
           }
         }
       }
-      const frame = frames[i] as StreamFrame;
+      const sentAt = epochNow();
+      const frame =
+        options.stamp === true ? stampFrame(frames[i] as StreamFrame, sentAt) : frames[i];
       const text = `data: ${JSON.stringify({
         id: envelope.id,
         object: 'chat.completion.chunk',
         created: envelope.created,
         model: envelope.model,
         ...frame,
-        x_sim_sent_at: performance.timeOrigin + performance.now(),
+        x_sim_sent_at: sentAt,
       })}\n\n`;
       let ok: boolean;
       if (splitPending && Buffer.byteLength(text) !== text.length) {
@@ -669,6 +678,17 @@ function schedule(latency: Required<SimLatency>, rng: Rng): (i: number) => numbe
     const target = start + latency.ttftMs + i * interval + jitter;
     // Sub-millisecond waits would each round up to a whole timer tick.
     return target - performance.now() >= 1 ? target : null;
+  };
+}
+
+/** The frame with its text fragment, if any, stamped with its send time. */
+function stampFrame(frame: StreamFrame, sentAt: number): StreamFrame {
+  const choice = frame.choices[0];
+  const content = choice?.delta.content;
+  if (choice === undefined || typeof content !== 'string' || content === '') return frame;
+  return {
+    ...frame,
+    choices: [{ ...choice, delta: { ...choice.delta, content: stampText(content, sentAt) } }],
   };
 }
 
