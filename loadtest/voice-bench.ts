@@ -15,18 +15,16 @@
  * @example npm run bench:voice
  * @example npm run bench:voice -- --turns 20 --silence-ms 500
  */
-import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { loadConfig } from '../src/config/index.js';
 import { createLogger, startServer } from '../src/server/index.js';
-import { DEMO_SCRIPT, startSimulator } from '../src/testing/index.js';
-import { encodePcm16Base64, readWav } from '../src/voice/audio/pcm.js';
-import { resample } from '../src/voice/audio/resample.js';
+import { DEMO_SCRIPT, fliteSpeech, soundBounds, startSimulator } from '../src/testing/index.js';
+import { encodePcm16Base64 } from '../src/voice/audio/pcm.js';
 
 const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const REPORT_PATH = path.join(ROOT_DIR, 'loadtest', 'reports', 'voice-bench.json');
@@ -60,7 +58,7 @@ interface Turn {
 }
 
 async function main(): Promise<void> {
-  const pcm = await question();
+  const pcm = await fliteSpeech(QUESTION);
   const speechMs = (pcm.length / 24000) * 1000;
   const sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
   const config = loadConfig({
@@ -171,7 +169,7 @@ async function turn(url: string, pcm: Int16Array, greeting: boolean): Promise<Tu
   const step = (24000 * CHUNK_MS) / 1000;
   const start = performance.now();
   // The user's last sound, not the end of the file (flite leaves some silence after it).
-  const soundEndMs = lastSoundMs(pcm);
+  const soundEndMs = soundBounds(pcm).endMs;
   let speechEnd = 0;
   const silence = new Int16Array(step);
   let sent = 0;
@@ -204,30 +202,6 @@ async function turn(url: string, pcm: Int16Array, greeting: boolean): Promise<Tu
     troupe: voice.troupe_ms!,
     transcript: String(transcript.transcript),
   };
-}
-
-/** The question as flite speaks it, at 24 kHz (flite is a Debian package: apt-get install flite). */
-async function question(): Promise<Int16Array> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'troupe-voice-bench-'));
-  try {
-    const file = path.join(dir, 'q.wav');
-    await promisify(execFile)('flite', ['-voice', 'kal16', '-t', QUESTION, '-o', file]);
-    const wav = readWav(new Uint8Array(await readFile(file)));
-    return resample(wav.pcm, wav.sampleRate, 24000);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
-/** Where the last 10 ms with sound (peak above -36 dBFS) ends, in ms. */
-function lastSoundMs(pcm: Int16Array): number {
-  const window = 240;
-  for (let end = pcm.length; end > 0; end -= window) {
-    let peak = 0;
-    for (let i = Math.max(0, end - window); i < end; i++) peak = Math.max(peak, Math.abs(pcm[i]!));
-    if (peak > 500) return (end / 24000) * 1000;
-  }
-  return 0;
 }
 
 function pct(sorted: number[], p: number): number {

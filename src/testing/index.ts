@@ -6,3 +6,4 @@ export * from './scripts/demo.js';
 export * from './scripted-stt.js';
 export * from './fake-stt.js';
 export * from './fake-tts.js';
+export * from './flite-speech.js';

@@ -3,34 +3,13 @@
  * (pocketsphinx hears it well, see VOICE-STACK.md), at 24 kHz as the
  * Realtime protocol takes it, plus silence and a way to send audio.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { concatPcm, encodePcm16Base64, readWav } from '../../src/voice/audio/pcm.js';
-import { resample } from '../../src/voice/audio/resample.js';
+import { concatPcm, encodePcm16Base64 } from '../../src/voice/audio/pcm.js';
+import { fliteSpeech, soundBounds } from '../../src/testing/flite-speech.js';
 import type { TestClient } from './realtime-client.js';
 
-const run = promisify(execFile);
-const cache = new Map<string, Promise<Int16Array>>();
-let dir: Promise<string> | undefined;
-
 /** `text` spoken by flite (kal16), as 24 kHz PCM16. Cached per process. */
-export function speech(text: string): Promise<Int16Array> {
-  let pcm = cache.get(text);
-  if (!pcm) {
-    pcm = (async () => {
-      dir ??= mkdtemp(join(tmpdir(), 'troupe-speech-'));
-      const file = join(await dir, `${cache.size}.wav`);
-      await run('flite', ['-voice', 'kal16', '-t', text, '-o', file]);
-      const wav = readWav(new Uint8Array(await readFile(file)));
-      return resample(wav.pcm, wav.sampleRate, 24000);
-    })();
-    cache.set(text, pcm);
-  }
-  return pcm;
-}
+export const speech = fliteSpeech;
+export { soundBounds };
 
 /** `ms` of silence at 24 kHz. */
 export function silence(ms: number): Int16Array {
@@ -54,15 +33,6 @@ export function sendAudio(client: TestClient, pcm: Int16Array, chunkMs = 40): vo
       audio: encodePcm16Base64(pcm.subarray(at, at + step)),
     });
   }
-}
-
-/** Where sound begins and ends in 24 kHz audio, in ms: the first and last sample louder than `level`. */
-export function soundBounds(pcm: Int16Array, level = 500): { startMs: number; endMs: number } {
-  let first = 0;
-  while (first < pcm.length && Math.abs(pcm[first]!) < level) first++;
-  let last = pcm.length - 1;
-  while (last > first && Math.abs(pcm[last]!) < level) last--;
-  return { startMs: first / 24, endMs: (last + 1) / 24 };
 }
 
 /** The audio from `fromMs` to `toMs` (24 kHz), as a standalone copy. */
