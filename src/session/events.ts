@@ -171,7 +171,21 @@ export interface ResponseTroupeInfo {
   duration_ms: number;
   tool_rounds: number;
   llm_requests: number;
+  /** One entry per LLM request, in order: where the response's time went. */
+  rounds: ResponseRound[];
   tools: ResponseToolCall[];
+}
+
+/** One LLM request of a response, ms. */
+export interface ResponseRound {
+  /** Request sent → first chunk; null when none came. */
+  llm_ttft_ms: number | null;
+  /** Request sent → last chunk: the model's own time. */
+  llm_ms: number | null;
+  /** The round's longest tool handler (they run in parallel); 0 without tools. */
+  handler_ms: number;
+  /** Last chunk → the next round's request, handler time excluded; null for the last round. */
+  overhead_ms: number | null;
 }
 
 /**

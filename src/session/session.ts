@@ -14,6 +14,7 @@ import {
   runTurn,
   toolResultMessages,
   type TurnEvent,
+  type RoundTiming,
   type TurnOptions,
   type TurnSummary,
 } from '../llm/turn-runner.js';
@@ -35,6 +36,7 @@ import type {
   MessageItem,
   ResponseObject,
   ResponseOptions,
+  ResponseRound,
   ServerEvent,
   SessionObject,
   SessionUpdate,
@@ -721,6 +723,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
           ...(speech ? { voice: voiceTimings(response, speech, requestAt) } : {}),
           tool_rounds: summary?.toolRounds ?? 0,
           llm_requests: summary?.requests ?? 0,
+          rounds: responseRounds(summary?.rounds ?? []),
           tools: [
             ...(summary?.toolCalls ?? []).map((t) => ({
               call_id: t.callId,
@@ -1793,6 +1796,23 @@ function statusDetails(
 
 function round(ms: number): number {
   return Math.round(ms * 10) / 10;
+}
+
+/** Rounds of a response as `response.done` reports them, to the microsecond (overheads are sub-ms). */
+function responseRounds(rounds: readonly RoundTiming[]): ResponseRound[] {
+  const us = (ms: number): number => Math.round(ms * 1000) / 1000;
+  return rounds.map((r, i) => {
+    const next = rounds[i + 1];
+    return {
+      llm_ttft_ms: r.firstChunkAt === null ? null : us(r.firstChunkAt - r.requestAt),
+      llm_ms: r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
+      handler_ms: us(r.handlerMs),
+      overhead_ms:
+        next === undefined || r.lastChunkAt === null
+          ? null
+          : us(Math.max(0, next.requestAt - r.lastChunkAt - r.handlerMs)),
+    };
+  });
 }
 
 /** Server VAD settings of a session (`turn_detection`), with Realtime's two flags. */
