@@ -1,0 +1,389 @@
+/**
+ * One simulated user: a WebSocket session over the public protocol that
+ * plays the scripted conversation turn after turn, typed or spoken, and
+ * records what it measures into the pool's current recorder.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import WebSocket from 'ws';
+import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
+import { encodePcm16Base64 } from '../../src/voice/audio/pcm.js';
+import type { Recorder } from './recorder.js';
+import { CONVERSATION } from './scenarios.js';
+
+/** Audio frames a spoken session sends, like a microphone: 20 ms each. */
+const FRAME_MS = 20;
+const FRAME_SAMPLES = (24_000 * FRAME_MS) / 1000;
+const SILENT_FRAME = encodePcm16Base64(new Int16Array(FRAME_SAMPLES));
+/** How long the session may take to open and say `session.created`. */
+const OPEN_TIMEOUT_MS = 15_000;
+
+/** A spoken line: its audio at 24 kHz and where its last sound ends. */
+export interface Utterance {
+  pcm: Int16Array;
+  endMs: number;
+}
+
+/** What a session needs from its pool. */
+export interface ClientContext {
+  /** Where samples go right now (a capacity search swaps it between steps). */
+  readonly rec: Recorder;
+  /** Set when sessions should finish their turn and leave. */
+  readonly stopping: boolean;
+  /** Fires when sessions must leave at once. */
+  readonly signal: AbortSignal;
+  url: string;
+  character: string | null;
+  thinkMs: number;
+  turnTimeoutMs: number;
+  /** Compare each reply with the script's (the load test runs the simulator). */
+  checkText: boolean;
+  /** Spoken sessions: the conversation's lines as audio; typed sessions: undefined. */
+  speech?: readonly Utterance[];
+  /** Spoken sessions: the server VAD's silence window. */
+  silenceMs: number;
+  opened(): void;
+  closed(): void;
+}
+
+/** A turn in flight. */
+interface Turn {
+  line: number;
+  /** Typed: response.create sent; spoken: the user's last sound. */
+  startAt: number;
+  text: string;
+  firstTextAt: number | null;
+  firstAudioAt: number | null;
+  /** A tool call came before any text. */
+  toolFirst: boolean;
+  done: (event: ResponseDone) => void;
+}
+
+interface ResponseDone {
+  at: number;
+  status: string;
+  troupe?: {
+    rounds?: Array<{ llm_ms: number | null; overhead_ms: number | null }>;
+    tools?: Array<{ name: string; outcome: string }>;
+  };
+}
+
+/** The few fields of server events a session reads. */
+interface ServerEventLite {
+  type: string;
+  delta?: string;
+  item?: { type?: string };
+  response?: Omit<ResponseDone, 'at'>;
+  error?: { type?: string; code?: string | null; message?: string };
+  session?: { troupe?: { character?: { greeting?: string | null } } };
+}
+
+/**
+ * Runs one session until the pool stops: connect, converse, leave. Never
+ * throws: what goes wrong is counted as an error of its kind.
+ *
+ * @example await runSession(ctx, 3);
+ */
+export async function runSession(ctx: ClientContext, index: number): Promise<void> {
+  const client = new SessionClient(ctx);
+  try {
+    await client.run(index);
+  } catch (err) {
+    ctx.rec.error(err instanceof SessionError ? err.kind : 'client');
+  } finally {
+    client.close();
+  }
+}
+
+/** A failure that ends a session, counted under `kind`. */
+class SessionError extends Error {
+  constructor(readonly kind: string) {
+    super(kind);
+  }
+}
+
+class SessionClient {
+  readonly #ctx: ClientContext;
+  #ws: WebSocket | undefined;
+  #turn: Turn | undefined;
+  #opened = false;
+  #closedByUs = false;
+  /** Resolvers of `session.created`/`session.updated` and of an unexpected close. */
+  #waiting = new Map<string, (e: ServerEventLite) => void>();
+  #lost: ((err: SessionError) => void) | undefined;
+  /** Spoken sessions: the line being spoken and how far, in samples. */
+  #speaking: { pcm: Int16Array; at: number } | undefined;
+
+  constructor(ctx: ClientContext) {
+    this.#ctx = ctx;
+  }
+
+  async run(index: number): Promise<void> {
+    const ctx = this.#ctx;
+    const lost = new Promise<never>((_, reject) => {
+      this.#lost = reject;
+    });
+    lost.catch(() => undefined);
+    const created = await Promise.race([this.#connect(), lost]);
+    this.#opened = true;
+    ctx.opened();
+    const spoken = ctx.speech !== undefined;
+    if (spoken) {
+      this.#send({
+        type: 'session.update',
+        session: {
+          output_modalities: ['audio'],
+          audio: {
+            input: {
+              turn_detection: { type: 'server_vad', silence_duration_ms: ctx.silenceMs },
+            },
+          },
+        },
+      });
+      const greeting = created.session?.troupe?.character?.greeting;
+      const greeted = greeting ? this.#await('response.done') : undefined;
+      await Promise.race([this.#await('session.updated'), lost]);
+      void this.#microphone();
+      // The greeting is spoken first; the user talks after it.
+      if (greeted !== undefined) await Promise.race([greeted, lost]);
+    }
+    for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
+      const line = (index + t) % CONVERSATION.length;
+      await Promise.race([this.#playTurn(line), lost]);
+      if (ctx.stopping) break;
+      await Promise.race([sleep(ctx.thinkMs, undefined, { signal: ctx.signal }), lost]).catch(
+        (err: unknown) => {
+          if (err instanceof SessionError) throw err;
+        },
+      );
+    }
+  }
+
+  close(): void {
+    this.#closedByUs = true;
+    if (this.#opened) {
+      this.#opened = false;
+      this.#ctx.closed();
+    }
+    this.#ws?.close(1000);
+  }
+
+  #connect(): Promise<ServerEventLite> {
+    const ctx = this.#ctx;
+    const url = new URL(ctx.url);
+    if (ctx.character !== null) url.searchParams.set('character', ctx.character);
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    this.#ws = ws;
+    ws.on('message', (data) => this.#onMessage(data.toString()));
+    ws.on('close', (code) => {
+      if (this.#closedByUs) return;
+      this.#lost?.(new SessionError(`closed:${code}`));
+    });
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new SessionError('connect_timeout')), OPEN_TIMEOUT_MS);
+      ws.once('error', () => {
+        clearTimeout(timer);
+        reject(new SessionError('connect'));
+      });
+      this.#waiting.set('session.created', (e) => {
+        clearTimeout(timer);
+        resolve(e);
+      });
+    });
+  }
+
+  #await(type: string): Promise<ServerEventLite> {
+    return new Promise((resolve) => this.#waiting.set(type, resolve));
+  }
+
+  #send(event: object): void {
+    this.#ws?.send(JSON.stringify(event));
+  }
+
+  /** One turn: say the line, wait for the whole reply, record what it took. */
+  async #playTurn(line: number): Promise<void> {
+    const ctx = this.#ctx;
+    const turnDone = new Promise<ResponseDone>((resolve) => {
+      this.#turn = {
+        line,
+        startAt: epochNow(),
+        text: '',
+        firstTextAt: null,
+        firstAudioAt: null,
+        toolFirst: false,
+        done: resolve,
+      };
+    });
+    const turn = this.#turn!;
+    const rec = ctx.rec;
+    rec.turnsInFlight(1);
+    try {
+      await this.#converse(turn, turnDone);
+    } finally {
+      // The window the turn began in counts it out (a capacity step may have swapped since).
+      rec.turnsInFlight(-1);
+    }
+  }
+
+  async #converse(turn: Turn, turnDone: Promise<ResponseDone>): Promise<void> {
+    const ctx = this.#ctx;
+    const line = turn.line;
+    const utterance = ctx.speech?.[line];
+    if (utterance !== undefined) {
+      // Spoken: the turn starts at the user's last sound, once it has been sent.
+      this.#speaking = { pcm: utterance.pcm, at: 0 };
+      turn.startAt = Number.POSITIVE_INFINITY;
+    } else {
+      this.#send({
+        type: 'conversation.item.create',
+        item: {
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_text', text: CONVERSATION[line]!.user }],
+        },
+      });
+      turn.startAt = epochNow();
+      this.#send({ type: 'response.create' });
+    }
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const timedOut = new Promise<null | 'aborted'>((resolve) => {
+      timer = setTimeout(() => resolve(null), ctx.turnTimeoutMs);
+      onAbort = () => resolve('aborted');
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const done = await Promise.race([turnDone, timedOut]);
+    clearTimeout(timer);
+    ctx.signal.removeEventListener('abort', onAbort!);
+    this.#turn = undefined;
+    // Cut off by the end of the run: neither a success nor a failure.
+    if (done === 'aborted') return;
+    if (done === null) {
+      ctx.rec.turnsFailed++;
+      // The session's state is unknown now: leave rather than talk over it.
+      throw new SessionError('timeout');
+    }
+    this.#finish(turn, done);
+  }
+
+  #finish(turn: Turn, done: ResponseDone): void {
+    const rec = this.#ctx.rec;
+    const ok = done.status === 'completed';
+    if (ok) rec.turnsCompleted++;
+    else {
+      rec.turnsFailed++;
+      rec.error(`response:${done.status}`);
+    }
+    rec.samples.turnDuration.push(done.at - turn.startAt);
+    if (turn.firstTextAt !== null) rec.samples.ttft.push(turn.firstTextAt - turn.startAt);
+    else if (ok) rec.error('no_text');
+    if (turn.firstAudioAt !== null) rec.samples.firstAudio.push(turn.firstAudioAt - turn.startAt);
+    const rounds = done.troupe?.rounds ?? [];
+    for (const r of rounds) {
+      if (r.overhead_ms !== null) rec.samples.toolRoundOverhead.push(r.overhead_ms);
+    }
+    for (const t of done.troupe?.tools ?? []) {
+      if (t.outcome !== 'ok') rec.error(`tool:${t.outcome}`);
+    }
+    if (turn.firstTextAt !== null) {
+      // The model's own time in the tool rounds before the text: not Troupe's to answer for.
+      let model = 0;
+      if (turn.toolFirst) for (const r of rounds.slice(0, -1)) model += r.llm_ms ?? 0;
+      rec.samples.ttftExModel.push(turn.firstTextAt - turn.startAt - model);
+    }
+    if (ok && this.#ctx.checkText && this.#ctx.speech === undefined) {
+      if (turn.text !== CONVERSATION[turn.line]!.reply) rec.error('lost_text');
+    }
+  }
+
+  #onMessage(raw: string): void {
+    const now = epochNow();
+    let e: ServerEventLite;
+    try {
+      e = JSON.parse(raw) as ServerEventLite;
+    } catch {
+      this.#ctx.rec.error('bad_frame');
+      return;
+    }
+    const turn = this.#turn;
+    switch (e.type) {
+      case 'response.output_text.delta':
+      case 'response.output_audio_transcript.delta':
+        if (turn !== undefined && typeof e.delta === 'string') this.#text(turn, e.delta, now);
+        return;
+      case 'response.output_audio.delta':
+        if (turn !== undefined && turn.firstAudioAt === null) turn.firstAudioAt = now;
+        return;
+      case 'response.output_item.added':
+        if (turn !== undefined && e.item?.type === 'function_call' && turn.firstTextAt === null) {
+          turn.toolFirst = true;
+        }
+        return;
+      case 'response.done':
+        if (turn !== undefined && turn.startAt !== Number.POSITIVE_INFINITY) {
+          turn.done({ at: now, status: e.response?.status ?? 'unknown', ...e.response });
+          return;
+        }
+        break;
+      case 'error':
+        this.#ctx.rec.error(`error:${e.error?.code ?? e.error?.type ?? 'unknown'}`);
+        return;
+      default:
+        break;
+    }
+    const wake = this.#waiting.get(e.type);
+    if (wake !== undefined) {
+      this.#waiting.delete(e.type);
+      wake(e);
+    }
+  }
+
+  #text(turn: Turn, delta: string, now: number): void {
+    const rec = this.#ctx.rec;
+    rec.deltas++;
+    if (turn.firstTextAt === null) turn.firstTextAt = now;
+    if (!delta.includes('⟦')) {
+      turn.text += delta;
+      return;
+    }
+    const { text, sentAt } = readStamps(delta);
+    turn.text += text;
+    for (const t of sentAt) rec.samples.addedPerDelta.push(now - t);
+  }
+
+  /**
+   * Spoken sessions stream audio like a microphone, one 20 ms frame when
+   * it has been "recorded": the current line, else silence, until the end.
+   */
+  async #microphone(): Promise<void> {
+    const ctx = this.#ctx;
+    const start = performance.now();
+    for (let frame = 1; this.#ws?.readyState === WebSocket.OPEN; frame++) {
+      const due = start + frame * FRAME_MS;
+      const wait = due - performance.now();
+      if (wait > 0) {
+        try {
+          await sleep(wait, undefined, { signal: ctx.signal });
+        } catch {
+          return;
+        }
+      }
+      const speaking = this.#speaking;
+      if (speaking === undefined) {
+        this.#send({ type: 'input_audio_buffer.append', audio: SILENT_FRAME });
+        continue;
+      }
+      const chunk = speaking.pcm.subarray(speaking.at, speaking.at + FRAME_SAMPLES);
+      speaking.at += FRAME_SAMPLES;
+      this.#send({ type: 'input_audio_buffer.append', audio: encodePcm16Base64(chunk) });
+      const line = this.#turn?.line;
+      const endMs = line === undefined ? 0 : (ctx.speech?.[line]?.endMs ?? 0);
+      if (this.#turn !== undefined && this.#turn.startAt === Number.POSITIVE_INFINITY) {
+        // The frame holding the last sound is out: the user has stopped speaking.
+        if ((speaking.at / 24_000) * 1000 >= endMs) {
+          this.#turn.startAt = epochNow() - ((speaking.at / 24_000) * 1000 - endMs);
+        }
+      }
+      if (speaking.at >= speaking.pcm.length) this.#speaking = undefined;
+    }
+  }
+}

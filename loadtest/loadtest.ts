@@ -1,0 +1,200 @@
+/**
+ * The load test: N concurrent simulated users over the public protocol, each
+ * a scripted multi-turn conversation, against a running server (`--url`) or
+ * one it starts with the LLM simulator (`--sim`). Prints a live progress
+ * line, a final table and the targets; writes a JSON and a self-contained
+ * HTML report. The exit code says whether the run itself worked (2 for a
+ * bad command line), not whether targets were met.
+ *
+ * @example npm run loadtest -- --sim --sessions 200 --ramp 10s --duration 60s --scenario tools
+ * @example npm run loadtest -- --sim --compare baseline --sessions 200
+ * @example npm run loadtest -- --url ws://127.0.0.1:8080/v1/realtime --scenario text --sessions 50
+ */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fliteSpeech, soundBounds } from '../src/testing/index.js';
+import { startServerChild, startSimChild, type Child } from './lib/children.js';
+import { runDirectSession } from './lib/direct-client.js';
+import { USAGE, UsageError, parseLoadtestArgs, type LoadtestOptions } from './lib/options.js';
+import { findCapacity, runPhase, type PhaseSpec } from './lib/phase.js';
+import type { PoolOptions } from './lib/pool.js';
+import { CONVERSATION, DEFAULT_CHARACTER, LOADTEST_SCRIPT } from './lib/scenarios.js';
+import { runSession, type Utterance } from './lib/session-client.js';
+import { engineBenchSection } from './report/engine-section.js';
+import { renderHtmlReport } from './report/html.js';
+import type { LoadtestReport, PhaseReport } from './report/model.js';
+import { printReport } from './report/table.js';
+import { checkTargets, compare } from './report/targets.js';
+
+/** Where `npm run bench` leaves its numbers; the report includes the latest. */
+const ENGINE_BENCH_JSON = path.join('loadtest', 'reports', 'engine-bench.json');
+
+async function main(argv: readonly string[]): Promise<void> {
+  let options: LoadtestOptions | null;
+  try {
+    options = parseLoadtestArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`loadtest: ${err.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+    return;
+  }
+  if (options === null) {
+    console.log(USAGE);
+    return;
+  }
+  const started = await startTarget(options);
+  let report: LoadtestReport;
+  try {
+    report = await run(options, started);
+  } finally {
+    await started.server?.close();
+    await started.sim?.close();
+  }
+  printReport(report);
+  await mkdir(options.outDir, { recursive: true });
+  const base = path.join(options.outDir, options.name);
+  await writeFile(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  await writeFile(`${base}.html`, renderHtmlReport(report));
+  console.log(`\nreport: ${base}.json, ${base}.html`);
+}
+
+interface Target {
+  url: string;
+  sim?: Child;
+  server?: Child;
+}
+
+/** With `--sim`: the simulator and a server, each in its own process. */
+async function startTarget(options: LoadtestOptions): Promise<Target> {
+  if (!options.sim) return { url: options.url! };
+  const voice = options.scenario === 'voice';
+  const { ttftMs, tokensPerSec, jitterMs, profile } = options.simLatency;
+  const sim = await startSimChild({
+    profile,
+    script: LOADTEST_SCRIPT,
+    latency: { ttftMs, tokensPerSec, jitterMs },
+    // Stamps would be spoken: the voice scenario measures audio instead.
+    stamp: !voice,
+  });
+  const most = Math.max(options.sessions, options.capacity?.maxSessions ?? 0);
+  try {
+    const server = await startServerChild({
+      env: {
+        PORT: '0',
+        LLM_BASE_URL: sim.url,
+        CHARACTERS_DIR: 'characters',
+        CHARACTERS_WATCH: 'false',
+        LOG_LEVEL: 'warn',
+        MAX_SESSIONS: String(most * 2 + 10),
+        STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
+        TTS_PROVIDER: voice ? 'espeak' : 'none',
+      },
+      ...(options.cpuProfDir === null ? {} : { cpuProfDir: path.resolve(options.cpuProfDir) }),
+    });
+    return { url: server.url, sim, server };
+  } catch (err) {
+    await sim.close();
+    throw err;
+  }
+}
+
+async function run(options: LoadtestOptions, target: Target): Promise<LoadtestReport> {
+  const speech = options.scenario === 'voice' ? await utterances() : undefined;
+  const pool = (character: string | null, direct = false): PoolOptions => ({
+    url: direct ? simUrl(target) : target.url,
+    character,
+    thinkMs: options.thinkMs,
+    turnTimeoutMs: options.turnTimeoutMs,
+    checkText: options.sim,
+    ...(speech === undefined ? {} : { speech }),
+    silenceMs: options.silenceMs,
+  });
+  const spec = (
+    name: string,
+    scenario: PhaseReport['scenario'],
+    character: string | null,
+  ): PhaseSpec => ({
+    name,
+    scenario,
+    pool: pool(character, scenario === 'direct'),
+    runner: scenario === 'direct' ? runDirectSession : runSession,
+    sessions: options.sessions,
+    rampMs: options.rampMs,
+    durationMs: options.durationMs,
+    ...(scenario === 'direct' || target.server === undefined ? {} : { server: target.server }),
+  });
+  const character = options.character ?? DEFAULT_CHARACTER[options.scenario];
+  const phases: PhaseReport[] = [];
+  let capacity: LoadtestReport['capacity'];
+  if (options.capacity !== null) {
+    const found = await findCapacity(
+      spec(options.scenario, options.scenario, character),
+      options.capacity,
+    );
+    phases.push(...found.phases);
+    capacity = found.result;
+  } else if (options.compare === 'baseline') {
+    phases.push(await runPhase(spec('tools', 'tools', options.character ?? 'weather')));
+    phases.push(await runPhase(spec('plain', 'text', 'plain')));
+  } else {
+    phases.push(await runPhase(spec(options.scenario, options.scenario, character)));
+    if (options.compare === 'direct') phases.push(await runPhase(spec('direct', 'direct', null)));
+  }
+  const comparisons = compare(phases, options.compare);
+  const report: LoadtestReport = {
+    kind: 'troupe-loadtest',
+    version: 1,
+    generatedAt: new Date().toISOString(),
+    command: `npm run loadtest -- ${process.argv.slice(2).join(' ')}`.trim(),
+    machine: {
+      cpuModel: os.cpus()[0]?.model ?? 'unknown',
+      cpus: os.cpus().length,
+      memGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
+      node: process.version,
+      platform: `${process.platform} ${os.release()}`,
+    },
+    target: {
+      url: target.url,
+      sim: options.sim ? { ...options.simLatency } : null,
+    },
+    phases,
+    comparisons,
+    targets: checkTargets(phases, comparisons, capacity),
+    ...(capacity === undefined ? {} : { capacity }),
+  };
+  const bench = await latestEngineBench();
+  if (bench !== undefined) report.engineBench = bench;
+  return report;
+}
+
+function simUrl(target: Target): string {
+  if (target.sim === undefined) throw new UsageError('The direct phase needs --sim.');
+  return target.sim.url;
+}
+
+/** The conversation spoken by flite, once, for every voice session. */
+async function utterances(): Promise<Utterance[]> {
+  return Promise.all(
+    CONVERSATION.map(async (turn) => {
+      const pcm = await fliteSpeech(turn.user);
+      return { pcm, endMs: soundBounds(pcm).endMs };
+    }),
+  );
+}
+
+async function latestEngineBench(): Promise<LoadtestReport['engineBench']> {
+  let text: string;
+  try {
+    text = await readFile(ENGINE_BENCH_JSON, 'utf8');
+  } catch {
+    return undefined;
+  }
+  return engineBenchSection(JSON.parse(text) as unknown);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  console.error('loadtest failed:', err instanceof Error ? err.message : err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,158 @@
+/**
+ * The load-test report: what `npm run loadtest` writes as JSON and renders as
+ * HTML, and what the engine bench adds to it. Plain data, JSON-serialisable.
+ */
+
+/** A latency distribution, in milliseconds. Every value is null when n is 0. */
+export interface Distribution {
+  n: number;
+  min: number | null;
+  mean: number | null;
+  p50: number | null;
+  p90: number | null;
+  p95: number | null;
+  p99: number | null;
+  max: number | null;
+  /**
+   * Log-spaced histogram: `counts[i]` samples fell in `[edges[i], edges[i+1])`
+   * (the last bin includes its upper edge). Empty when n is 0.
+   */
+  histogram: { edges: number[]; counts: number[] };
+  /** The empirical CDF as `[value ms, fraction ≤ value]` points, fraction rising to 1. */
+  cdf: Array<[number, number]>;
+}
+
+/** The metrics a phase measures; absent ones were not measurable in that phase. */
+export interface PhaseMetrics {
+  /** Turn start (user message sent) → first text (or transcript) delta received. */
+  ttft: Distribution;
+  /** Voice: end of the user's speech → first audio delta received. */
+  firstAudio?: Distribution;
+  /** Turn start → `response.done` received. */
+  turnDuration: Distribution;
+  /** Stream end of a tool round → request of the next round, handler time excluded (server-measured). */
+  toolRoundOverhead?: Distribution;
+  /** Text delta received − its send time stamped by the simulator. */
+  addedPerDelta?: Distribution;
+  /** TTFT with the model's own time in tool rounds taken out (compare baseline). */
+  ttftExModel?: Distribution;
+}
+
+/** What ran in a phase and how it went. */
+export interface PhaseReport {
+  /** Unique within a report, e.g. "tools", "plain", "direct", "capacity 400". */
+  name: string;
+  scenario: 'text' | 'tools' | 'plain' | 'voice' | 'direct';
+  /** Character id asked for; null for the direct phase. */
+  character: string | null;
+  /** Sessions asked for, opened successfully, the most open at once, and those that failed to open. */
+  sessions: { target: number; reached: number; peak: number; failed: number };
+  /** Wall time of the phase, ramp included, seconds. */
+  durationS: number;
+  turns: { completed: number; failed: number };
+  /** Turns in flight (the user waiting for or receiving a reply): time-weighted mean and peak. */
+  activeTurns: { mean: number; peak: number };
+  /** Text deltas received per second over the phase. */
+  deltasPerSec: number;
+  metrics: PhaseMetrics;
+  /** Errors by kind (e.g. `connect`, `timeout`, `error:llm_error`, `closed:1013`, `lost_text`). */
+  errors: Record<string, number>;
+  /** Event-loop delay of the load-test client itself: large values make every number suspect. */
+  clientLagMs: { p50: number; p99: number; max: number };
+  /** The server's CPU use and event-loop delay, when the load test started the server (`--sim`). */
+  server?: { cpuPercent: number; lagP99Ms: number; lagMaxMs: number; rssMiB: number };
+}
+
+/** A stated goal and whether the run met it. */
+export interface TargetCheck {
+  name: string;
+  value: number | null;
+  target: number;
+  /** How value must relate to target to pass. */
+  op: '≤' | '≥';
+  unit: string;
+  pass: boolean;
+}
+
+/** Two phases side by side on one statistic. */
+export interface Comparison {
+  /** E.g. "tools vs plain". */
+  name: string;
+  /** E.g. "TTFT p95". */
+  metric: string;
+  /** Phase names: `subject` is measured against `baseline`. */
+  subject: string;
+  baseline: string;
+  subjectValue: number | null;
+  baselineValue: number | null;
+  /** subject ÷ baseline. */
+  ratio: number | null;
+  /** Percent increase: (ratio − 1) × 100. */
+  increasePct: number | null;
+}
+
+/** One step of `--find-capacity`. */
+export interface CapacityStep {
+  sessions: number;
+  /** p95 added latency per delta over the step, ms. */
+  p95AddedMs: number | null;
+  errors: number;
+  pass: boolean;
+}
+
+/** The outcome of `--find-capacity`. */
+export interface CapacityResult {
+  /** Sessions at the last passing step; null when even the first failed. */
+  sessions: number | null;
+  /** Why the search stopped. */
+  stoppedBecause: string;
+  limitP95AddedMs: number;
+  steps: CapacityStep[];
+}
+
+/** The engine bench's numbers (see loadtest/engine-bench.ts). */
+export interface EngineBenchSection {
+  generatedAt: string;
+  assembler: Array<{ shape: string; chunksPerPass: number; mChunksPerSec: number }>;
+  overhead: {
+    targetP99Ms: number;
+    rows: Array<{
+      label: string;
+      ms: { p50: number; p90: number; p99: number; max: number };
+      failures: number;
+    }>;
+  };
+  headToHead: {
+    results: Array<{
+      label: string;
+      cpuUs: { p50: number; mean: number; p90: number };
+      wallMs: { p50: number; mean: number; p90: number };
+      failures: number;
+    }>;
+    /** Troupe's mean CPU per turn ÷ the better of the other engines. */
+    vsBetter: number;
+    betterEngine: string;
+    targetRatio: number;
+  };
+}
+
+/** The whole report. */
+export interface LoadtestReport {
+  kind: 'troupe-loadtest';
+  version: 1;
+  generatedAt: string;
+  /** The command line, for rerunning. */
+  command: string;
+  machine: { cpuModel: string; cpus: number; memGiB: number; node: string; platform: string };
+  target: {
+    /** WebSocket URL driven. */
+    url: string;
+    /** The simulator's latency model when `--sim` started it, else null (any LLM). */
+    sim: { ttftMs: number; tokensPerSec: number; jitterMs: number; profile: string } | null;
+  };
+  phases: PhaseReport[];
+  comparisons: Comparison[];
+  targets: TargetCheck[];
+  capacity?: CapacityResult;
+  engineBench?: EngineBenchSection;
+}
