@@ -16,12 +16,39 @@ import type { ChunkLike } from './chunk.js';
 export async function* readSseChunks(
   body: AsyncIterable<Uint8Array | string>,
 ): AsyncGenerator<ChunkLike, void, undefined> {
-  const decoder = new StringDecoder('utf8');
-  let buffer = '';
-  // Lines of the event being read; most events are one `data:` line.
-  let data: string | undefined;
+  const parser = new SseParser();
   for await (const piece of body) {
-    buffer += typeof piece === 'string' ? piece : decoder.write(piece as Buffer);
+    yield* parser.push(piece);
+    if (parser.done) break;
+  }
+  yield* parser.end();
+}
+
+/**
+ * The event-stream parser behind {@link readSseChunks}, fed piece by piece:
+ * the hot path of every streamed reply uses it without an async generator
+ * per layer.
+ *
+ * @example
+ * const parser = new SseParser();
+ * res.on('data', (piece) => parser.push(piece).forEach(handle));
+ */
+export class SseParser {
+  /** `[DONE]` (or a bad event) was read: the rest of the body carries nothing; call {@link end}. */
+  done = false;
+  /** A bad event, thrown by {@link end} once the chunks before it are out. */
+  #failure: unknown;
+  readonly #decoder = new StringDecoder('utf8');
+  #buffer = '';
+  /** Lines of the event being read; most events are one `data:` line. */
+  #data: string | undefined;
+
+  /** The chunks this piece of the body completes (none after `[DONE]`). */
+  push(piece: Uint8Array | string): ChunkLike[] {
+    const out: ChunkLike[] = [];
+    if (this.done) return out;
+    let buffer =
+      this.#buffer + (typeof piece === 'string' ? piece : this.#decoder.write(piece as Buffer));
     let start = 0;
     for (let nl = buffer.indexOf('\n', start); nl >= 0; nl = buffer.indexOf('\n', start)) {
       const end = nl > start && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
@@ -29,26 +56,51 @@ export async function* readSseChunks(
       start = nl + 1;
       if (line === '') {
         // Blank line: the event is complete.
+        const data = this.#data;
         if (data !== undefined) {
-          if (data === '[DONE]') return;
-          yield parsePayload(data);
-          data = undefined;
+          this.#data = undefined;
+          if (data === '[DONE]') {
+            this.done = true;
+            break;
+          }
+          try {
+            out.push(parsePayload(data));
+          } catch (err) {
+            this.#failure = err;
+            this.done = true;
+            break;
+          }
         }
       } else if (line.startsWith('data:')) {
         const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
-        data = data === undefined ? value : `${data}\n${value}`;
+        this.#data = this.#data === undefined ? value : `${this.#data}\n${value}`;
       }
       // Anything else (`event:`, `id:`, `retry:`, `: comment`) carries nothing for chat completions.
     }
     buffer = start === 0 ? buffer : buffer.slice(start);
+    this.#buffer = this.done ? '' : buffer;
+    return out;
   }
-  buffer += decoder.end();
-  // A server that ends without a final blank line still meant its last event.
-  if (buffer.startsWith('data:')) {
-    const value = buffer.charCodeAt(5) === 32 ? buffer.slice(6) : buffer.slice(5);
-    data = data === undefined ? value.trimEnd() : `${data}\n${value.trimEnd()}`;
+
+  /**
+   * The body ended (or {@link done} is set): the last event, if a server
+   * ended without its blank line.
+   *
+   * @throws LlmStreamError for a bad event (not JSON, or an `error` member).
+   */
+  end(): ChunkLike[] {
+    if (this.#failure !== undefined) throw this.#failure;
+    if (this.done) return [];
+    const buffer = this.#buffer + this.#decoder.end();
+    let data = this.#data;
+    // A server that ends without a final blank line still meant its last event.
+    if (buffer.startsWith('data:')) {
+      const value = buffer.charCodeAt(5) === 32 ? buffer.slice(6) : buffer.slice(5);
+      data = data === undefined ? value.trimEnd() : `${data}\n${value.trimEnd()}`;
+    }
+    this.done = true;
+    return data !== undefined && data !== '[DONE]' ? [parsePayload(data)] : [];
   }
-  if (data !== undefined && data !== '[DONE]') yield parsePayload(data);
 }
 
 function parsePayload(data: string): ChunkLike {
