@@ -180,11 +180,14 @@ export interface ResponseTroupeInfo {
 export interface ResponseRound {
   /** Request sent → first chunk; null when none came. */
   llm_ttft_ms: number | null;
-  /** Request sent → last chunk: the model's own time. */
+  /**
+   * Request sent → the stream's end: the model's time (with Troupe's
+   * handling of each chunk as it streams); null when no chunk came.
+   */
   llm_ms: number | null;
   /** The round's longest tool handler (they run in parallel); 0 without tools. */
   handler_ms: number;
-  /** Last chunk → the next round's request, handler time excluded; null for the last round. */
+  /** The stream's end → the next round's request, handler time excluded; null for the last round. */
   overhead_ms: number | null;
 }
 

@@ -1805,7 +1805,8 @@ function responseRounds(rounds: readonly RoundTiming[]): ResponseRound[] {
     const next = rounds[i + 1];
     return {
       llm_ttft_ms: r.firstChunkAt === null ? null : us(r.firstChunkAt - r.requestAt),
-      llm_ms: r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
+      llm_ms:
+        r.firstChunkAt === null || r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
       handler_ms: us(r.handlerMs),
       overhead_ms:
         next === undefined || r.lastChunkAt === null
