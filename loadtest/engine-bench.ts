@@ -16,8 +16,7 @@
  * @example npm run bench
  * @example npm run bench -- --warmup 1000 --turns 600
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,10 +33,14 @@ import { createToolset, defineTool, type Toolset } from '../src/tools/index.js';
 import { createMemoryLogger } from '../src/testing/memory-logger.js';
 import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
+import { startSimChild } from './lib/children.js';
+import { engineBenchSection } from './report/engine-section.js';
+import { renderHtmlReport } from './report/html.js';
+import { reportMachine } from './report/machine.js';
 
 const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const REPORT_PATH = path.join(ROOT_DIR, 'loadtest', 'reports', 'engine-bench.json');
-const SIM_CLI_PATH = path.join(ROOT_DIR, 'src', 'testing', 'sim-cli.ts');
+const HTML_PATH = path.join(ROOT_DIR, 'loadtest', 'reports', 'engine-bench.html');
 
 /** Section 1: text chunks before the tool calls. */
 const ASM_TEXT_CHUNKS = 200;
@@ -60,9 +63,6 @@ const H2H_BLOCKS = 6;
 const H2H_WARMUP_TURNS = 30;
 /** Section 3 target: Troupe's CPU per turn ÷ the better of the other two. */
 const H2H_TARGET_RATIO = 0.5;
-
-/** How long the simulator child may take to print its URL. */
-const SIM_START_TIMEOUT_MS = 20_000;
 
 const MODEL = 'sim-model';
 const SYSTEM_PROMPT = 'You are a weather assistant. Use the tool to look the weather up.';
@@ -431,71 +431,6 @@ function benchAssembler(
   if (sink === 0) throw new Error('assembler bench: no events (optimised away?)');
   for (const r of results) r.mChunksPerSec = median(r.samplesMChunksPerSec);
   return results;
-}
-
-// ---------------------------------------------------------------------------
-// Simulator in a child process
-
-interface SimChild {
-  url: string;
-  close(): Promise<void>;
-}
-
-/** Starts `sim-cli.ts` in its own node process and waits for the URL it prints. */
-async function startSimChild(scriptFile: string): Promise<SimChild> {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['--import', 'tsx', SIM_CLI_PATH, '--port', '0', '--profile', 'openai', '--script', scriptFile],
-    { cwd: ROOT_DIR, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const killOnExit = (): void => {
-    child.kill('SIGKILL');
-  };
-  process.once('exit', killOnExit);
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    stderr += d;
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let stdout = '';
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(
-        new Error(
-          `simulator child printed no URL within ${SIM_START_TIMEOUT_MS} ms; stderr: ${stderr}`,
-        ),
-      );
-    }, SIM_START_TIMEOUT_MS);
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
-      stdout += d;
-      const line = stdout.split('\n').find((l) => /^https?:\/\//.test(l.trim()));
-      if (line !== undefined && stdout.includes('\n')) {
-        clearTimeout(timer);
-        resolve(line.trim());
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(
-        new Error(
-          `simulator child exited (code ${code}) before printing its URL; stderr: ${stderr}`,
-        ),
-      );
-    });
-  });
-  return {
-    url,
-    close: () =>
-      new Promise<void>((resolve) => {
-        process.off('exit', killOnExit);
-        if (child.exitCode !== null) {
-          resolve();
-          return;
-        }
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 // ---------------------------------------------------------------------------
@@ -1066,10 +1001,7 @@ async function main(): Promise<void> {
   process.stderr.write('engine-bench: 2/3 tool round overhead (in-process simulator)…\n');
   const inProcess = await overheadInProcess();
 
-  const tmp = await mkdtemp(path.join(os.tmpdir(), 'troupe-bench-'));
-  const scriptFile = path.join(tmp, 'bench-script.json');
-  await writeFile(scriptFile, JSON.stringify(BENCH_SCRIPT, null, 2));
-  const sim = await startSimChild(scriptFile);
+  const sim = await startSimChild({ profile: 'openai', script: BENCH_SCRIPT });
   let child: Awaited<ReturnType<typeof overheadChild>>;
   let h2h: Awaited<ReturnType<typeof headToHead>>;
   try {
@@ -1079,7 +1011,6 @@ async function main(): Promise<void> {
     h2h = await headToHead(await createEngines(sim.url), gc, h2hOptions);
   } finally {
     await sim.close();
-    await rm(tmp, { recursive: true, force: true });
   }
 
   const report = {
@@ -1105,7 +1036,26 @@ async function main(): Promise<void> {
   printTable(report);
   await mkdir(path.dirname(REPORT_PATH), { recursive: true });
   await writeFile(REPORT_PATH, `${JSON.stringify(report, null, 2)}\n`);
-  console.log(`\nreport: ${path.relative(process.cwd(), REPORT_PATH)} (${report.durationS} s)`);
+  // The same HTML report as the load test's (which shows the latest bench too).
+  const section = engineBenchSection(JSON.parse(JSON.stringify(report)) as unknown);
+  await writeFile(
+    HTML_PATH,
+    renderHtmlReport({
+      kind: 'troupe-loadtest',
+      version: 1,
+      generatedAt: report.generatedAt,
+      command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+      machine: reportMachine(),
+      target: { url: 'in process: the engines against the LLM simulator', sim: null },
+      phases: [],
+      comparisons: [],
+      targets: [],
+      ...(section === undefined ? {} : { engineBench: section }),
+    }),
+  );
+  console.log(
+    `\nreport: ${path.relative(process.cwd(), REPORT_PATH)}, ${path.relative(process.cwd(), HTML_PATH)} (${report.durationS} s)`,
+  );
 }
 
 main().catch((err: unknown) => {

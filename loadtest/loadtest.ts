@@ -11,7 +11,6 @@
  * @example npm run loadtest -- --url ws://127.0.0.1:8080/v1/realtime --scenario text --sessions 50
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { fliteSpeech, soundBounds } from '../src/testing/index.js';
 import { startServerChild, startSimChild, type Child } from './lib/children.js';
@@ -23,6 +22,7 @@ import { CONVERSATION, DEFAULT_CHARACTER, LOADTEST_SCRIPT } from './lib/scenario
 import { runSession, type Utterance } from './lib/session-client.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
+import { reportMachine } from './report/machine.js';
 import type { LoadtestReport, PhaseReport } from './report/model.js';
 import { printReport } from './report/table.js';
 import { checkTargets, compare } from './report/targets.js';
@@ -148,13 +148,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     version: 1,
     generatedAt: new Date().toISOString(),
     command: `npm run loadtest -- ${process.argv.slice(2).join(' ')}`.trim(),
-    machine: {
-      cpuModel: os.cpus()[0]?.model ?? 'unknown',
-      cpus: os.cpus().length,
-      memGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
-      node: process.version,
-      platform: `${process.platform} ${os.release()}`,
-    },
+    machine: reportMachine(),
     target: {
       url: target.url,
       sim: options.sim ? { ...options.simLatency } : null,
@@ -191,7 +185,15 @@ async function latestEngineBench(): Promise<LoadtestReport['engineBench']> {
   } catch {
     return undefined;
   }
-  return engineBenchSection(JSON.parse(text) as unknown);
+  try {
+    return engineBenchSection(JSON.parse(text) as unknown);
+  } catch {
+    // Half written by a bench still running, or damaged: the run's own report matters more.
+    console.error(
+      `loadtest: ${ENGINE_BENCH_JSON} is not valid JSON; the report leaves the engine bench out.`,
+    );
+    return undefined;
+  }
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -2,18 +2,41 @@
  * The engine bench's JSON (loadtest/reports/engine-bench.json) as a section
  * of the load-test report, so both land in one place.
  */
+import { z } from 'zod';
 import type { EngineBenchSection } from './model.js';
 
-interface BenchJson {
-  generatedAt: string;
-  assembler: EngineBenchSection['assembler'];
-  overhead: { targetP99Ms: number; rows: EngineBenchSection['overhead']['rows'] };
-  headToHead: {
-    targetRatio: number;
-    results: EngineBenchSection['headToHead']['results'];
-    ratios: { vsBetter: number; betterEngine: string };
-  };
-}
+const stats = <K extends string>(...keys: K[]) =>
+  z.object(Object.fromEntries(keys.map((k) => [k, z.number()])) as Record<K, z.ZodNumber>);
+
+/** The fields of the bench's JSON the report shows; anything else is ignored. */
+const BENCH_JSON = z.object({
+  generatedAt: z.string(),
+  assembler: z.array(
+    z.object({ shape: z.string(), chunksPerPass: z.number(), mChunksPerSec: z.number() }),
+  ),
+  overhead: z.object({
+    targetP99Ms: z.number(),
+    rows: z.array(
+      z.object({
+        label: z.string(),
+        ms: stats('p50', 'p90', 'p99', 'max'),
+        failures: z.number(),
+      }),
+    ),
+  }),
+  headToHead: z.object({
+    targetRatio: z.number(),
+    results: z.array(
+      z.object({
+        label: z.string(),
+        cpuUs: stats('p50', 'mean', 'p90'),
+        wallMs: stats('p50', 'mean', 'p90'),
+        failures: z.number(),
+      }),
+    ),
+    ratios: z.object({ vsBetter: z.number(), betterEngine: z.string() }),
+  }),
+});
 
 /**
  * Picks the report's fields out of the bench's JSON; undefined when it does
@@ -22,43 +45,18 @@ interface BenchJson {
  * @example engineBenchSection(JSON.parse(await readFile('loadtest/reports/engine-bench.json', 'utf8')))
  */
 export function engineBenchSection(json: unknown): EngineBenchSection | undefined {
-  const b = json as Partial<BenchJson> | null;
-  if (
-    b === null ||
-    typeof b !== 'object' ||
-    typeof b.generatedAt !== 'string' ||
-    !Array.isArray(b.assembler) ||
-    !Array.isArray(b.overhead?.rows) ||
-    !Array.isArray(b.headToHead?.results) ||
-    typeof b.headToHead.ratios?.vsBetter !== 'number'
-  ) {
-    return undefined;
-  }
+  const parsed = BENCH_JSON.safeParse(json);
+  if (!parsed.success) return undefined;
+  const { generatedAt, assembler, overhead, headToHead } = parsed.data;
   return {
-    generatedAt: b.generatedAt,
-    assembler: b.assembler.map(({ shape, chunksPerPass, mChunksPerSec }) => ({
-      shape,
-      chunksPerPass,
-      mChunksPerSec,
-    })),
-    overhead: {
-      targetP99Ms: b.overhead.targetP99Ms,
-      rows: b.overhead.rows.map(({ label, ms, failures }) => ({
-        label,
-        ms: { p50: ms.p50, p90: ms.p90, p99: ms.p99, max: ms.max },
-        failures,
-      })),
-    },
+    generatedAt,
+    assembler,
+    overhead: { targetP99Ms: overhead.targetP99Ms, rows: overhead.rows },
     headToHead: {
-      results: b.headToHead.results.map(({ label, cpuUs, wallMs, failures }) => ({
-        label,
-        cpuUs: { p50: cpuUs.p50, mean: cpuUs.mean, p90: cpuUs.p90 },
-        wallMs: { p50: wallMs.p50, mean: wallMs.mean, p90: wallMs.p90 },
-        failures,
-      })),
-      vsBetter: b.headToHead.ratios.vsBetter,
-      betterEngine: b.headToHead.ratios.betterEngine,
-      targetRatio: b.headToHead.targetRatio,
+      results: headToHead.results,
+      vsBetter: headToHead.ratios.vsBetter,
+      betterEngine: headToHead.ratios.betterEngine,
+      targetRatio: headToHead.targetRatio,
     },
   };
 }
