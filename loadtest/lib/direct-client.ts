@@ -28,7 +28,8 @@ export async function runDirectSession(ctx: ClientContext, index: number): Promi
     for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
       const line = (index + t) % CONVERSATION.length;
       messages.push({ role: 'user', content: CONVERSATION[line]!.user });
-      const text = await directTurn(ctx, messages, line);
+      ctx.turnsInFlight(1);
+      const text = await directTurn(ctx, messages, line).finally(() => ctx.turnsInFlight(-1));
       if (text === null) return;
       messages.push({ role: 'assistant', content: text });
       if (ctx.stopping) break;

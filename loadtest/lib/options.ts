@@ -21,7 +21,7 @@ What to run:
   --duration T           length of the run, ramp included (default 30s)
   --think T              pause between a reply and the next line (default 1s)
   --turn-timeout T       a turn longer than this counts as an error (default 30s)
-  --silence-ms N         voice: the server VAD's silence window (default 200)
+  --silence-ms N         voice: the server VAD's silence window (default 500, Realtime's)
 
 Modes:
   --compare baseline     run the tools scenario and the no-tools baseline (plain), print the p95 increase
@@ -205,7 +205,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     durationMs: ms('duration', '30s'),
     thinkMs: ms('think', '1s'),
     turnTimeoutMs: ms('turn-timeout', '30s'),
-    silenceMs: count('silence-ms', 200, 0),
+    silenceMs: count('silence-ms', 500, 0),
     compare,
     capacity: findCapacity
       ? {

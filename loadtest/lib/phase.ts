@@ -215,7 +215,7 @@ function startProgress(
     const f = (v: number | null, d = 0): string => (v === null ? '—' : v.toFixed(d));
     const line =
       `[${name}] ${f((performance.now() - begin) / 1000)}/${f(durationMs / 1000)} s · ` +
-      `sessions ${pool.open}/${target} · in turn ${rec.active} · turns ${rec.turnsCompleted} ok ${rec.turnsFailed} failed · ` +
+      `sessions ${pool.open}/${target} · in turn ${pool.active} · turns ${rec.turnsCompleted} ok ${rec.turnsFailed} failed · ` +
       `TTFT p50 ${f(percentile(ttft, 0.5))} p95 ${f(percentile(ttft, 0.95))} ms · ` +
       `added p99 ${f(percentile(added, 0.99), 2)} ms · errors ${rec.errorCount}`;
     const width = Math.max(0, (process.stderr.columns ?? 0) - 1);

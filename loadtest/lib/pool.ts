@@ -5,37 +5,25 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Recorder } from './recorder.js';
-import type { ClientContext, Utterance } from './session-client.js';
+import type { ClientContext, SessionSettings, Utterance } from './session-client.js';
 
 /** Runs one simulated user until the pool stops; never throws. */
 export type SessionRunner = (ctx: ClientContext, index: number) => Promise<void>;
 
-/** Options of a {@link Pool}. */
-export interface PoolOptions {
-  /** Server WebSocket URL (or, for direct sessions, the LLM's base URL). */
-  url: string;
-  /** Character id; null: the server's default. */
-  character: string | null;
-  /** Pause between a reply and the user's next line. */
-  thinkMs: number;
-  /** Longest a turn may take before it counts as a `timeout`. */
-  turnTimeoutMs: number;
-  checkText: boolean;
-  speech?: readonly Utterance[];
-  silenceMs: number;
-}
+/** Options of a {@link Pool}: how its sessions talk. */
+export type PoolOptions = SessionSettings;
 
 /** A pool of sessions; it is the context every session reads. */
 export class Pool implements ClientContext {
   rec = new Recorder();
   stopping = false;
-  readonly url: string;
-  readonly character: string | null;
-  readonly thinkMs: number;
-  readonly turnTimeoutMs: number;
-  readonly checkText: boolean;
-  readonly speech: readonly Utterance[] | undefined;
-  readonly silenceMs: number;
+  declare readonly url: string;
+  declare readonly character: string | null;
+  declare readonly thinkMs: number;
+  declare readonly turnTimeoutMs: number;
+  declare readonly checkText: boolean;
+  declare readonly speech: readonly Utterance[] | undefined;
+  declare readonly silenceMs: number;
   /** Sessions started, opened, open now, and the most open at once. */
   started = 0;
   reached = 0;
@@ -46,13 +34,7 @@ export class Pool implements ClientContext {
   readonly #runner: SessionRunner;
 
   constructor(options: PoolOptions, runner: SessionRunner) {
-    this.url = options.url;
-    this.character = options.character;
-    this.thinkMs = options.thinkMs;
-    this.turnTimeoutMs = options.turnTimeoutMs;
-    this.checkText = options.checkText;
-    this.speech = options.speech;
-    this.silenceMs = options.silenceMs;
+    Object.assign(this, options);
     this.#runner = runner;
     // Every session waits on this signal: as many listeners as sessions is expected.
     setMaxListeners(0, this.#abort.signal);
@@ -60,6 +42,14 @@ export class Pool implements ClientContext {
 
   get signal(): AbortSignal {
     return this.#abort.signal;
+  }
+
+  /** Turns in flight now. */
+  active = 0;
+
+  turnsInFlight(change: 1 | -1): void {
+    this.active += change;
+    this.rec.noteActive(this.active);
   }
 
   opened(): void {
@@ -86,7 +76,7 @@ export class Pool implements ClientContext {
   /** Installs a fresh recorder and returns the one it replaces. */
   swap(): Recorder {
     const old = this.rec;
-    this.rec = new Recorder(old.active);
+    this.rec = new Recorder(this.active);
     return old;
   }
 

@@ -32,7 +32,7 @@ export class Recorder {
   turnsCompleted = 0;
   turnsFailed = 0;
   deltas = 0;
-  /** Turns in flight now, the most at once, and their integral over time (turn·ms). */
+  /** Turns in flight (the pool counts them), the most at once, and their integral over time (turn·ms). */
   #active: number;
   #activePeak: number;
   #activeArea = 0;
@@ -44,17 +44,13 @@ export class Recorder {
     this.#activePeak = active;
   }
 
-  get active(): number {
-    return this.#active;
-  }
-
-  /** A turn began (+1) or ended (−1). */
-  turnsInFlight(change: 1 | -1): void {
+  /** The pool's count of turns in flight changed. */
+  noteActive(active: number): void {
     const now = performance.now();
     this.#activeArea += this.#active * (now - this.#activeSince);
     this.#activeSince = now;
-    this.#active += change;
-    if (this.#active > this.#activePeak) this.#activePeak = this.#active;
+    this.#active = active;
+    if (active > this.#activePeak) this.#activePeak = active;
   }
 
   /** Turns in flight over the window so far: time-weighted mean and peak. */

@@ -23,17 +23,15 @@ export interface Utterance {
   endMs: number;
 }
 
-/** What a session needs from its pool. */
-export interface ClientContext {
-  /** Where samples go right now (a capacity search swaps it between steps). */
-  readonly rec: Recorder;
-  /** Set when sessions should finish their turn and leave. */
-  readonly stopping: boolean;
-  /** Fires when sessions must leave at once. */
-  readonly signal: AbortSignal;
+/** How a pool's sessions talk: the same for all of them. */
+export interface SessionSettings {
+  /** Server WebSocket URL (or, for direct sessions, the LLM's base URL). */
   url: string;
+  /** Character id; null: the server's default. */
   character: string | null;
+  /** Pause between a reply and the user's next line. */
   thinkMs: number;
+  /** Longest a turn may take before it counts as a `timeout`. */
   turnTimeoutMs: number;
   /** Compare each reply with the script's (the load test runs the simulator). */
   checkText: boolean;
@@ -41,8 +39,20 @@ export interface ClientContext {
   speech?: readonly Utterance[];
   /** Spoken sessions: the server VAD's silence window. */
   silenceMs: number;
+}
+
+/** What a session needs from its pool. */
+export interface ClientContext extends Readonly<SessionSettings> {
+  /** Where samples go right now (a capacity search swaps it between steps). */
+  readonly rec: Recorder;
+  /** Set when sessions should finish their turn and leave. */
+  readonly stopping: boolean;
+  /** Fires when sessions must leave at once. */
+  readonly signal: AbortSignal;
   opened(): void;
   closed(): void;
+  /** A turn began (+1) or ended (−1). */
+  turnsInFlight(change: 1 | -1): void;
 }
 
 /** A turn in flight. */
@@ -55,6 +65,8 @@ interface Turn {
   firstAudioAt: number | null;
   /** A tool call came before any text. */
   toolFirst: boolean;
+  /** The response answering this turn: the first one created once the user has finished. */
+  responseId: string | null;
   done: (event: ResponseDone) => void;
 }
 
@@ -71,8 +83,9 @@ interface ResponseDone {
 interface ServerEventLite {
   type: string;
   delta?: string;
+  response_id?: string;
   item?: { type?: string };
-  response?: Omit<ResponseDone, 'at'>;
+  response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
   session?: { troupe?: { character?: { greeting?: string | null } } };
 }
@@ -210,17 +223,16 @@ class SessionClient {
         firstTextAt: null,
         firstAudioAt: null,
         toolFirst: false,
+        responseId: null,
         done: resolve,
       };
     });
     const turn = this.#turn!;
-    const rec = ctx.rec;
-    rec.turnsInFlight(1);
+    ctx.turnsInFlight(1);
     try {
       await this.#converse(turn, turnDone);
     } finally {
-      // The window the turn began in counts it out (a capacity step may have swapped since).
-      rec.turnsInFlight(-1);
+      ctx.turnsInFlight(-1);
     }
   }
 
@@ -304,23 +316,35 @@ class SessionClient {
       this.#ctx.rec.error('bad_frame');
       return;
     }
+    // Only the response answering the turn counts: a spoken line the VAD
+    // split gets a response while the user still speaks (counted, ignored).
     const turn = this.#turn;
+    const ours =
+      turn !== undefined && turn.responseId !== null && e.response_id === turn.responseId
+        ? turn
+        : undefined;
     switch (e.type) {
+      case 'response.created':
+        if (turn === undefined) break;
+        if (turn.startAt === Number.POSITIVE_INFINITY)
+          this.#ctx.rec.error('response_while_speaking');
+        else turn.responseId ??= e.response?.id ?? null;
+        return;
       case 'response.output_text.delta':
       case 'response.output_audio_transcript.delta':
-        if (turn !== undefined && typeof e.delta === 'string') this.#text(turn, e.delta, now);
+        if (ours !== undefined && typeof e.delta === 'string') this.#text(ours, e.delta, now);
         return;
       case 'response.output_audio.delta':
-        if (turn !== undefined && turn.firstAudioAt === null) turn.firstAudioAt = now;
+        if (ours !== undefined && ours.firstAudioAt === null) ours.firstAudioAt = now;
         return;
       case 'response.output_item.added':
-        if (turn !== undefined && e.item?.type === 'function_call' && turn.firstTextAt === null) {
-          turn.toolFirst = true;
+        if (ours !== undefined && e.item?.type === 'function_call' && ours.firstTextAt === null) {
+          ours.toolFirst = true;
         }
         return;
       case 'response.done':
-        if (turn !== undefined && turn.startAt !== Number.POSITIVE_INFINITY) {
-          turn.done({ at: now, status: e.response?.status ?? 'unknown', ...e.response });
+        if (turn !== undefined && turn.responseId !== null && e.response?.id === turn.responseId) {
+          turn.done({ ...e.response, at: now, status: e.response.status ?? 'unknown' });
           return;
         }
         break;

@@ -169,7 +169,8 @@ function targetsSection(targets: TargetCheck[]): string {
   }
   const rows = targets.map((t) => [
     esc(t.name),
-    formatValue(t.value),
+    // Counts (errors, sessions) are whole numbers; latencies and ratios are measured.
+    t.unit === '' || t.unit === 'sessions' ? formatInt(t.value) : formatValue(t.value),
     `${esc(t.op)} ${formatPlain(t.target)}`,
     esc(t.unit),
     badge(t.pass),

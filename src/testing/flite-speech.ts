@@ -15,6 +15,8 @@ import { resample } from '../voice/audio/resample.js';
 const run = promisify(execFile);
 const cache = new Map<string, Promise<Int16Array>>();
 let dir: Promise<string> | undefined;
+/** Files made so far: each utterance gets its own, even when several are spoken at once. */
+let made = 0;
 
 /**
  * `text` spoken by flite (kal16), as 24 kHz PCM16. Cached per process.
@@ -25,9 +27,10 @@ let dir: Promise<string> | undefined;
 export function fliteSpeech(text: string): Promise<Int16Array> {
   let pcm = cache.get(text);
   if (!pcm) {
+    const name = `${made++}.wav`;
     pcm = (async () => {
       dir ??= mkdtemp(join(tmpdir(), 'troupe-speech-'));
-      const file = join(await dir, `${cache.size}.wav`);
+      const file = join(await dir, name);
       try {
         await run('flite', ['-voice', 'kal16', '-t', text, '-o', file]);
       } catch (err) {

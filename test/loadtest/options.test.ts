@@ -36,7 +36,7 @@ describe('parseLoadtestArgs', () => {
       durationMs: 30_000,
       thinkMs: 1_000,
       turnTimeoutMs: 30_000,
-      silenceMs: 200,
+      silenceMs: 500,
       compare: null,
       capacity: null,
       simLatency: { ttftMs: 200, tokensPerSec: 50, jitterMs: 0, profile: 'openai' },

@@ -3,6 +3,7 @@
  * and with the sections and charts the report's data calls for.
  */
 import { describe, expect, it } from 'vitest';
+import { METRIC_NAMES } from '../../loadtest/lib/recorder.js';
 import { escapeHtml, formatMs, renderHtmlReport } from '../../loadtest/report/html.js';
 import type { LoadtestReport, PhaseMetrics } from '../../loadtest/report/model.js';
 import { distribution, emptyDistribution, logNormalSamples, sampleReport } from './fixtures.js';
@@ -87,14 +88,7 @@ describe('renderHtmlReport', () => {
 
     const withSamples = (key: keyof PhaseMetrics) =>
       report.phases.filter((p) => (p.metrics[key]?.n ?? 0) > 0).length;
-    const keys: Array<keyof PhaseMetrics> = [
-      'ttft',
-      'firstAudio',
-      'turnDuration',
-      'toolRoundOverhead',
-      'addedPerDelta',
-      'ttftExModel',
-    ];
+    const keys: Array<keyof PhaseMetrics> = [...METRIC_NAMES];
     for (const key of keys) {
       const block = metricBlockOf(html, key);
       expect(count(block, '<svg class="chart cdf"'), key).toBe(1);
