@@ -34,6 +34,7 @@ import { createMemoryLogger } from '../src/testing/memory-logger.js';
 import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
 import { startSimChild } from './lib/children.js';
+import { percentile } from './lib/stats.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
 import { reportMachine } from './report/machine.js';
@@ -128,8 +129,7 @@ interface Percentiles {
 function percentiles(values: readonly number[]): Percentiles {
   const sorted = [...values].sort((a, b) => a - b);
   const n = sorted.length;
-  const at = (p: number): number =>
-    sorted[Math.min(n - 1, Math.max(0, Math.ceil(p * n) - 1))] ?? NaN;
+  const at = (p: number): number => percentile(sorted, p) ?? NaN;
   const mean = n === 0 ? NaN : sorted.reduce((s, v) => s + v, 0) / n;
   return {
     n,
