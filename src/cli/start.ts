@@ -1,6 +1,6 @@
 /**
  * `npm start`: the server, configured by environment variables and flags
- * (see the README's configuration table).
+ * (see docs/configuration.md).
  *
  * @example PORT=9000 LLM_BASE_URL=http://127.0.0.1:8000/v1 npm start
  */
