@@ -121,7 +121,7 @@ function open(
 export async function createSession(options: SessionOptions): Promise<Session> {
   const metadata = options.metadata ?? {};
   const opening = await open(options.character, options.id, metadata, options.variant);
-  return wire(options, options.character, opening, {
+  return new ConversationSession(options, options.character, opening, {
     version: SNAPSHOT_VERSION,
     id: options.id,
     character: options.character.id,
@@ -163,336 +163,128 @@ export async function restoreSession(
   const opening = await open(character, state.id, state.metadata, state.variant);
   // The prompt as the conversation began: a generator that reads the clock would differ now.
   opening.systemPrompt = state.systemPrompt;
-  return wire({ ...options, id: state.id, character }, character, opening, state);
+  return new ConversationSession(
+    { ...options, id: state.id, character },
+    character,
+    opening,
+    state,
+  );
 }
 
-/** A session's parts, wired; `state.conversation` null = a new conversation. */
-function wire(
-  options: SessionOptions,
-  firstCharacter: LoadedCharacter,
-  firstOpening: CharacterOpening,
-  state: Omit<SessionState, 'conversation'> & { conversation: SessionState['conversation'] | null },
-): Session {
-  const { id, send } = options;
-  const logContent = options.logContent ?? false;
-  const metrics = options.metrics;
-  const kit = options.voice;
-  const openedAt = performance.now();
-  let character = firstCharacter;
-  let opening = firstOpening;
-  let log = options.log.child({ character: character.id });
-  let closed = false;
-  let version = 0;
+/** The session state a new conversation starts from (its conversation comes with the greeting). */
+type OpeningState = Omit<SessionState, 'conversation'> & {
+  conversation: SessionState['conversation'] | null;
+};
 
-  const content = (text: string): string | { chars: number } =>
-    logContent ? text : { chars: text.length };
-  const fail = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
-  const config = new SessionConfig(state.settings, kit);
-  const queue = new ResponseQueue(() => newId('resp'));
-  const conversation = new Conversation(
-    {
-      send,
-      log: () => log,
-      content,
-      responseLastItemId: () => queue.active?.lastItemId?.(),
-    },
-    state.conversation ?? undefined,
-  );
-  conversation.setTurnSettings(opening.turn);
-  if (!state.conversation) conversation.addGreeting(character);
-  const voiceOut = kit?.tts
-    ? new VoiceOutput({ kit, send, config, character: () => character, metrics: metrics?.voice })
-    : undefined;
+/** The dispatcher: owns the parts and the character serving now; routes events to parts. */
+class ConversationSession implements Session {
+  readonly id: string;
+  readonly #o: SessionOptions;
+  readonly #state: OpeningState;
+  readonly #openedAt = performance.now();
+  #character: LoadedCharacter;
+  #opening: CharacterOpening;
+  #log: Logger;
+  #closed = false;
+  #version = 0;
+  readonly #config: SessionConfig;
+  readonly #queue = new ResponseQueue(() => newId('resp'));
+  readonly #conversation: Conversation;
+  readonly #voiceOut: VoiceOutput | undefined;
+  readonly #voiceIn: VoiceInput | undefined;
+  readonly #ctx: ResponseContext;
 
-  function changed(): void {
-    version++;
-    options.onChange?.(session);
-  }
-
-  function shareHistory(): void {
-    if (!config.current.shareHistory) return;
-    send({
-      type: 'unmute.additional_outputs',
-      args: { chat_history: conversation.plainHistory(config.systemPrompt(opening)) },
-    });
-  }
-
-  const ctx: ResponseContext = {
-    sessionId: id,
-    send,
-    settings: options.settings,
-    llm: options.llm,
-    log: () => log,
-    character: () => character,
-    opening: () => opening,
-    characterState: state.characterState,
-    config,
-    conversation,
-    voice: voiceOut,
-    metrics,
-    content,
-    nextTurn: () => ++state.turns,
-    shareHistory,
-    changed,
-  };
-
-  /** Asks the queue for a conversation response; the refusal is the caller's to tell. */
-  function request(kind: ResponseKind, r: ResponseOptions, receivedAt: number, sttMs?: number) {
-    return queue.request({
-      kind,
-      ...(sttMs !== undefined ? { sttMs } : {}),
-      run: (response) => {
-        // Calls the client never answered get a stand-in, so history stays valid.
-        conversation.settlePendingCalls();
-        return runResponse(ctx, response, r, receivedAt);
+  constructor(
+    options: SessionOptions,
+    character: LoadedCharacter,
+    opening: CharacterOpening,
+    state: OpeningState,
+  ) {
+    this.id = options.id;
+    this.#o = options;
+    this.#state = state;
+    this.#character = character;
+    this.#opening = opening;
+    this.#log = options.log.child({ character: character.id });
+    const kit = options.voice;
+    this.#config = new SessionConfig(state.settings, kit);
+    this.#conversation = new Conversation(
+      {
+        send: options.send,
+        log: () => this.#log,
+        content: this.#content,
+        responseLastItemId: () => this.#queue.active?.lastItemId?.(),
       },
-      onError: (err) => log.error({ err }, 'response failed unexpectedly'),
-    });
+      state.conversation ?? undefined,
+    );
+    this.#conversation.setTurnSettings(opening.turn);
+    if (!state.conversation) this.#conversation.addGreeting(character);
+    this.#voiceOut = kit?.tts
+      ? new VoiceOutput({
+          kit,
+          send: options.send,
+          config: this.#config,
+          character: () => this.#character,
+          metrics: options.metrics?.voice,
+        })
+      : undefined;
+    this.#ctx = this.#responseContext();
+    this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
+    options.metrics?.active.inc();
+    options.metrics?.total.inc({ character: character.id });
   }
 
-  const voiceIn = kit
-    ? new VoiceInput({
-        kit,
-        send,
-        log: () => log,
-        content,
-        config,
-        conversation,
-        metrics: metrics?.voice,
-        responding: () => queue.active !== undefined,
-        bargeIn: () => {
-          const stopped = queue.stop('turn_detected');
-          if (!stopped) return;
-          metrics?.voice.bargeIns.inc({ character: character.id });
-          log.info({ response: stopped.id }, 'interrupted by the user');
-          send({ type: 'unmute.interrupted_by_vad' });
-        },
-        respond: async (speechEndedAt, sttMs) => {
-          if (closed) return;
-          const outcome = request('voice', {}, speechEndedAt, sttMs);
-          if (outcome.outcome !== 'refused') await outcome.started;
-        },
-        changed: () => {
-          shareHistory();
-          changed();
-        },
-      })
-    : undefined;
-
-  /** A voice session hears the greeting spoken, once, before anything else is said. */
-  function maybeSpeakGreeting(): void {
-    if (!voiceOut || queue.busy || !conversation.greetingToSpeak()) return;
-    if (!config.current.outputModalities.includes('audio')) return;
-    queue.request({
-      kind: 'greeting',
-      run: (response) => runGreeting(ctx, response),
-      onError: (err) => log.error({ err }, 'greeting failed unexpectedly'),
-    });
+  get character(): LoadedCharacter {
+    return this.#character;
   }
 
-  metrics?.active.inc();
-  metrics?.total.inc({ character: character.id });
-
-  // ── session.update ──────────────────────────────────────────────────────
-
-  async function update(u: SessionUpdate, eventId: string | null): Promise<void> {
-    const next =
-      u.character !== undefined && u.character !== character.id
-        ? options.characters.get(u.character)
-        : character;
-    if (u.character !== undefined && u.character !== character.id) {
-      const blocking = queue.blocking();
-      if (blocking) {
-        return fail(
-          new ProtocolError(
-            'conversation_already_has_active_response',
-            `session.update: cannot change character while response ${blocking} is in progress; wait for response.done or send response.cancel.`,
-            { param: 'session.character', eventId },
-          ),
-        );
-      }
-      if (next === undefined) {
-        return fail(
-          new ProtocolError(
-            'unknown_character',
-            `session.update: no character "${u.character}"; available: ${options.characters.ids().join(', ')}.`,
-            { param: 'session.character', eventId },
-          ),
-        );
-      }
-    }
-    const problem = config.check(u, next!, eventId);
-    if (problem) return fail(problem);
-    if (next !== character) await changeCharacter(next!);
-    const change = config.apply(u);
-    voiceIn?.configure(change);
-    send({ type: 'session.updated', session: config.sessionObject(id, character, opening) });
-    changed();
-    maybeSpeakGreeting();
+  get busy(): boolean {
+    return this.#queue.busy;
   }
 
-  /** A new character starts a new conversation: its prompt, tools, greeting and state. */
-  async function changeCharacter(next: LoadedCharacter): Promise<void> {
-    // The old character's greeting makes no sense any more.
-    if (queue.stop('client_cancelled')) await queue.idle();
-    const nextOpening = await open(next, id, state.metadata);
-    conversation.restart(next);
-    for (const key of Object.keys(state.characterState)) delete state.characterState[key];
-    character = next;
-    opening = nextOpening;
-    state.character = next.id;
-    state.variant = nextOpening.variant;
-    state.systemPrompt = nextOpening.systemPrompt;
-    conversation.setTurnSettings(nextOpening.turn);
-    config.resetInstructions();
-    log = options.log.child({ character: next.id });
-    log.info({ from: options.character.id, variant: opening.variant }, 'character changed');
-    metrics?.total.inc({ character: next.id });
-    conversation.announce();
+  get version(): number {
+    return this.#version;
   }
 
-  // ── response.create / response.cancel ──────────────────────────────────
-
-  function createResponse(r: ResponseOptions, eventId: string | null, receivedAt: number): void {
-    if (r.output_modalities?.includes('audio') && !kit?.tts) {
-      return fail(audioUnsupported('response.output_modalities', eventId));
-    }
-    if (typeof r.tool_choice === 'object') {
-      const names = [...character.toolNames, ...config.current.tools.map((t) => t.name)];
-      if (!names.includes(r.tool_choice.name)) {
-        return fail(
-          new ProtocolError(
-            'invalid_value',
-            `response.create: response.tool_choice.name: no tool "${r.tool_choice.name}"; tools: ${names.join(', ') || 'none'}.`,
-            { param: 'response.tool_choice.name', eventId },
-          ),
-        );
-      }
-    }
-    const outcome = request('client', r, receivedAt);
-    if (outcome.outcome === 'refused') {
-      fail(
-        new ProtocolError(
-          'conversation_already_has_active_response',
-          `Conversation already has an active response in progress: ${outcome.activeId}. Wait until the response is finished before creating a new one.`,
-          { eventId },
-        ),
-      );
-    }
+  start(): void {
+    this.#send({ type: 'session.created', session: this.#sessionObject() });
+    this.#conversation.announce();
   }
 
-  function cancelResponse(responseId: string | undefined, eventId: string | null): void {
-    const active = queue.active;
-    if (!active) {
-      return fail(
-        new ProtocolError(
-          'response_cancel_not_active',
-          'response.cancel: there is no active response to cancel.',
-          { eventId },
-        ),
-      );
-    }
-    if (responseId !== undefined && responseId !== active.id) {
-      return fail(
-        new ProtocolError(
-          'invalid_value',
-          `response.cancel: response_id: the active response is ${active.id}, not ${responseId}.`,
-          { param: 'response_id', eventId },
-        ),
-      );
-    }
-    queue.stop('client_cancelled');
+  configureVoice(defaults: VoiceDefaults): void {
+    this.#config.applyVoiceDefaults(defaults);
+    this.#voiceIn?.configure({ inputEncoding: true, turnDetection: false });
+    // The greeting waits for the frontend's first session.update: it may pick another character.
   }
 
-  // ── conversation.item.truncate ──────────────────────────────────────────
-
-  function truncate(
-    event: { item_id: string; content_index: number; audio_end_ms: number },
-    eventId: string | null,
-  ): void {
-    const active = queue.active;
-    const speech = active?.speech ?? voiceOut?.lastSpeech;
-    const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
-    if (heard === undefined) {
-      if (!conversation.find(event.item_id)) {
-        return fail(itemNotFound('conversation.item.truncate', event.item_id, eventId));
-      }
-      return fail(
-        new ProtocolError(
-          'invalid_value',
-          `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
-          { param: 'item_id', eventId },
-        ),
-      );
-    }
-    if (active?.speech === speech) active!.truncations.set(event.item_id, heard);
-    conversation.cutToHeard(event.item_id, heard);
-    send({
-      type: 'conversation.item.truncated',
-      item_id: event.item_id,
-      content_index: event.content_index,
-      audio_end_ms: event.audio_end_ms,
-    });
-    changed();
+  snapshot(): SessionState {
+    return structuredClone({ ...this.#state, conversation: this.#conversation.toState() });
   }
 
-  // ── dispatch ────────────────────────────────────────────────────────────
-
-  /** A change was made unless there is a problem to tell. */
-  function changedUnless(problem: ProtocolError | undefined): ProtocolError | undefined {
-    if (!problem) changed();
-    return problem;
+  async idle(): Promise<void> {
+    await this.#queue.idle();
   }
 
-  /** Routes one event to its part; returns the error to send, if any. */
-  async function route(
-    event: ClientEvent,
-    eventId: string | null,
-    receivedAt: number,
-  ): Promise<ProtocolError | void> {
-    switch (event.type) {
-      case 'session.update':
-        return update(event.session, eventId);
-      case 'conversation.item.create':
-        return changedUnless(conversation.create(event.item, event.previous_item_id, eventId));
-      case 'conversation.item.retrieve':
-        return conversation.retrieve(event.item_id, eventId);
-      case 'conversation.item.delete':
-        return changedUnless(
-          conversation.delete(event.item_id, queue.active !== undefined, eventId),
-        );
-      case 'conversation.item.truncate':
-        return truncate(event, eventId);
-      case 'response.create':
-        return createResponse(event.response ?? {}, eventId, receivedAt);
-      case 'response.cancel':
-        return cancelResponse(event.response_id, eventId);
-      case 'input_audio_buffer.append':
-      case 'input_audio_buffer.commit':
-      case 'input_audio_buffer.clear':
-        if (!voiceIn) {
-          return new ProtocolError(
-            'audio_not_supported',
-            `${event.type}: this server takes no audio (no speech engines are configured); send conversation.item.create with input_text.`,
-            { eventId },
-          );
-        }
-        if (event.type === 'input_audio_buffer.append') return voiceIn.append(event.audio, eventId);
-        if (event.type === 'input_audio_buffer.clear') return voiceIn.clear();
-        return voiceIn.commit(eventId);
-    }
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#queue.close();
+    this.#voiceIn?.close();
+    this.#voiceOut?.close();
+    this.#o.metrics?.active.dec();
+    this.#o.metrics?.duration.observe((performance.now() - this.#openedAt) / 1000);
   }
 
-  async function handle(event: ClientEvent, receivedAt = performance.now()): Promise<void> {
-    if (closed) return;
+  async handle(event: ClientEvent, receivedAt = performance.now()): Promise<void> {
+    if (this.#closed) return;
     const eventId = event.event_id ?? null;
     try {
-      const problem = await route(event, eventId, receivedAt);
-      if (problem) fail(problem);
+      const problem = await this.#route(event, eventId, receivedAt);
+      if (problem) this.#fail(problem);
     } catch (err) {
       // A bug here must not end the session: tell the client, log the stack.
-      log.error({ err, event: event.type }, 'event handling failed');
-      fail(
+      this.#log.error({ err, event: event.type }, 'event handling failed');
+      this.#fail(
         new ProtocolError(
           'internal_error',
           `${event.type}: the server failed to handle this event.`,
@@ -505,42 +297,302 @@ function wire(
     }
   }
 
-  const session: Session = {
-    id,
-    get character() {
-      return character;
-    },
-    get busy() {
-      return queue.busy;
-    },
-    get version() {
-      return version;
-    },
-    start() {
-      send({ type: 'session.created', session: config.sessionObject(id, character, opening) });
-      conversation.announce();
-    },
-    handle,
-    configureVoice(defaults: VoiceDefaults) {
-      config.applyVoiceDefaults(defaults);
-      voiceIn?.configure({ inputEncoding: true, turnDetection: false });
-      // The greeting waits for the frontend's first session.update: it may pick another character.
-    },
-    snapshot() {
-      return structuredClone({ ...state, conversation: conversation.toState() });
-    },
-    async idle() {
-      await queue.idle();
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      queue.close();
-      voiceIn?.close();
-      voiceOut?.close();
-      metrics?.active.dec();
-      metrics?.duration.observe((performance.now() - openedAt) / 1000);
-    },
+  /** Routes one event to the part that owns it; returns the error to send, if any. */
+  async #route(
+    event: ClientEvent,
+    eventId: string | null,
+    receivedAt: number,
+  ): Promise<ProtocolError | undefined> {
+    const conversation = this.#conversation;
+    switch (event.type) {
+      case 'session.update':
+        return this.#update(event.session, eventId);
+      case 'conversation.item.create':
+        return this.#changedUnless(
+          conversation.create(event.item, event.previous_item_id, eventId),
+        );
+      case 'conversation.item.retrieve':
+        return conversation.retrieve(event.item_id, eventId);
+      case 'conversation.item.delete':
+        return this.#changedUnless(
+          conversation.delete(event.item_id, this.#queue.active !== undefined, eventId),
+        );
+      case 'conversation.item.truncate':
+        return this.#truncate(event, eventId);
+      case 'response.create':
+        return this.#createResponse(event.response ?? {}, eventId, receivedAt);
+      case 'response.cancel':
+        return this.#cancelResponse(event.response_id, eventId);
+      case 'input_audio_buffer.append':
+      case 'input_audio_buffer.commit':
+      case 'input_audio_buffer.clear': {
+        const voiceIn = this.#voiceIn;
+        if (!voiceIn) {
+          return new ProtocolError(
+            'audio_not_supported',
+            `${event.type}: this server takes no audio (no speech engines are configured); send conversation.item.create with input_text.`,
+            { eventId },
+          );
+        }
+        if (event.type === 'input_audio_buffer.append') return voiceIn.append(event.audio, eventId);
+        if (event.type === 'input_audio_buffer.commit') return voiceIn.commit(eventId);
+        voiceIn.clear();
+        return undefined;
+      }
+    }
+  }
+
+  // ── wiring ──────────────────────────────────────────────────────────────
+
+  #send = (event: ServerEvent): void => this.#o.send(event);
+
+  #content = (text: string): string | { chars: number } =>
+    this.#o.logContent ? text : { chars: text.length };
+
+  #fail(err: ProtocolError): void {
+    this.#send({ type: 'error', error: err.payload });
+  }
+
+  /** Counts a change that matters to a snapshot and tells the listener. */
+  #changed = (): void => {
+    this.#version++;
+    this.#o.onChange?.(this);
   };
-  return session;
+
+  #changedUnless(problem: ProtocolError | undefined): ProtocolError | undefined {
+    if (!problem) this.#changed();
+    return problem;
+  }
+
+  /** `unmute.additional_outputs`: the chat history as the model will see it. */
+  #shareHistory = (): void => {
+    if (!this.#config.current.shareHistory) return;
+    const system = this.#config.systemPrompt(this.#opening);
+    this.#send({
+      type: 'unmute.additional_outputs',
+      args: { chat_history: this.#conversation.plainHistory(system) },
+    });
+  };
+
+  #sessionObject() {
+    return this.#config.sessionObject(this.id, this.#character, this.#opening);
+  }
+
+  #responseContext(): ResponseContext {
+    const o = this.#o;
+    return {
+      sessionId: this.id,
+      send: o.send,
+      settings: o.settings,
+      llm: o.llm,
+      log: () => this.#log,
+      character: () => this.#character,
+      opening: () => this.#opening,
+      characterState: this.#state.characterState,
+      config: this.#config,
+      conversation: this.#conversation,
+      voice: this.#voiceOut,
+      metrics: o.metrics,
+      content: this.#content,
+      nextTurn: () => ++this.#state.turns,
+      shareHistory: this.#shareHistory,
+      changed: this.#changed,
+    };
+  }
+
+  #voiceInput(kit: SessionVoice): VoiceInput {
+    return new VoiceInput({
+      kit,
+      send: this.#o.send,
+      log: () => this.#log,
+      content: this.#content,
+      config: this.#config,
+      conversation: this.#conversation,
+      metrics: this.#o.metrics?.voice,
+      responding: () => this.#queue.active !== undefined,
+      bargeIn: () => {
+        const stopped = this.#queue.stop('turn_detected');
+        if (!stopped) return;
+        this.#o.metrics?.voice.bargeIns.inc({ character: this.#character.id });
+        this.#log.info({ response: stopped.id }, 'interrupted by the user');
+        this.#send({ type: 'unmute.interrupted_by_vad' });
+      },
+      respond: async (speechEndedAt, sttMs) => {
+        if (this.#closed) return;
+        const outcome = this.#request('voice', {}, speechEndedAt, sttMs);
+        if (outcome.outcome !== 'refused') await outcome.started;
+      },
+      changed: () => {
+        this.#shareHistory();
+        this.#changed();
+      },
+    });
+  }
+
+  // ── responses ───────────────────────────────────────────────────────────
+
+  /** Asks the queue for a conversation response; a refusal is the caller's to tell. */
+  #request(kind: ResponseKind, r: ResponseOptions, receivedAt: number, sttMs?: number) {
+    return this.#queue.request({
+      kind,
+      ...(sttMs !== undefined ? { sttMs } : {}),
+      run: (response) => {
+        // Calls the client never answered get a stand-in, so history stays valid.
+        this.#conversation.settlePendingCalls();
+        return runResponse(this.#ctx, response, r, receivedAt);
+      },
+      onError: (err) => this.#log.error({ err }, 'response failed unexpectedly'),
+    });
+  }
+
+  /** A voice session hears the greeting spoken, once, before anything else is said. */
+  #maybeSpeakGreeting(): void {
+    if (!this.#voiceOut || this.#queue.busy || !this.#conversation.greetingToSpeak()) return;
+    if (!this.#config.current.outputModalities.includes('audio')) return;
+    this.#queue.request({
+      kind: 'greeting',
+      run: (response) => runGreeting(this.#ctx, response),
+      onError: (err) => this.#log.error({ err }, 'greeting failed unexpectedly'),
+    });
+  }
+
+  #createResponse(
+    r: ResponseOptions,
+    eventId: string | null,
+    receivedAt: number,
+  ): ProtocolError | undefined {
+    if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
+      return audioUnsupported('response.output_modalities', eventId);
+    }
+    if (typeof r.tool_choice === 'object') {
+      const names = [
+        ...this.#character.toolNames,
+        ...this.#config.current.tools.map((t) => t.name),
+      ];
+      if (!names.includes(r.tool_choice.name)) {
+        return new ProtocolError(
+          'invalid_value',
+          `response.create: response.tool_choice.name: no tool "${r.tool_choice.name}"; tools: ${names.join(', ') || 'none'}.`,
+          { param: 'response.tool_choice.name', eventId },
+        );
+      }
+    }
+    const outcome = this.#request('client', r, receivedAt);
+    if (outcome.outcome !== 'refused') return undefined;
+    return new ProtocolError(
+      'conversation_already_has_active_response',
+      `Conversation already has an active response in progress: ${outcome.activeId}. Wait until the response is finished before creating a new one.`,
+      { eventId },
+    );
+  }
+
+  #cancelResponse(
+    responseId: string | undefined,
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const active = this.#queue.active;
+    if (!active) {
+      return new ProtocolError(
+        'response_cancel_not_active',
+        'response.cancel: there is no active response to cancel.',
+        { eventId },
+      );
+    }
+    if (responseId !== undefined && responseId !== active.id) {
+      return new ProtocolError(
+        'invalid_value',
+        `response.cancel: response_id: the active response is ${active.id}, not ${responseId}.`,
+        { param: 'response_id', eventId },
+      );
+    }
+    this.#queue.stop('client_cancelled');
+    return undefined;
+  }
+
+  // ── session.update and the character ───────────────────────────────────
+
+  async #update(u: SessionUpdate, eventId: string | null): Promise<ProtocolError | undefined> {
+    let next = this.#character;
+    if (u.character !== undefined && u.character !== next.id) {
+      const blocking = this.#queue.blocking();
+      if (blocking) {
+        return new ProtocolError(
+          'conversation_already_has_active_response',
+          `session.update: cannot change character while response ${blocking} is in progress; wait for response.done or send response.cancel.`,
+          { param: 'session.character', eventId },
+        );
+      }
+      const found = this.#o.characters.get(u.character);
+      if (found === undefined) {
+        return new ProtocolError(
+          'unknown_character',
+          `session.update: no character "${u.character}"; available: ${this.#o.characters.ids().join(', ')}.`,
+          { param: 'session.character', eventId },
+        );
+      }
+      next = found;
+    }
+    const problem = this.#config.check(u, next, eventId);
+    if (problem) return problem;
+    if (next !== this.#character) await this.#changeCharacter(next);
+    const change = this.#config.apply(u);
+    this.#voiceIn?.configure(change);
+    this.#send({ type: 'session.updated', session: this.#sessionObject() });
+    this.#changed();
+    this.#maybeSpeakGreeting();
+    return undefined;
+  }
+
+  /** A new character starts a new conversation: its prompt, tools, greeting and state. */
+  async #changeCharacter(next: LoadedCharacter): Promise<void> {
+    // The old character's greeting makes no sense any more.
+    if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
+    const state = this.#state;
+    const opening = await open(next, this.id, state.metadata);
+    this.#conversation.restart(next);
+    for (const key of Object.keys(state.characterState)) delete state.characterState[key];
+    this.#character = next;
+    this.#opening = opening;
+    state.character = next.id;
+    state.variant = opening.variant;
+    state.systemPrompt = opening.systemPrompt;
+    this.#conversation.setTurnSettings(opening.turn);
+    this.#config.resetInstructions();
+    this.#log = this.#o.log.child({ character: next.id });
+    this.#log.info({ from: this.#o.character.id, variant: opening.variant }, 'character changed');
+    this.#o.metrics?.total.inc({ character: next.id });
+    this.#conversation.announce();
+  }
+
+  // ── conversation.item.truncate ──────────────────────────────────────────
+
+  /** The client played only part of a spoken item: history keeps what was heard. */
+  #truncate(
+    event: { item_id: string; content_index: number; audio_end_ms: number },
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const active = this.#queue.active;
+    const speech = active?.speech ?? this.#voiceOut?.lastSpeech;
+    const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
+    if (heard === undefined) {
+      if (!this.#conversation.find(event.item_id)) {
+        return itemNotFound('conversation.item.truncate', event.item_id, eventId);
+      }
+      return new ProtocolError(
+        'invalid_value',
+        `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
+        { param: 'item_id', eventId },
+      );
+    }
+    if (active?.speech === speech) active!.truncations.set(event.item_id, heard);
+    this.#conversation.cutToHeard(event.item_id, heard);
+    this.#send({
+      type: 'conversation.item.truncated',
+      item_id: event.item_id,
+      content_index: event.content_index,
+      audio_end_ms: event.audio_end_ms,
+    });
+    this.#changed();
+    return undefined;
+  }
 }
