@@ -1,6 +1,6 @@
 /**
- * The session: a small dispatcher that wires one conversation's parts (see
- * docs/sessions.md) and routes each validated client event to the part that owns it.
+ * The session: a small dispatcher that owns one conversation's parts and the
+ * character serving it, and routes each validated client event to its part.
  */
 import type { Logger } from 'pino';
 import { openConversation, type CharacterOpening } from '../characters/conversation.js';
@@ -433,16 +433,22 @@ class ConversationSession implements Session {
 
   /** Asks the queue for a conversation response; a refusal is the caller's to tell. */
   #request(kind: ResponseKind, r: ResponseOptions, receivedAt: number, sttMs?: number) {
-    return this.#queue.request({
+    let queued = false;
+    const outcome = this.#queue.request({
       kind,
       ...(sttMs !== undefined ? { sttMs } : {}),
       run: (response) => {
         // Calls the client never answered get a stand-in, so history stays valid.
         this.#conversation.settlePendingCalls();
-        return runResponse(this.#ctx, response, r, receivedAt);
+        // A client's response queued behind the greeting is timed from its start;
+        // a voice turn from the end of speech (its wait is the user's wait).
+        const from = queued && kind === 'client' ? performance.now() : receivedAt;
+        return runResponse(this.#ctx, response, r, from);
       },
       onError: (err) => this.#log.error({ err }, 'response failed unexpectedly'),
     });
+    queued = outcome.outcome === 'queued';
+    return outcome;
   }
 
   /** A voice session hears the greeting spoken, once, before anything else is said. */
