@@ -69,10 +69,8 @@ export class Conversation {
     }
     if (state.greeting) {
       const item = this.#history.find(state.greeting.itemId);
-      const message = this.#history.toState().singles.find((s) => s.item === item?.id);
-      if (item?.type === 'message' && message) {
-        this.#greeting = { item, message: this.#history.messageAt(message)! };
-      }
+      const message = this.#history.messageOf(state.greeting.itemId);
+      if (item?.type === 'message' && message) this.#greeting = { item, message };
       this.#greetingSpoken = state.greeting.spoken;
     }
   }

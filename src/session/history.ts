@@ -82,6 +82,11 @@ export class History {
     return undefined;
   }
 
+  /** The one message an item stands for (client messages, the greeting). */
+  messageOf(itemId: string): ChatMessage | undefined {
+    return this.#single.get(itemId);
+  }
+
   /** The message at a place. */
   messageAt(place: MessagePlace): ChatMessage | undefined {
     return this.#groups[place.group]?.messages[place.message];

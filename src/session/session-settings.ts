@@ -63,11 +63,6 @@ export class SessionConfig {
     return this.#state;
   }
 
-  /** The settings as data (for a snapshot). */
-  toState(): SettingsState {
-    return this.#state;
-  }
-
   /**
    * Checks an update against the character that will serve after it: audio
    * settings, client tools (no clash with the character's, no duplicates)

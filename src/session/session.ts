@@ -219,6 +219,8 @@ class ConversationSession implements Session {
     );
     this.#conversation.setTurnSettings(opening.turn);
     if (!state.conversation) this.#conversation.addGreeting(character);
+    // The conversation part holds it from here; a snapshot asks the part.
+    state.conversation = null;
     this.#voiceOut = kit?.tts
       ? new VoiceOutput({
           kit,
