@@ -85,19 +85,22 @@ export class ResponseQueue {
     return undefined;
   }
 
+  /** Why a request of this kind would be refused now: the response in the way, if any. */
+  refusal(kind: ResponseKind): string | undefined {
+    const active = this.#active;
+    const inTheWay = active?.id ?? 'a queued response';
+    if (this.#closed) return active?.id ?? 'none';
+    if (kind === 'greeting' && this.busy) return inTheWay;
+    if (kind !== 'client') return undefined;
+    const waitingClient = this.#waiting.some((w) => w.request.kind !== 'greeting');
+    if ((active && active.kind !== 'greeting') || waitingClient) return inTheWay;
+    return undefined;
+  }
+
   /** Asks for a response: it starts now, waits its turn, or is refused. */
   request(request: ResponseRequest): RequestOutcome {
-    const active = this.#active;
-    if (this.#closed) return { outcome: 'refused', activeId: active?.id ?? 'none' };
-    if (request.kind === 'greeting' && this.busy) {
-      return { outcome: 'refused', activeId: active?.id ?? 'a queued response' };
-    }
-    if (request.kind === 'client') {
-      const waitingClient = this.#waiting.some((w) => w.request.kind !== 'greeting');
-      if ((active && active.kind !== 'greeting') || waitingClient) {
-        return { outcome: 'refused', activeId: active?.id ?? 'a queued response' };
-      }
-    }
+    const refused = this.refusal(request.kind);
+    if (refused !== undefined) return { outcome: 'refused', activeId: refused };
     if (!this.busy) return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
     const started = new Promise<RunningResponse>((start) => this.#waiting.push({ request, start }));
     return { outcome: 'queued', started };

@@ -171,6 +171,14 @@ export async function restoreSession(
   );
 }
 
+function activeResponse(activeId: string, eventId: string | null): ProtocolError {
+  return new ProtocolError(
+    'conversation_already_has_active_response',
+    `Conversation already has an active response in progress: ${activeId}. Wait until the response is finished before creating a new one.`,
+    { eventId },
+  );
+}
+
 /** The session state a new conversation starts from (its conversation comes with the greeting). */
 type OpeningState = Omit<SessionState, 'conversation'> & {
   conversation: SessionState['conversation'] | null;
@@ -469,6 +477,8 @@ class ConversationSession implements Session {
     eventId: string | null,
     receivedAt: number,
   ): ProtocolError | undefined {
+    const inTheWay = this.#queue.refusal('client');
+    if (inTheWay !== undefined) return activeResponse(inTheWay, eventId);
     if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
       return audioUnsupported('response.output_modalities', eventId);
     }
@@ -486,12 +496,7 @@ class ConversationSession implements Session {
       }
     }
     const outcome = this.#request('client', r, receivedAt);
-    if (outcome.outcome !== 'refused') return undefined;
-    return new ProtocolError(
-      'conversation_already_has_active_response',
-      `Conversation already has an active response in progress: ${outcome.activeId}. Wait until the response is finished before creating a new one.`,
-      { eventId },
-    );
+    return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
   }
 
   #cancelResponse(
