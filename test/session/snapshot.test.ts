@@ -17,7 +17,12 @@ import {
   type SessionOptions,
   type SessionState,
 } from '../../src/session/session.js';
-import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
+import {
+  DEMO_SCRIPT,
+  startSimulator,
+  type SimScript,
+  type Simulator,
+} from '../../src/testing/index.js';
 import { chatBodies, type ChatBody } from '../helpers/session.js';
 
 const log = pino({ level: 'silent' });
@@ -27,7 +32,19 @@ let registry: CharacterRegistry;
 let llm: LlmClient;
 
 beforeAll(async () => {
-  sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
+  // The demo's rules, and a question the client's own tool answers.
+  const script: SimScript = {
+    ...DEMO_SCRIPT,
+    rules: [
+      {
+        when: { user: 'what time', round: 0 },
+        reply: { parts: [{ toolCall: { name: 'get_time', arguments: {} } }] },
+      },
+      { when: { toolResult: '12:34' }, reply: { parts: [{ text: 'It is 12:34.' }] } },
+      ...DEMO_SCRIPT.rules,
+    ],
+  };
+  sim = await startSimulator({ profile: 'vllm-hermes', script });
   registry = await loadCharacters({ dir: 'characters', watch: false, log });
   llm = await createLlmClient({ baseURL: sim.url, log });
 });
@@ -168,6 +185,41 @@ describe('session snapshots', () => {
       snapshot.conversation.history.groups.length,
     );
     expect(snapshot).toEqual(JSON.parse(JSON.stringify(original.snapshot())));
+    original.close();
+    restored.close();
+  });
+
+  it('keeps a client call awaiting output, which the restored session then takes', async () => {
+    const getTime = { ...clientTool, name: 'get_time', description: 'The time where the user is' };
+    const sent: ServerEvent[] = [];
+    const original = await open('weather', sent);
+    await play(original, [
+      { type: 'session.update', session: { tools: [getTime] } },
+      ...userTurn('what time is it?'),
+    ]);
+    const call = sent.findLast(
+      (e) => e.type === 'response.output_item.done' && e.item.type === 'function_call',
+    );
+    const callId = (call as { item: { call_id: string } }).item.call_id;
+    const snapshot = JSON.parse(JSON.stringify(original.snapshot())) as SessionState;
+    expect(snapshot.conversation.pendingCalls).toMatchObject([{ callId, name: 'get_time' }]);
+    const answer: ClientEvent[] = [
+      {
+        type: 'conversation.item.create',
+        item: { type: 'function_call_output', call_id: callId, output: '12:34' },
+      },
+      { type: 'response.create' },
+    ];
+    const before = chatBodies(sim).length;
+    await play(original, answer);
+    const expected = chatBodies(sim)[before]!;
+    const restoredSent: ServerEvent[] = [];
+    const restored = await restoreSession(snapshot, options(restoredSent));
+    const mark = chatBodies(sim).length;
+    await play(restored, answer);
+    expect(restoredSent.filter((e) => e.type === 'error')).toEqual([]);
+    expect(chatBodies(sim)[mark]).toEqual(expected);
+    expect(expected.messages.at(-1)).toMatchObject({ role: 'tool', content: '12:34' });
     original.close();
     restored.close();
   });
