@@ -366,7 +366,12 @@ class ConversationSession implements Session {
   /** Counts a change that matters to a snapshot and tells the listener. */
   #changed = (): void => {
     this.#version++;
-    this.#o.onChange?.(this);
+    try {
+      this.#o.onChange?.(this);
+    } catch (err) {
+      // A store that fails must not fail the event or the response that changed things.
+      this.#log.error({ err }, 'change listener failed');
+    }
   };
 
   #changedUnless(problem: ProtocolError | undefined): ProtocolError | undefined {
