@@ -27,9 +27,13 @@ function guideBlock(guide: string, file: string): string {
   return block[1]!;
 }
 
-/** The project's tracked files, as they are in the working tree, copied to `to`. */
+/** The project's files (tracked, and new ones not ignored), as they are in the working tree, copied to `to`. */
 async function copyProject(to: string): Promise<void> {
-  const { stdout } = await run('git', ['ls-files', '-z'], { cwd: ROOT, maxBuffer: 1 << 24 });
+  const { stdout } = await run(
+    'git',
+    ['ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+    { cwd: ROOT, maxBuffer: 1 << 24 },
+  );
   for (const file of stdout.split('\0').filter(Boolean)) {
     await mkdir(dirname(join(to, file)), { recursive: true });
     await copyFile(join(ROOT, file), join(to, file)).catch((err: NodeJS.ErrnoException) => {

@@ -120,7 +120,7 @@ describe('npm run chat against a running server', () => {
         '  [tool] get_current_weather {"location":"Glasgow, Scotland","format":"celsius"}\n',
         '  [tool] get_current_weather → ok in ',
         '"location":"Glasgow, Scotland"',
-        "Weather: That's the weather in Glasgow right now.\n",
+        "Weather: It's 5 °C and windy in Glasgow right now.\n",
       ]);
       // The greeting came as conversation.item.added and .done: shown once.
       expect(r.stdout.match(/Ask me about the weather/g)).toHaveLength(1);
@@ -150,7 +150,7 @@ describe('npm run chat against a running server', () => {
         "you: What's my score?\n",
         '  [tool] score → ok',
         'Score: 1 correct of 1 answered',
-        'Quizmaster: That is your score so far.\n',
+        'Quizmaster: Score: 1 correct of 1 answered (3 questions in all).\n',
       ]);
     },
     CLI_TEST_TIMEOUT_MS,

@@ -23,7 +23,7 @@ const WEATHER_CLARIFY = "What's the weather in Glasgow?";
 const WEATHER_CLARIFY_REPLY = 'Sure — in celsius or fahrenheit?';
 const WEATHER_CELSIUS = 'Celsius, please.';
 const WEATHER_CELSIUS_BEFORE_TOOL = 'Checking Glasgow.';
-const WEATHER_CELSIUS_REPLY = "That's the weather in Glasgow right now.";
+const WEATHER_CELSIUS_REPLY = "It's 5 °C and windy in Glasgow right now.";
 const QUIZ_START = "Let's do a quiz!";
 const QUIZ_START_REPLY = 'First question: what is the capital of France?';
 
