@@ -16,7 +16,9 @@ import type { TroupeServer } from '../server/index.js';
 import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
 import { startSimulator } from '../testing/simulator/index.js';
 import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
+import { readCommandLine } from './command-line.js';
 import { serve } from './serve.js';
+import { DEMO_COMMAND } from './start-options.js';
 
 /** The demo's port unless PORT says otherwise (a free one when it is taken). */
 const DEMO_PORT = 8080;
@@ -26,6 +28,7 @@ const bold = (s: string) => (out.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
+  readCommandLine(argv, DEMO_COMMAND, 'demo');
   const check = argv.includes('--check');
   const sim = await startSimulator({
     script: DEMO_SCRIPT,

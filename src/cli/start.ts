@@ -4,6 +4,9 @@
  *
  * @example PORT=9000 LLM_BASE_URL=http://127.0.0.1:8000/v1 npm start
  */
+import { readCommandLine } from './command-line.js';
 import { serve } from './serve.js';
+import { START_COMMAND } from './start-options.js';
 
+readCommandLine(process.argv.slice(2), START_COMMAND, 'troupe');
 await serve({ env: process.env, argv: process.argv.slice(2) });

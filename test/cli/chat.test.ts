@@ -293,13 +293,15 @@ describe('npm run chat without a server', () => {
   );
 
   it(
-    'exits 2 naming a bad flag, without connecting',
+    'exits 2 naming a bad flag, the nearest one and the flags there are, without connecting',
     async () => {
       const r = await runChat(['--charcter', 'narrator']);
       expect(r.code).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(
-        "chat: Unknown option '--charcter'.\nRun npm run chat -- --help for the options.\n",
+        "chat: Unknown option '--charcter'; did you mean --character?\n" +
+          'Flags: --character, --url, --token, --no-color, --voice, --voice-out, --wav, --mic, --help.\n' +
+          'Run npm run chat -- --help for the options.\n',
       );
     },
     CLI_TEST_TIMEOUT_MS,
