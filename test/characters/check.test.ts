@@ -65,12 +65,12 @@ describe('troupe check', () => {
     const { code, stdout } = await troupe('check', chars.dir, '--json');
     expect(code).toBe(1);
     const report = JSON.parse(stdout) as {
-      characters: { id: string }[];
+      characters: { id: string; name: string | null }[];
       errors: { kind: string; path: string }[];
     };
     expect(report.characters.map((c) => c.id)).toEqual(['bad', 'good']);
     // A character that did not load has no name: null, not a placeholder.
-    expect(report.characters.map((c) => (c as { name: unknown }).name)).toEqual([null, 'Good One']);
+    expect(report.characters.map((c) => c.name)).toEqual([null, 'Good One']);
     expect(report.errors.map((e) => e.path)).toEqual(['toolMode', 'llm.temperature']);
   });
 
