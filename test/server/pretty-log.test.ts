@@ -44,7 +44,7 @@ describe('pretty log lines', () => {
     log.warn({ llm: 'http://127.0.0.1:9/v1', error: 'bad port' }, 'llm does not answer');
     expect(written).toHaveLength(1);
     expect(written[0]).toMatch(
-      /^\d\d:\d\d:\d\d WARN  llm does not answer llm=http:\/\/127\.0\.0\.1:9\/v1 error="bad port"\n$/,
+      /^\d\d:\d\d:\d\d WARN {2}llm does not answer llm=http:\/\/127\.0\.0\.1:9\/v1 error="bad port"\n$/,
     );
     const sink: string[] = [];
     const stream = createPrettyStream({ write: (s: string) => sink.push(s) });
