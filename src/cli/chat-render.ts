@@ -34,6 +34,12 @@ export interface Output {
 export interface ChatRendererOptions {
   /** Paint with ANSI colours (only when stdout is a terminal). @defaultValue false */
   color?: boolean;
+  /**
+   * Cut tool arguments and successful outputs to one short line (a terminal);
+   * `false` shows them whole (piped output, logs). A failed call's output is
+   * never cut: its end often says what went wrong. @defaultValue true
+   */
+  cutPreviews?: boolean;
 }
 
 /** Turns server events into text; one per connection. */
@@ -185,6 +191,7 @@ function messageText(item: Record<string, unknown>): string {
  */
 export function createChatRenderer(options: ChatRendererOptions = {}): ChatRenderer {
   const paint = painter(options.color ?? false);
+  const cut = options.cutPreviews ?? true;
   let characterName = 'assistant';
   let responding = false;
   /** stdout's cursor is not at the start of a line. */
@@ -251,7 +258,7 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     const call = calls.get(callId);
     if (call === undefined || call.shown) return [];
     call.shown = true;
-    const args = shorten(call.args, MAX_ARGUMENTS_PREVIEW_CHARS);
+    const args = cut ? shorten(call.args, MAX_ARGUMENTS_PREVIEW_CHARS) : call.args;
     return line(`  ${paint.cyan('[tool]')} ${paint.cyan(call.name)} ${paint.dim(args || '{}')}`);
   }
 
@@ -276,7 +283,11 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     const colour = outcome === 'ok' ? paint.green : outcome === 'error' ? paint.red : paint.yellow;
     const ms =
       typeof event.duration_ms === 'number' ? ` in ${formatDuration(event.duration_ms)}` : '';
-    const output = shorten(compact(event.output), MAX_OUTPUT_PREVIEW_CHARS);
+    const full = compact(event.output);
+    const output =
+      cut && outcome === 'ok'
+        ? shorten(full, MAX_OUTPUT_PREVIEW_CHARS)
+        : full.replace(/\s+/g, ' ').trim();
     result.push(
       ...line(
         `  ${paint.cyan('[tool]')} ${paint.cyan(name)} → ${colour(outcome)}${ms}` +

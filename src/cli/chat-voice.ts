@@ -25,6 +25,7 @@ import {
 } from '../voice/audio/pcm.js';
 import { createResampler } from '../voice/audio/resample.js';
 import type { ServerEvent } from './chat-render.js';
+import { summarizePlayerStderr } from './player-check.js';
 
 /** The wire's sample rate, in Hz: what players play and recorders record. */
 export const VOICE_SAMPLE_RATE_HZ = PCM16_SAMPLE_RATE;
@@ -165,13 +166,22 @@ function collectStderr(child: ChildProcess): () => string {
   child.stderr?.on('data', (chunk: string) => {
     text = (text + chunk).slice(-MAX_STDERR_CHARS);
   });
-  return () => text.replace(/\s+/g, ' ').trim();
+  return () => text;
 }
 
-/** Says how a child process ended, with what it printed. */
+/**
+ * Says how a child process that was meant to keep running ended, with the
+ * one line of its stderr worth reading (ALSA's chatter dropped).
+ */
 function describeExit(code: number | null, signal: NodeJS.Signals | null, stderr: string): string {
-  const how = signal !== null ? `was stopped by ${signal}` : `exited with code ${String(code)}`;
-  return stderr === '' ? how : `${how}: ${stderr}`;
+  const how =
+    signal !== null
+      ? `was stopped by ${signal}`
+      : code === 0
+        ? 'ended by itself'
+        : `exited with code ${String(code)}`;
+  const said = summarizePlayerStderr(stderr);
+  return said === '' ? how : `${how}: ${said}`;
 }
 
 // ── playback ────────────────────────────────────────────────────────────────

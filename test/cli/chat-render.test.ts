@@ -225,6 +225,22 @@ describe('the chat renderer', () => {
     expect(result.length).toBeLessThan(160);
   });
 
+  it("keeps a failed call's whole output, and every output when previews are not cut (piped)", () => {
+    const long = `${'x'.repeat(150)} the key part at the end`;
+    const failed = play([
+      { type: 'troupe.tool_call.result', call_id: 'c', name: 'f', outcome: 'error', output: long },
+    ]);
+    expect(failed.stdout).toContain('the key part at the end');
+    const output = JSON.stringify({ days: Array.from({ length: 14 }, (_, day) => ({ day })) });
+    const renderer = createChatRenderer({ cutPreviews: false });
+    const text = renderer
+      .render({ type: 'troupe.tool_call.result', call_id: 'c', name: 'forecast', outcome: 'ok', output })
+      .map((o) => o.text)
+      .join('');
+    expect(text).toContain(output);
+    expect(text).not.toContain('…');
+  });
+
   it('says (cancelled) and other unfinished statuses when a response ends early', () => {
     const cancelled = play([
       { type: 'response.created', response: {} },

@@ -171,13 +171,21 @@ describe('npm run chat against a running server', () => {
   it(
     'prints the server’s audio_not_supported error for --voice, answers in text, and exits 1',
     async () => {
+      // No player on PATH, but --voice-out still wants the speech, so the client asks for it.
       const r = await runChat(
-        ['--character', 'weather', '--url', t.wsUrl, '--voice'],
+        [
+          '--character',
+          'weather',
+          '--url',
+          t.wsUrl,
+          '--voice',
+          '--voice-out',
+          join(scratch, 'r.wav'),
+        ],
         ['Hello there!'],
         { PATH: scratch },
       );
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain('chat: no audio player found on PATH (looked for aplay,');
       expect(r.stderr).toContain(
         'error [audio_not_supported]: session.update: session.output_modalities: this server has ' +
           'no text-to-speech engine (TTS_PROVIDER=none)',
