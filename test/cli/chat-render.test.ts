@@ -234,7 +234,13 @@ describe('the chat renderer', () => {
     const output = JSON.stringify({ days: Array.from({ length: 14 }, (_, day) => ({ day })) });
     const renderer = createChatRenderer({ cutPreviews: false });
     const text = renderer
-      .render({ type: 'troupe.tool_call.result', call_id: 'c', name: 'forecast', outcome: 'ok', output })
+      .render({
+        type: 'troupe.tool_call.result',
+        call_id: 'c',
+        name: 'forecast',
+        outcome: 'ok',
+        output,
+      })
       .map((o) => o.text)
       .join('');
     expect(text).toContain(output);
