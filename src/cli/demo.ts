@@ -61,6 +61,14 @@ async function main(): Promise<void> {
   for (const [id, lines] of Object.entries(DEMO_LINES)) {
     out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);
   }
+  // Characters the script has no lines for (the user's own) improvise from their tools.
+  const others = server.registry.list().filter((c) => !(c.id in DEMO_LINES));
+  if (others.length > 0) {
+    out.write('Other characters improvise: a line that names one of their tools calls it.\n');
+    for (const c of others) {
+      out.write(`  ${c.id.padEnd(11)} ${c.tools.length ? c.tools.join(', ') : '(no tools)'}\n`);
+    }
+  }
   out.write('\nPoint LLM_BASE_URL at vLLM or OpenAI and run `npm start` for a real model.\n');
 
   if (!check) {

@@ -4,7 +4,7 @@
  * answer is one line at start ("aplay cannot play here: no sound card …"),
  * not the player's ALSA noise in the middle of a reply.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { AudioCommand } from './chat-voice.js';
 
 /** Silence played to test the player: 20 ms of 24 kHz mono PCM16. */
@@ -64,7 +64,7 @@ export function checkPlayer(
     }, PLAYER_PROBE_TIMEOUT_MS);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-4000);
+      stderr = (stderr + chunk).slice(-MAX_STDERR_CHARS);
     });
     child.stdin.on('error', () => undefined);
     child.once('error', (err) => settle(`could not start ${command.path}: ${err.message}`));
@@ -76,4 +76,39 @@ export function checkPlayer(
     });
     child.stdin.end(Buffer.alloc(PROBE_BYTES));
   });
+}
+
+/**
+ * Most player or recorder stderr kept for an error message, in characters
+ * (enough for ALSA's chatter and the player's own last line after it).
+ */
+export const MAX_STDERR_CHARS = 4000;
+
+/** The tail of a child's stderr, kept for error messages. */
+export function collectStderr(child: ChildProcess): () => string {
+  let text = '';
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (chunk: string) => {
+    text = (text + chunk).slice(-MAX_STDERR_CHARS);
+  });
+  return () => text;
+}
+
+/**
+ * Says how a child process that was meant to keep running ended, with the
+ * one line of its stderr worth reading (ALSA's chatter dropped).
+ */
+export function describeExit(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  stderr: string,
+): string {
+  const how =
+    signal !== null
+      ? `was stopped by ${signal}`
+      : code === 0
+        ? 'ended by itself'
+        : `exited with code ${String(code)}`;
+  const said = summarizePlayerStderr(stderr);
+  return said === '' ? how : `${how}: ${said}`;
 }
