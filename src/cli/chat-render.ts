@@ -15,6 +15,9 @@
  * reply's transcript prints exactly as a text reply does.
  */
 
+/** `event_id` prefix of the client's audio events, so an `error` about one can be told apart. */
+export const AUDIO_EVENT_ID_PREFIX = 'evt_audio';
+
 /** A server event as it came off the wire: a JSON object with a `type`. */
 export interface ServerEvent {
   type: string;
@@ -192,6 +195,8 @@ function messageText(item: Record<string, unknown>): string {
 export function createChatRenderer(options: ChatRendererOptions = {}): ChatRenderer {
   const paint = painter(options.color ?? false);
   const cut = options.cutPreviews ?? true;
+  /** Errors about the client's audio events seen so far, by code. */
+  const audioErrors = new Map<string, number>();
   let characterName = 'assistant';
   let responding = false;
   /** stdout's cursor is not at the start of a line. */
@@ -447,6 +452,18 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       case 'error': {
         const error = record(event.error);
         const code = str(error.code) ?? str(error.type) ?? 'error';
+        // Audio sent before the first refusal arrived is refused too, chunk by chunk:
+        // one line says so, instead of one error per 40 ms chunk.
+        if (str(error.event_id)?.startsWith(AUDIO_EVENT_ID_PREFIX)) {
+          const seen = audioErrors.get(code) ?? 0;
+          audioErrors.set(code, seen + 1);
+          if (seen === 1) {
+            return errLine(
+              paint.dim(`(the same ${code} error for the audio already sent is not repeated)`),
+            );
+          }
+          if (seen > 1) return [];
+        }
         const message = str(error.message) ?? 'the server reported an error without a message';
         const param = str(error.param);
         return errLine(

@@ -24,7 +24,9 @@ import {
   type WavAudio,
 } from '../voice/audio/pcm.js';
 import { createResampler } from '../voice/audio/resample.js';
-import type { ServerEvent } from './chat-render.js';
+import { AUDIO_EVENT_ID_PREFIX, type ServerEvent } from './chat-render.js';
+
+export { AUDIO_EVENT_ID_PREFIX };
 import { collectStderr, describeExit } from './player-check.js';
 
 /** The wire's sample rate, in Hz: what players play and recorders record. */
@@ -35,8 +37,6 @@ export const AUDIO_CHUNK_MS = 40;
 export const TRAILING_SILENCE_MS = 1_000;
 /** How long a player may take to exit after the last audio has played, in ms, before it is killed. */
 export const PLAYER_DRAIN_GRACE_MS = 3_000;
-/** `event_id` prefix of the client's audio events, so an `error` about one can be told apart. */
-export const AUDIO_EVENT_ID_PREFIX = 'evt_audio';
 
 const BYTES_PER_SAMPLE = 2;
 const SAMPLES_PER_CHUNK = (VOICE_SAMPLE_RATE_HZ * AUDIO_CHUNK_MS) / 1000;

@@ -13,5 +13,4 @@ readCommandLine(process.argv.slice(2), START_COMMAND, 'troupe');
 // On a terminal: human log lines and a banner; piped (production, log shippers): JSON lines.
 const terminal = process.stdout.isTTY === true;
 const server = await serve({ env: process.env, argv: process.argv.slice(2), prettyLogs: terminal });
-const llm = await checkLlm(server);
-if (terminal) process.stdout.write(`${startupBanner(server, llm, true)}\n`);
+if (terminal) process.stdout.write(`${startupBanner(server, await checkLlm(server), true)}\n`);

@@ -247,6 +247,25 @@ describe('the chat renderer', () => {
     expect(text).not.toContain('…');
   });
 
+  it('prints an error about the audio already sent once, says the repeats are not shown, and shows other errors', () => {
+    const refused = (n: number): ServerEvent => ({
+      type: 'error',
+      error: { code: 'audio_not_supported', message: 'no audio', event_id: `evt_audio_${n}` },
+    });
+    const { stderr } = play([
+      refused(1),
+      refused(2),
+      refused(3),
+      refused(4),
+      { type: 'error', error: { code: 'rate_limited', message: 'slow down' } },
+    ]);
+    expect(stderr).toBe(
+      'error [audio_not_supported]: no audio\n' +
+        '(the same audio_not_supported error for the audio already sent is not repeated)\n' +
+        'error [rate_limited]: slow down\n',
+    );
+  });
+
   it('says (cancelled) and other unfinished statuses when a response ends early', () => {
     const cancelled = play([
       { type: 'response.created', response: {} },
