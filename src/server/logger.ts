@@ -4,6 +4,13 @@
  */
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { LogConfig } from '../config/index.js';
+import { createPrettyStream, type PrettyLogOptions } from './pretty-log.js';
+
+/** How the log reads: JSON lines (pipes, production) or human lines (a terminal). */
+export interface LoggerFormat {
+  /** Human lines instead of JSON (see pretty-log.ts). @defaultValue false */
+  pretty?: boolean | PrettyLogOptions;
+}
 
 /**
  * Creates the root logger (JSON lines on stdout, or `destination`).
@@ -12,7 +19,14 @@ import type { LogConfig } from '../config/index.js';
  * const log = createLogger({ level: 'info', content: false });
  * log.child({ session: id, character: 'weather' }).info({ turn: 1 }, 'response done');
  */
-export function createLogger(config: LogConfig, destination?: DestinationStream): Logger {
+export function createLogger(
+  config: LogConfig,
+  destination?: DestinationStream,
+  format: LoggerFormat = {},
+): Logger {
+  const out = format.pretty
+    ? createPrettyStream(destination ?? process.stdout, format.pretty === true ? {} : format.pretty)
+    : destination;
   return pino(
     {
       level: config.level,
@@ -29,6 +43,6 @@ export function createLogger(config: LogConfig, destination?: DestinationStream)
         censor: '[redacted]',
       },
     },
-    destination,
+    out,
   );
 }
