@@ -62,7 +62,7 @@ export function generateCallId(): string {
  * the index holds a call with a different id — servers that send index 0 for
  * every parallel call), then the latest call. id, name and type are overwritten
  * only by non-empty values; arguments are only appended. Calls are final only
- * when the stream ends. See shared/docs/LLM-STREAMS.md for each quirk handled.
+ * when the stream ends. See docs/llm-streams.md for each quirk handled.
  *
  * @example
  * const asm = new StreamAssembler();

@@ -1,7 +1,7 @@
 /**
  * The shape of a streamed chat-completions chunk as real servers send it —
  * looser than the OpenAI type, because servers omit, repeat or null out
- * fields (see shared/docs/LLM-STREAMS.md). Every field is optional here.
+ * fields (see docs/llm-streams.md). Every field is optional here.
  */
 
 /** One entry of `delta.tool_calls`. */

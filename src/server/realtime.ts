@@ -27,7 +27,7 @@ import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
 
-/** Close codes of PROTOCOL.md. */
+/** Close codes (docs/protocol.md). */
 export const CLOSE = {
   NORMAL: 1000,
   GOING_AWAY: 1001,

@@ -294,7 +294,7 @@ describe('StreamAssembler — the legacy function_call format', () => {
   });
 });
 
-describe('StreamAssembler — quirks of real servers (LLM-STREAMS.md)', () => {
+describe('StreamAssembler — quirks of real servers (docs/llm-streams.md)', () => {
   it('1. matches calls by id when tool_calls carry no index at all (Gemini)', () => {
     // Gemini's OpenAI endpoint: no `index`, calls mostly whole, sometimes
     // continued by an index-less, id-less delta; finish_reason "stop".
