@@ -91,11 +91,11 @@ export interface SpeechEngineConfig<P extends string> {
 export interface VoiceConfig {
   /** @defaultValue pocketsphinx */
   stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & { language?: string };
-  /** @defaultValue espeak */
-  tts: SpeechEngineConfig<'espeak' | 'openai' | 'kyutai' | 'none'> & {
+  /** @defaultValue flite */
+  tts: SpeechEngineConfig<'flite' | 'espeak' | 'openai' | 'kyutai' | 'none'> & {
     /** The voice when the character names none for this provider. */
     voice?: string;
-    /** espeak worker threads. @defaultValue 2 */
+    /** flite / espeak worker threads. @defaultValue one per core */
     workers?: number;
   };
   /** Server VAD defaults (a session's `turn_detection` overrides them). */
@@ -206,8 +206,8 @@ const envSchema = z.object({
   STT_MODEL: text('a model name').optional(),
   STT_LANGUAGE: text('a language code such as en').optional(),
   TTS_PROVIDER: z
-    .enum(['espeak', 'openai', 'kyutai', 'none'], {
-      error: 'expected espeak, openai, kyutai or none',
+    .enum(['flite', 'espeak', 'openai', 'kyutai', 'none'], {
+      error: 'expected flite, espeak, openai, kyutai or none',
     })
     .optional(),
   TTS_URL: speechUrl.optional(),
