@@ -90,7 +90,11 @@ export interface SpeechEngineConfig<P extends string> {
 /** Speech: engines, turn detection and barge-in. */
 export interface VoiceConfig {
   /** @defaultValue pocketsphinx */
-  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & { language?: string };
+  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & {
+    language?: string;
+    /** pocketsphinx worker threads at most. @defaultValue one per core */
+    workers?: number;
+  };
   /** @defaultValue flite */
   tts: SpeechEngineConfig<'flite' | 'espeak' | 'openai' | 'kyutai' | 'none'> & {
     /** The voice when the character names none for this provider. */
@@ -205,6 +209,7 @@ const envSchema = z.object({
   STT_API_KEY: z.string().optional(),
   STT_MODEL: text('a model name').optional(),
   STT_LANGUAGE: text('a language code such as en').optional(),
+  STT_WORKERS: integer(1, 64).optional(),
   TTS_PROVIDER: z
     .enum(['flite', 'espeak', 'openai', 'kyutai', 'none'], {
       error: 'expected flite, espeak, openai, kyutai or none',
@@ -348,6 +353,7 @@ export function loadConfig(
         ...speechEngine(e.STT_PROVIDER, e.STT_URL, e.STT_API_KEY, D.DEFAULT_KYUTAI_STT_URL),
         ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
         ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
+        ...(e.STT_WORKERS ? { workers: e.STT_WORKERS } : {}),
       },
       tts: {
         provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,
