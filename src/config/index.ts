@@ -101,6 +101,10 @@ export interface VoiceConfig {
     voice?: string;
     /** flite / espeak worker threads. @defaultValue one per core */
     workers?: number;
+    /** openai: the rate of the server's PCM. @defaultValue 24000 */
+    sampleRate?: number;
+    /** openai: whose voice names the server takes. @defaultValue openai */
+    voiceSet?: 'openai' | 'kokoro' | 'piper';
   };
   /** Server VAD defaults (a session's `turn_detection` overrides them). */
   vad: { threshold: number; prefixPaddingMs: number; silenceDurationMs: number };
@@ -220,6 +224,15 @@ const envSchema = z.object({
   TTS_MODEL: text('a model name').optional(),
   TTS_VOICE: text('a voice name').optional(),
   TTS_WORKERS: integer(1, 64).optional(),
+  TTS_SAMPLE_RATE: z
+    .enum(['8000', '16000', '22050', '24000', '44100', '48000'], {
+      error: 'expected 8000, 16000, 22050, 24000, 44100 or 48000',
+    })
+    .transform(Number)
+    .optional(),
+  TTS_VOICE_SET: z
+    .enum(['openai', 'kokoro', 'piper'], { error: 'expected openai, kokoro or piper' })
+    .optional(),
   VAD_THRESHOLD: fraction.optional(),
   VAD_PREFIX_PADDING_MS: integer(0, 5_000).optional(),
   VAD_SILENCE_MS: integer(50, 10_000).optional(),
@@ -361,6 +374,8 @@ export function loadConfig(
         ...(e.TTS_MODEL ? { model: e.TTS_MODEL } : {}),
         ...(e.TTS_VOICE ? { voice: e.TTS_VOICE } : {}),
         ...(e.TTS_WORKERS ? { workers: e.TTS_WORKERS } : {}),
+        ...(e.TTS_SAMPLE_RATE ? { sampleRate: e.TTS_SAMPLE_RATE } : {}),
+        ...(e.TTS_VOICE_SET ? { voiceSet: e.TTS_VOICE_SET } : {}),
       },
       vad: {
         threshold: e.VAD_THRESHOLD ?? D.DEFAULT_VAD_THRESHOLD,

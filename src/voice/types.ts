@@ -5,6 +5,8 @@
  * fakes and deployments pick engines by configuration.
  */
 
+import type { VoiceEngine } from './voices.js';
+
 /** Whether an engine can be reached, for `/health`. */
 export interface ProviderHealth {
   ok: boolean;
@@ -116,6 +118,8 @@ export interface TtsProvider {
   readonly name: string;
   /** The rate of the audio it gives out. */
   readonly sampleRate: number;
+  /** Whose voice names it takes, for `resolveVoice` (voices.ts); unset = names are passed as they are. */
+  readonly voiceEngine?: VoiceEngine;
   open(options: TtsOpenOptions): TtsStream;
   health(signal?: AbortSignal): Promise<ProviderHealth>;
   /** Starts what the first reply would otherwise wait for; optional (see {@link SttProvider.warm}). */

@@ -110,6 +110,7 @@ export function createEspeakTts(options: EspeakTtsOptions = {}): EspeakTts {
 export class EspeakTts implements TtsProvider {
   readonly name = PROVIDER;
   readonly sampleRate = ESPEAK_SAMPLE_RATE_HZ;
+  readonly voiceEngine = 'espeak';
   readonly #pool: SynthPool;
   readonly #voice: string;
   readonly #log: TtsLogger | undefined;

@@ -98,6 +98,7 @@ export function createFliteTts(options: FliteTtsOptions = {}): FliteTts {
 export class FliteTts implements TtsProvider {
   readonly name = PROVIDER;
   readonly sampleRate = FLITE_SAMPLE_RATE_HZ;
+  readonly voiceEngine = 'flite';
   readonly #pool: SynthPool;
   readonly #voice: string;
   readonly #log: TtsLogger | undefined;

@@ -30,6 +30,10 @@ export type TtsConfig = {
   voice?: string;
   /** `flite` and `espeak`: worker threads. @defaultValue one per core */
   workers?: number;
+  /** `openai`: the rate of the PCM the server sends (asked for with `sample_rate`). @defaultValue 24000 */
+  sampleRate?: number;
+  /** `openai`: whose voice names the server takes. @defaultValue 'openai' */
+  voiceSet?: 'openai' | 'kokoro' | 'piper';
 };
 
 /** Options of {@link createTtsProvider}. */
@@ -64,6 +68,8 @@ export function createTtsProvider(
         apiKey: config.apiKey,
         model: config.model,
         voice: config.voice,
+        ...(config.sampleRate ? { sampleRate: config.sampleRate } : {}),
+        ...(config.voiceSet ? { voiceSet: config.voiceSet } : {}),
         log,
       });
     case 'kyutai':

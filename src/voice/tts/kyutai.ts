@@ -75,6 +75,7 @@ export function createKyutaiTts(options: KyutaiTtsOptions): KyutaiTts {
 export class KyutaiTts implements TtsProvider {
   readonly name = PROVIDER;
   readonly sampleRate = KYUTAI_TTS_SAMPLE_RATE_HZ;
+  readonly voiceEngine = 'kyutai';
   readonly #settings: Settings;
 
   constructor(options: KyutaiTtsOptions) {
