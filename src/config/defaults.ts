@@ -44,8 +44,8 @@ export const DEFAULT_LOG_CONTENT = false;
 
 /** Speech to text: Debian's pocketsphinx runs offline, in-process. */
 export const DEFAULT_STT_PROVIDER = 'pocketsphinx';
-/** Text to speech: espeak-ng in WASM, shipped in the npm package. */
-export const DEFAULT_TTS_PROVIDER = 'espeak';
+/** Text to speech: CMU Flite in WASI, shipped in the npm package (clearer than espeak). */
+export const DEFAULT_TTS_PROVIDER = 'flite';
 /** Where Kyutai's moshi-server listens for STT in Unmute's compose files. */
 export const DEFAULT_KYUTAI_STT_URL = 'ws://127.0.0.1:8090';
 /** Where Kyutai's moshi-server listens for TTS in Unmute's compose files. */

@@ -90,13 +90,21 @@ export interface SpeechEngineConfig<P extends string> {
 /** Speech: engines, turn detection and barge-in. */
 export interface VoiceConfig {
   /** @defaultValue pocketsphinx */
-  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & { language?: string };
-  /** @defaultValue espeak */
-  tts: SpeechEngineConfig<'espeak' | 'openai' | 'kyutai' | 'none'> & {
+  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & {
+    language?: string;
+    /** pocketsphinx worker threads at most. @defaultValue one per core */
+    workers?: number;
+  };
+  /** @defaultValue flite */
+  tts: SpeechEngineConfig<'flite' | 'espeak' | 'openai' | 'kyutai' | 'none'> & {
     /** The voice when the character names none for this provider. */
     voice?: string;
-    /** espeak worker threads. @defaultValue 2 */
+    /** flite / espeak worker threads. @defaultValue one per core */
     workers?: number;
+    /** openai: the rate of the server's PCM. @defaultValue 24000 */
+    sampleRate?: number;
+    /** openai: whose voice names the server takes. @defaultValue openai */
+    voiceSet?: 'openai' | 'kokoro' | 'piper';
   };
   /** Server VAD defaults (a session's `turn_detection` overrides them). */
   vad: { threshold: number; prefixPaddingMs: number; silenceDurationMs: number };
@@ -205,9 +213,10 @@ const envSchema = z.object({
   STT_API_KEY: z.string().optional(),
   STT_MODEL: text('a model name').optional(),
   STT_LANGUAGE: text('a language code such as en').optional(),
+  STT_WORKERS: integer(1, 64).optional(),
   TTS_PROVIDER: z
-    .enum(['espeak', 'openai', 'kyutai', 'none'], {
-      error: 'expected espeak, openai, kyutai or none',
+    .enum(['flite', 'espeak', 'openai', 'kyutai', 'none'], {
+      error: 'expected flite, espeak, openai, kyutai or none',
     })
     .optional(),
   TTS_URL: speechUrl.optional(),
@@ -215,6 +224,15 @@ const envSchema = z.object({
   TTS_MODEL: text('a model name').optional(),
   TTS_VOICE: text('a voice name').optional(),
   TTS_WORKERS: integer(1, 64).optional(),
+  TTS_SAMPLE_RATE: z
+    .enum(['8000', '16000', '22050', '24000', '44100', '48000'], {
+      error: 'expected 8000, 16000, 22050, 24000, 44100 or 48000',
+    })
+    .transform(Number)
+    .optional(),
+  TTS_VOICE_SET: z
+    .enum(['openai', 'kokoro', 'piper'], { error: 'expected openai, kokoro or piper' })
+    .optional(),
   VAD_THRESHOLD: fraction.optional(),
   VAD_PREFIX_PADDING_MS: integer(0, 5_000).optional(),
   VAD_SILENCE_MS: integer(50, 10_000).optional(),
@@ -348,6 +366,7 @@ export function loadConfig(
         ...speechEngine(e.STT_PROVIDER, e.STT_URL, e.STT_API_KEY, D.DEFAULT_KYUTAI_STT_URL),
         ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
         ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
+        ...(e.STT_WORKERS ? { workers: e.STT_WORKERS } : {}),
       },
       tts: {
         provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,
@@ -355,6 +374,8 @@ export function loadConfig(
         ...(e.TTS_MODEL ? { model: e.TTS_MODEL } : {}),
         ...(e.TTS_VOICE ? { voice: e.TTS_VOICE } : {}),
         ...(e.TTS_WORKERS ? { workers: e.TTS_WORKERS } : {}),
+        ...(e.TTS_SAMPLE_RATE ? { sampleRate: e.TTS_SAMPLE_RATE } : {}),
+        ...(e.TTS_VOICE_SET ? { voiceSet: e.TTS_VOICE_SET } : {}),
       },
       vad: {
         threshold: e.VAD_THRESHOLD ?? D.DEFAULT_VAD_THRESHOLD,

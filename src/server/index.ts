@@ -105,7 +105,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const ownVoice = options.voice === undefined;
   let voice: ServerVoice;
   try {
-    voice = options.voice ?? (await createServerVoice(config.voice, log));
+    voice = options.voice ?? (await createServerVoice(config.voice, log, metrics.registry));
   } catch (err) {
     if (ownRegistry) await registry.close();
     throw err;

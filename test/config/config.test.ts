@@ -219,7 +219,7 @@ describe('config: voice', () => {
     const { voice } = loadConfig({});
     expect(voice).toEqual({
       stt: { provider: 'pocketsphinx' },
-      tts: { provider: 'espeak' },
+      tts: { provider: 'flite' },
       vad: { threshold: 0.5, prefixPaddingMs: 300, silenceDurationMs: 500 },
       bargeInMinMs: 300,
       pauseThreshold: 0.6,
@@ -296,7 +296,7 @@ describe('config: voice', () => {
     expect(message).toContain(
       'STT_PROVIDER: expected pocketsphinx, openai, kyutai or none, got "whisper"',
     );
-    expect(message).toContain('--tts: expected espeak, openai, kyutai or none, got "say"');
+    expect(message).toContain('--tts: expected flite, espeak, openai, kyutai or none, got "say"');
     expect(message).toContain('VAD_THRESHOLD: expected a number from 0 to 1, got "2"');
     expect(message).toContain('TTS_URL: expected an http(s) or ws(s) URL');
   });
