@@ -51,6 +51,17 @@ export class LlmStreamError extends TroupeError {
   }
 }
 
+/**
+ * The LLM's stream ended with neither `[DONE]` nor a `finish_reason`: the
+ * reply is cut short (a proxy or server that dropped the connection cleanly).
+ */
+export class LlmTruncatedError extends LlmStreamError {
+  override name = 'LlmTruncatedError';
+  constructor(message = 'The LLM stream ended before the reply was complete.') {
+    super(message, { retryable: true });
+  }
+}
+
 /** A turn was stopped by its AbortSignal (cancel, barge-in, shutdown). */
 export class TurnAbortedError extends TroupeError {
   override name = 'TurnAbortedError';

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import { ConfigError, LlmStreamError, TurnAbortedError } from '../errors.js';
+import { ConfigError, LlmStreamError, LlmTruncatedError, TurnAbortedError } from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
 import type { ChatMessage, ChunkLike } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
@@ -84,7 +84,9 @@ export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
  * for await (const chunk of llm.stream({ messages }, signal)) …
  */
 export async function createLlmClient(options: LlmClientOptions): Promise<LlmClient> {
+  const doneSeen = new WeakMap<Response, { done: boolean }>();
   const openai = new OpenAI({
+    fetch: watchDoneFetch(doneSeen),
     baseURL: options.baseURL,
     apiKey: options.apiKey || 'no-key',
     maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
@@ -126,16 +128,27 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
     stream: async function* streamChat(request, signal) {
       const body = bodyOf(request);
       let stream: AsyncIterable<ChunkLike> & { controller: AbortController };
+      let seen: { done: boolean } | undefined;
       try {
         // The SDK's types are stricter than what real servers take and send
         // (legacy `functions`, loose chunks); the body is built to the wire format.
-        stream = (await openai.chat.completions.create(body as never, { signal })) as never;
+        const { data, response } = await openai.chat.completions
+          .create(body as never, { signal })
+          .withResponse();
+        stream = data as never;
+        seen = doneSeen.get(response);
       } catch (err) {
         throw toLlmError(err, signal, baseURL);
       }
       let complete = false;
       try {
-        for await (const chunk of stream) yield chunk;
+        let finished = false;
+        for await (const chunk of stream) {
+          finished ||= chunk.choices?.some((c) => c?.finish_reason) ?? false;
+          yield chunk;
+        }
+        // Neither [DONE] nor a finish_reason: the body was cut, not complete.
+        if (seen && !seen.done && !finished && !signal.aborted) throw new LlmTruncatedError();
         complete = true;
       } catch (err) {
         throw toLlmError(err, signal, baseURL);
@@ -181,10 +194,48 @@ function sdkLogger(log: ToolLogger) {
   return { error: to('error'), warn: to('warn'), info: to('info'), debug: to('debug') };
 }
 
+/** The SSE end marker, as servers write it (with or without the space). */
+const DONE_MARKERS = [Buffer.from('data: [DONE]'), Buffer.from('data:[DONE]')];
+
+/**
+ * A fetch that notes, per event-stream response, whether `[DONE]` went by:
+ * the SDK ends a cut stream quietly, and only the bytes tell.
+ */
+function watchDoneFetch(seen: WeakMap<Response, { done: boolean }>) {
+  return async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const res = await fetch(url, init);
+    if (!res.body || !(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+      return res;
+    }
+    const state = { done: false };
+    let tail = Buffer.alloc(0);
+    const body = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(piece, out) {
+          if (!state.done) {
+            const window = Buffer.concat([tail, piece]);
+            state.done = DONE_MARKERS.some((m) => window.includes(m));
+            tail = window.subarray(Math.max(0, window.length - 12));
+          }
+          out.enqueue(piece);
+        },
+      }),
+    );
+    const wrapped = new Response(body, {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
+    seen.set(wrapped, state);
+    return wrapped;
+  };
+}
+
 function toLlmError(err: unknown, signal: AbortSignal, baseURL: string): Error {
   if (signal.aborted || err instanceof OpenAI.APIUserAbortError) {
     return new TurnAbortedError('The turn was cancelled.', { cause: err });
   }
+  if (err instanceof LlmStreamError) return err;
   if (err instanceof OpenAI.APIError) {
     const status = err.status;
     const retryable = status === undefined || status === 429 || status >= 500;

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LlmStreamError, TurnAbortedError } from '../errors.js';
+import { LlmStreamError, LlmTruncatedError, TurnAbortedError } from '../errors.js';
 import type { ChunkLike } from './chunk.js';
 import { SseParser } from './sse.js';
 
@@ -133,11 +133,21 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         // per chunk on the hot path. Not destroyed when the reader stops at
         // [DONE]: the socket goes back to the pool.
         const parser = new SseParser();
+        let finished = false;
         for await (const piece of res.iterator({ destroyOnReturn: false })) {
-          for (const chunk of parser.push(piece as Buffer)) yield chunk;
+          for (const chunk of parser.push(piece as Buffer)) {
+            finished ||= hasFinish(chunk);
+            yield chunk;
+          }
           if (parser.done) break;
         }
-        for (const chunk of parser.end()) yield chunk;
+        const sawDone = parser.done;
+        for (const chunk of parser.end()) {
+          finished ||= hasFinish(chunk);
+          yield chunk;
+        }
+        // Neither [DONE] nor a finish_reason: the body was cut, not complete.
+        if (!sawDone && !finished) throw new LlmTruncatedError();
         // Drain whatever follows [DONE] so the response ends and the socket is reused.
         if (!res.readableEnded) {
           res.resume();
@@ -159,6 +169,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       if (!complete) res.destroy();
     }
   };
+}
+
+function hasFinish(chunk: ChunkLike): boolean {
+  const choices = chunk.choices;
+  return choices !== undefined && choices.some((c) => c?.finish_reason);
 }
 
 /**

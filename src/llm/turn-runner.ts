@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { TroupeError, TurnAbortedError, LlmStreamError } from '../errors.js';
+import { LlmStreamError, LlmTruncatedError, TroupeError, TurnAbortedError } from '../errors.js';
 import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
 import type { Toolset } from '../tools/library.js';
 import type {
@@ -60,6 +60,12 @@ export interface TurnOptions {
    * again so tool rounds do not push the request past a context budget).
    */
   fitHistory?: (added: readonly ChatMessage[]) => readonly ChatMessage[];
+  /**
+   * Call ids the conversation holds beyond `messages` (e.g. calls trimmed
+   * from the request, client calls still waiting): a new call whose id is
+   * taken gets a fresh one. Ids in `messages` are always avoided.
+   */
+  callIdTaken?: (id: string) => boolean;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -82,7 +88,7 @@ export interface RoundTiming {
 export type DiscardReason = 'length' | 'content_filter' | 'max_tool_rounds';
 
 /** Why a turn did not simply complete. */
-export type TurnEndReason = DiscardReason | 'cancelled' | 'llm_error';
+export type TurnEndReason = DiscardReason | 'cancelled' | 'llm_error' | 'stream_truncated';
 
 /** How a turn ended and what it added to history. */
 export interface TurnSummary {
@@ -170,6 +176,8 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   let text = '';
   let ttftMs: number | null = null;
   let toolRounds = 0;
+  const usedIds = callIdsOf(options.messages);
+  const idTaken = (id: string): boolean => usedIds.has(id) || (options.callIdTaken?.(id) ?? false);
 
   const summarize = (status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary => {
     const summary: TurnSummary = {
@@ -195,7 +203,8 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'finish', summary };
       return summary;
     }
-    const final = hasTools && toolRounds >= maxToolRounds;
+    // The limit holds whatever is offered: a model may call tools it was never given.
+    const final = toolRounds >= maxToolRounds;
     if (round > 0 && options.fitHistory) base = withTools(options.fitHistory(added));
     const request = buildRequest(options, descriptions, base, added, toolMode, legacy, final);
     yield { type: 'round.start', round, final };
@@ -207,7 +216,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       handlerMs: 0,
     };
     rounds.push(timing);
-    const asm = new StreamAssembler();
+    const asm = new StreamAssembler({ idTaken });
     const filter = toolMode === 'prompt' && hasTools ? new PromptToolCallFilter() : undefined;
     const promptCalls: PromptCall[] = [];
     let roundText = '';
@@ -267,6 +276,19 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'usage', round, usage: done.usage };
     }
 
+    if (failure instanceof LlmTruncatedError && !signal.aborted) {
+      // Ended without [DONE] or a finish_reason: the reply is cut short, not
+      // complete; its calls (maybe half-written) never run.
+      options.log.warn(
+        { round, chunks: done.chunks, calls: done.toolCalls.length },
+        'llm stream ended early',
+      );
+      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
+      yield { type: 'round.end', round, finishReason: null, toolCalls: 0 };
+      const summary = summarize('incomplete', 'stream_truncated');
+      yield { type: 'finish', summary };
+      return summary;
+    }
     if (failure !== undefined) {
       // Keep what the user already saw; calls of a broken stream never run.
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
@@ -311,7 +333,10 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       return summary;
     }
 
-    for (const call of calls) yield { type: 'tool_call.done', round, call };
+    for (const call of calls) {
+      usedIds.add(call.id);
+      yield { type: 'tool_call.done', round, call };
+    }
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
     added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
 
@@ -325,15 +350,16 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       toolset,
       options,
     );
+    // Each result goes out as its call ends; history keeps call order.
     const roundResults: ToolResult[] = [];
-    for (const pending of results) {
-      const result = await pending;
+    for await (const result of inCompletionOrder(results)) {
       timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
-      toolCalls.push(result);
       roundResults.push(result);
       yield { type: 'tool.result', round, result };
     }
-    added.push(...toolResultMessages(roundResults, toolMode, legacy));
+    const ordered = await Promise.all(results);
+    toolCalls.push(...ordered);
+    added.push(...toolResultMessages(ordered, toolMode, legacy));
     toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
     if (clientCalls.length > 0) {
@@ -476,6 +502,32 @@ function runCalls(
       variant: toolset.variant,
     });
   });
+}
+
+/** The results of `pending` as each settles (they never reject). */
+async function* inCompletionOrder(
+  pending: readonly Promise<ToolResult>[],
+): AsyncGenerator<ToolResult, void, undefined> {
+  if (pending.length === 1) {
+    yield await pending[0]!;
+    return;
+  }
+  const waiting = new Map(pending.map((p, i) => [i, p.then((result) => ({ i, result }))]));
+  while (waiting.size > 0) {
+    const { i, result } = await Promise.race(waiting.values());
+    waiting.delete(i);
+    yield result;
+  }
+}
+
+/** Every call id a history already holds (assistant calls and tool results). */
+function callIdsOf(messages: readonly ChatMessage[]): Set<string> {
+  const ids = new Set<string>();
+  for (const m of messages) {
+    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) ids.add(c.id);
+    else if (m.role === 'tool') ids.add(m.tool_call_id);
+  }
+  return ids;
 }
 
 function addUsage(total: TurnUsage, u: UsageLike): void {
