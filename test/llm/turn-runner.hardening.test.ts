@@ -97,7 +97,13 @@ describe('turn runner call ids', () => {
     const { summary } = await collectTurn({
       llm: await simClient(sim.url),
       messages: conversation('time?'),
-      clientTools: [{ name: 'get_time', parameters: { type: 'object', properties: {} } }],
+      clientTools: [
+        {
+          name: 'get_time',
+          description: 'The time',
+          parameters: { type: 'object', properties: {} },
+        },
+      ],
       callIdTaken: (id) => id === 'x:0',
     });
     expect(summary.clientCalls).toHaveLength(1);
