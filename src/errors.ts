@@ -223,3 +223,37 @@ export class ProtocolError extends TroupeError {
     };
   }
 }
+
+/** `scheme://user:pass@` in a URL. */
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@'"]+@/gi;
+/** Bearer tokens and API-key-looking words (`sk-…`, `key=…`). */
+const SECRET_WORDS =
+  /\b(bearer\s+)[\w.~+/=-]{8,}|\bsk-[\w-]{8,}|\b((?:api[_-]?key|token|password|secret)=)[^\s&'"]+/gi;
+
+/**
+ * Removes credentials from text bound for logs or people: `user:pass@` in
+ * URLs, bearer tokens, `sk-…` keys and `key=`/`token=`/`password=` values.
+ *
+ * @example redactSecrets('http://u:p@host/v1') // 'http://[redacted]@host/v1'
+ */
+export function redactSecrets(text: string): string {
+  return text
+    .replace(URL_CREDENTIALS, '$1[redacted]@')
+    .replace(SECRET_WORDS, (match, bearer?: string, key?: string) =>
+      bearer ? `${bearer}[redacted]` : key ? `${key}[redacted]` : '[redacted]',
+    );
+}
+
+/** Absolute file paths (POSIX, `file://`, Windows), with the file's own name kept. */
+const FILE_PATHS =
+  /(?:file:\/\/|(?<![\w.:/\\-]))(?:[a-zA-Z]:[\\/]|\/)(?:[^\s'"`:;,()<>[\]{}\\/]+[\\/])+([^\s'"`:;,()<>[\]{}\\/]*)/g;
+
+/**
+ * Replaces absolute file paths by their last part (`/srv/app/data/x.json` →
+ * `…/x.json`): an error still says which file, not where the server keeps it.
+ *
+ * @example redactPaths("ENOENT: open '/srv/a/x.json'") // "ENOENT: open '…/x.json'"
+ */
+export function redactPaths(text: string): string {
+  return text.replace(FILE_PATHS, (_m, last: string) => `…/${last}`);
+}
