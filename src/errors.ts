@@ -40,14 +40,24 @@ export class ToolBindingError extends TroupeError {
   }
 }
 
-/** The LLM endpoint failed: HTTP error, broken stream, error event mid-stream. */
+/**
+ * The LLM endpoint failed: HTTP error, broken stream, error event mid-stream.
+ * The message is short and fixed (clients see it); what the server said, and
+ * where, is in `detail`, with credentials removed, for logs only.
+ */
 export class LlmStreamError extends TroupeError {
   override name = 'LlmStreamError';
   /** HTTP status when the server answered with one. */
   readonly status: number | undefined;
-  constructor(message: string, options: TroupeErrorOptions & { status?: number } = {}) {
+  /** The upstream detail (URL, error body), credentials redacted: for logs, never for clients. */
+  readonly detail: string | undefined;
+  constructor(
+    message: string,
+    options: TroupeErrorOptions & { status?: number; detail?: string } = {},
+  ) {
     super('E_LLM_STREAM', message, options);
     this.status = options.status;
+    this.detail = options.detail === undefined ? undefined : redactSecrets(options.detail);
   }
 }
 
@@ -242,6 +252,24 @@ export function redactSecrets(text: string): string {
     .replace(SECRET_WORDS, (match, bearer?: string, key?: string) =>
       bearer ? `${bearer}[redacted]` : key ? `${key}[redacted]` : '[redacted]',
     );
+}
+
+/**
+ * A URL without its `user:pass@` (or `user@`): for logs, `/health` and errors.
+ * Text that is not a URL gets {@link redactSecrets}.
+ *
+ * @example redactUrl('https://me:pw@llm.example/v1') // 'https://llm.example/v1'
+ */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.username === '' && u.password === '') return url;
+    u.username = '';
+    u.password = '';
+    return u.href;
+  } catch {
+    return redactSecrets(url);
+  }
 }
 
 /** Absolute file paths (POSIX, `file://`, Windows), with the file's own name kept. */

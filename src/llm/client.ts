@@ -1,5 +1,12 @@
 import OpenAI from 'openai';
-import { ConfigError, LlmStreamError, LlmTruncatedError, TurnAbortedError } from '../errors.js';
+import {
+  ConfigError,
+  LlmStreamError,
+  LlmTruncatedError,
+  TurnAbortedError,
+  redactSecrets,
+  redactUrl,
+} from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
 import type { ChatMessage, ChunkLike } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
@@ -85,9 +92,12 @@ export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
  */
 export async function createLlmClient(options: LlmClientOptions): Promise<LlmClient> {
   const doneSeen = new WeakMap<Response, { done: boolean }>();
+  // fetch refuses URLs with `user:pass@`: the SDK gets them as a Basic header.
+  const basic = basicAuth(options.baseURL);
   const openai = new OpenAI({
     fetch: watchDoneFetch(doneSeen),
-    baseURL: options.baseURL,
+    baseURL: basic?.url ?? options.baseURL,
+    ...(basic && !options.apiKey ? { defaultHeaders: { authorization: basic.header } } : {}),
     apiKey: options.apiKey || 'no-key',
     maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
     timeout: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
@@ -172,17 +182,19 @@ export async function resolveModel(
     ids = page.data.map((m) => m.id);
   } catch (err) {
     throw new ConfigError(
-      `LLM at ${baseURL}: could not list models (${(err as Error).message}). ` +
+      `LLM at ${redactUrl(baseURL)}: could not list models (${redactSecrets((err as Error).message)}). ` +
         'Check LLM_BASE_URL, or set LLM_MODEL to skip the lookup.',
       { cause: err },
     );
   }
   if (ids.length === 1) return ids[0]!;
   if (ids.length === 0) {
-    throw new ConfigError(`LLM at ${baseURL} lists no models. Set LLM_MODEL to the model to use.`);
+    throw new ConfigError(
+      `LLM at ${redactUrl(baseURL)} lists no models. Set LLM_MODEL to the model to use.`,
+    );
   }
   throw new ConfigError(
-    `LLM at ${baseURL} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
+    `LLM at ${redactUrl(baseURL)} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
   );
 }
 
@@ -192,6 +204,21 @@ function sdkLogger(log: ToolLogger) {
     (message: string, ...detail: unknown[]): void =>
       log[level]({ sdkMessage: message, detail }, 'llm client message');
   return { error: to('error'), warn: to('warn'), info: to('info'), debug: to('debug') };
+}
+
+/** A base URL's `user:pass@` as a Basic authorization header, and the URL without it. */
+function basicAuth(baseURL: string): { url: string; header: string } | undefined {
+  let url: URL;
+  try {
+    url = new URL(baseURL);
+  } catch {
+    return undefined;
+  }
+  if (url.username === '' && url.password === '') return undefined;
+  const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  url.username = '';
+  url.password = '';
+  return { url: url.href, header: `Basic ${Buffer.from(pair).toString('base64')}` };
 }
 
 /** The SSE end marker, as servers write it (with or without the space). */
@@ -240,12 +267,18 @@ function toLlmError(err: unknown, signal: AbortSignal, baseURL: string): Error {
     const status = err.status;
     const retryable = status === undefined || status === 429 || status >= 500;
     return new LlmStreamError(
-      `LLM request to ${baseURL} failed${status ? ` with HTTP ${status}` : ''}: ${err.message}`,
-      { cause: err, retryable, ...(status !== undefined ? { status } : {}) },
+      status ? `The LLM answered HTTP ${status}.` : 'The LLM could not be reached.',
+      {
+        cause: err,
+        retryable,
+        ...(status !== undefined ? { status } : {}),
+        detail: `${redactUrl(baseURL)}: ${err.message}`,
+      },
     );
   }
-  return new LlmStreamError(
-    `LLM stream from ${baseURL} broke: ${(err as Error)?.message ?? String(err)}`,
-    { cause: err, retryable: true },
-  );
+  return new LlmStreamError('The LLM stream broke off.', {
+    cause: err,
+    retryable: true,
+    detail: `${redactUrl(baseURL)}: ${(err as Error)?.message ?? String(err)}`,
+  });
 }

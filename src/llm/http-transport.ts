@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LlmStreamError, LlmTruncatedError, TurnAbortedError } from '../errors.js';
+import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
 import type { ChunkLike } from './chunk.js';
 import { SseParser } from './sse.js';
 
@@ -56,7 +56,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     'user-agent': 'troupe',
   };
   if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
-  const where = target.href;
+  const where = redactUrl(target.href);
 
   /** The response of one attempt; `silence` says whether the timeout ended it. */
   interface Attempt {
@@ -78,8 +78,9 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         (res) => resolve({ res, silence: () => silence }),
       );
       req.setTimeout(timeoutMs, () => {
-        silence = new LlmStreamError(`LLM at ${where} was silent for ${timeoutMs} ms`, {
+        silence = new LlmStreamError(`The LLM was silent for ${timeoutMs} ms.`, {
           retryable: true,
+          detail: `${where} was silent for ${timeoutMs} ms`,
         });
         req.destroy(silence);
       });
@@ -101,9 +102,10 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         failure =
           err instanceof LlmStreamError
             ? err
-            : new LlmStreamError(`LLM request to ${where} failed: ${(err as Error).message}`, {
+            : new LlmStreamError('The LLM could not be reached.', {
                 cause: err,
                 retryable: true,
+                detail: `${where}: ${(err as Error).message}`,
               });
         if (attempt >= maxRetries) throw failure;
         await backoff(attempt, undefined, signal);
@@ -112,13 +114,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) break;
       const detail = await readErrorBody(res);
-      failure = new LlmStreamError(
-        `LLM request to ${where} failed with HTTP ${status}: ${detail}`,
-        {
-          status,
-          retryable: RETRYABLE_STATUS.has(status),
-        },
-      );
+      failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
+        status,
+        retryable: RETRYABLE_STATUS.has(status),
+        detail: `${where} answered HTTP ${status}: ${detail}`,
+      });
       if (!failure.retryable || attempt >= maxRetries) throw failure;
       await backoff(attempt, res.headers, signal);
     }
@@ -160,9 +160,10 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       const silent = silence();
       if (silent) throw silent;
       if (err instanceof LlmStreamError) throw err;
-      throw new LlmStreamError(`LLM stream from ${where} broke: ${(err as Error).message}`, {
+      throw new LlmStreamError('The LLM stream broke off.', {
         cause: err,
         retryable: true,
+        detail: `${where}: ${(err as Error).message}`,
       });
     } finally {
       // A stream left early (cancel, barge-in) must not go back to the pool half read.

@@ -108,13 +108,16 @@ function parsePayload(data: string): ChunkLike {
   try {
     value = JSON.parse(data);
   } catch (err) {
-    throw new LlmStreamError(
-      `LLM stream carried a chunk that is not JSON (${(err as Error).message}): ${preview(data)}`,
-      { cause: err, retryable: true },
-    );
+    throw new LlmStreamError('The LLM sent a chunk that is not JSON.', {
+      cause: err,
+      retryable: true,
+      detail: `${(err as Error).message}: ${preview(data)}`,
+    });
   }
   if (value === null || typeof value !== 'object') {
-    throw new LlmStreamError(`LLM stream carried a chunk that is not an object: ${preview(data)}`);
+    throw new LlmStreamError('The LLM sent a chunk that is not a JSON object.', {
+      detail: preview(data),
+    });
   }
   const error = (value as { error?: unknown }).error;
   if (error !== undefined && error !== null) {
@@ -123,8 +126,9 @@ function parsePayload(data: string): ChunkLike {
         ? (error as { message: string }).message
         : JSON.stringify(error);
     const code = (error as { code?: unknown }).code;
-    throw new LlmStreamError(`LLM server reported an error mid-stream: ${message}`, {
+    throw new LlmStreamError('The LLM reported an error mid-stream.', {
       retryable: true,
+      detail: message,
       ...(typeof code === 'number' ? { status: code } : {}),
     });
   }

@@ -294,7 +294,18 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
       const aborted = signal.aborted || failure instanceof TurnAbortedError;
       if (!aborted) {
-        yield { type: 'error', error: asTroupeError(failure) };
+        const error = asTroupeError(failure);
+        // The client hears the short message; the log gets what the server said.
+        options.log.warn(
+          {
+            round,
+            code: error.code,
+            status: (error as LlmStreamError).status,
+            detail: (error as LlmStreamError).detail ?? error.message,
+          },
+          'llm request failed',
+        );
+        yield { type: 'error', error };
       }
       const summary = aborted
         ? summarize('cancelled', 'cancelled')
@@ -538,7 +549,8 @@ function addUsage(total: TurnUsage, u: UsageLike): void {
 
 function asTroupeError(err: unknown): TroupeError {
   if (err instanceof TroupeError) return err;
-  return new LlmStreamError(`LLM stream failed: ${(err as Error)?.message ?? String(err)}`, {
+  return new LlmStreamError('The LLM stream failed.', {
+    detail: (err as Error)?.message ?? String(err),
     cause: err,
   });
 }

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
 import type { Config } from '../config/index.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, redactUrl } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
@@ -145,7 +145,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const url = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const wsUrl = `${tls ? 'wss' : 'ws'}://${host}:${port}/v1/realtime`;
   log.info(
-    { url, characters: registry.list().length, llm: config.llm.baseURL },
+    { url, characters: registry.list().length, llm: redactUrl(config.llm.baseURL) },
     'server listening',
   );
 

@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { doneOf, nextError, openSession } from '../helpers/session.js';
+import { say } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
+
+describe('secrets in LLM failures', () => {
+  let t: TestServer;
+  let llm: Simulator;
+  beforeAll(async () => {
+    llm = await startSimulator({ script: DEMO_SCRIPT });
+    // The simulator ignores credentials: the URL carries them as a real proxy's would.
+    const url = new URL(llm.url);
+    t = await startTestServer({
+      env: { LLM_BASE_URL: `http://troupe:s3cret-pw@${url.host}${url.pathname}` },
+    });
+  });
+  afterAll(async () => {
+    await t.close();
+    await llm.close();
+  });
+
+  it('tells the client a short message and code, and the log the redacted detail', async () => {
+    // Two: the server retries a 500 once.
+    for (let i = 0; i < 2; i++) {
+      llm.injectFault({
+        type: 'http',
+        status: 500,
+        message: 'open /srv/models/config.json failed; api_key=sk-live-0123456789 rejected',
+      });
+    }
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Hello');
+    const error = await nextError(c, 'llm_stream_error');
+    expect(error.message).toBe('The LLM answered HTTP 500. (retrying may help)');
+    const done = doneOf(await c.untilDone());
+    expect(JSON.stringify(done)).not.toContain('s3cret');
+    expect(JSON.stringify(done)).not.toContain('/srv/models');
+    const line = await t.waitForLog('llm request failed');
+    expect(line.detail).toContain('HTTP 500');
+    expect(line.detail).toContain('/srv/models/config.json');
+    const logs = JSON.stringify(t.logs());
+    expect(logs).not.toContain('s3cret-pw');
+    expect(logs).not.toContain('sk-live-0123456789');
+    await c.close();
+  });
+
+  it('shows /health without the credentials, and its probe still reaches the LLM', async () => {
+    const res = await fetch(`${t.url}/health`);
+    const body = (await res.json()) as { llm: { ok: boolean; base_url: string } };
+    expect(body.llm.ok).toBe(true);
+    expect(body.llm.base_url).not.toContain('s3cret');
+    expect(body.llm.base_url).toContain('/v1');
+  });
+});
