@@ -128,6 +128,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
+    hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
     healthCacheMs: config.server.healthCacheMs,
   });
   const tls = config.server.tls;

@@ -320,7 +320,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     url: URL,
   ): { reason: string; label: string } | undefined {
     const origin = req.headers.origin;
-    if (origin !== undefined && !originAllowed(origin, req.headers.host, limits.allowedOrigins)) {
+    const hosts = { allowed: limits.allowedHosts, listening: limits.host };
+    if (
+      origin !== undefined &&
+      !originAllowed(origin, req.headers.host, limits.allowedOrigins, hosts)
+    ) {
       return { reason: `origin ${origin} not allowed`, label: 'origin' };
     }
     const token = limits.authToken;

@@ -1,6 +1,8 @@
+import { get as httpGet, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { doneOf, nextError, openSession } from '../helpers/session.js';
-import { say } from '../helpers/realtime-client.js';
+import { connect, say } from '../helpers/realtime-client.js';
+import { within } from '../helpers/wait.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 
@@ -51,5 +53,67 @@ describe('secrets in LLM failures', () => {
     expect(body.llm.ok).toBe(true);
     expect(body.llm.base_url).not.toContain('s3cret');
     expect(body.llm.base_url).toContain('/v1');
+  });
+});
+
+describe('DNS rebinding', () => {
+  let t: TestServer;
+  let open: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+    open = await startTestServer({ env: { ALLOWED_HOSTS: 'evil.example' } });
+  });
+  afterAll(async () => {
+    await t.close();
+    await open.close();
+  });
+
+  /** A page of `name` whose DNS now points at 127.0.0.1: Host and Origin both say `name`. */
+  function rebound(server: TestServer, name: string) {
+    const port = new URL(server.url).port;
+    return { origin: `http://${name}:${port}`, headers: { host: `${name}:${port}` } };
+  }
+
+  it('refuses a session from a page whose name was rebound to the server', async () => {
+    const c = await connect(t.wsUrl, rebound(t, 'evil.example'));
+    const { code, reason } = await within(c.closed, 'the close of a rebound page');
+    expect(code).toBe(1008);
+    expect(reason).toContain('not allowed');
+    expect(c.events.map((e) => e.type)).not.toContain('session.created');
+  });
+
+  it('admits same-origin pages reached by IP or localhost, and names in ALLOWED_HOSTS', async () => {
+    for (const name of ['127.0.0.1', 'localhost']) {
+      const c = await connect(t.wsUrl, rebound(t, name));
+      await c.next('session.created');
+      await c.close();
+    }
+    const c = await connect(open.wsUrl, rebound(open, 'evil.example'));
+    await c.next('session.created');
+    await c.close();
+  });
+
+  it('grants no CORS read to a rebound page', async () => {
+    const { origin, headers } = rebound(t, 'evil.example');
+    // node:http, as fetch sets Host itself.
+    const res = await new Promise<IncomingMessage>((resolve, reject) =>
+      httpGet(`${t.url}/v1/characters`, { headers: { ...headers, origin } }, resolve).on(
+        'error',
+        reject,
+      ),
+    );
+    res.resume();
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+    const local = rebound(t, 'localhost');
+    const ok = await new Promise<IncomingMessage>((resolve, reject) =>
+      httpGet(
+        `${t.url}/v1/characters`,
+        { headers: { ...local.headers, origin: local.origin } },
+        resolve,
+      ).on('error', reject),
+    );
+    ok.resume();
+    expect(ok.headers['access-control-allow-origin']).toBe(local.origin);
   });
 });
