@@ -25,6 +25,7 @@ import type { ServerEvent } from '../session/events.js';
 import { createSession, type Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
+import { refuseImageUrls } from './image-policy.js';
 import type { ServerLlm } from './llm.js';
 
 /** Close codes of PROTOCOL.md. */
@@ -241,6 +242,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         }
         const parsed = parseClientEvent(frame, dialect);
         if (!parsed.ok) return sendError(parsed.error);
+        const refusedImage = refuseImageUrls(parsed.event, config.sessions.imageUrlHosts);
+        if (refusedImage) return sendError(refusedImage);
         if (parsed.event.type === 'session.update') encoder.observe(parsed.event.session);
         if (!accepting && parsed.event.type === 'response.create') {
           // Draining: running responses finish, new ones would outlive the grace period.

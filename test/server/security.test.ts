@@ -117,3 +117,39 @@ describe('DNS rebinding', () => {
     expect(ok.headers['access-control-allow-origin']).toBe(local.origin);
   });
 });
+
+describe('input_image URLs', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t.close());
+
+  it('refuses a link to a metadata address with a clear error and adds nothing', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'What is in this picture?' },
+          { type: 'input_image', image_url: 'http://169.254.169.254/latest/meta-data/' },
+        ],
+      },
+    });
+    const error = await nextError(c, 'image_url_not_allowed');
+    expect(error.param).toBe('item.content[1].image_url');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }],
+      },
+    });
+    await c.next('conversation.item.done');
+    expect(JSON.stringify(c.events.filter((e) => e.type !== 'error'))).not.toContain('169.254');
+    await c.close();
+  });
+});
