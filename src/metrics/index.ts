@@ -242,7 +242,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     rejected: new Counter({
       name: 'troupe_connections_rejected_total',
-      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, unknown_character, shutting_down).',
+      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, unknown_character, shutting_down).',
       labelNames: ['reason'],
       registers,
     }),
