@@ -17,7 +17,9 @@ describe('idle sessions (SESSION_IDLE_TIMEOUT_S=1)', () => {
     const { code, reason } = await within(c.closed, 'the idle close', 20_000);
     expect(code).toBe(4000);
     expect(reason).toBe('session_idle_timeout');
-    const error = c.events.find((e) => e.type === 'error') as { error: { code: string } };
+    const error = c.events.find((e) => e.type === 'error') as unknown as {
+      error: { code: string };
+    };
     expect(error.error.code).toBe('session_idle_timeout');
     await t.waitForLog('session closed');
     expect(
@@ -92,7 +94,7 @@ describe('frame floods (MAX_PENDING_FRAMES=4)', () => {
         (e) =>
           e.type === 'conversation.item.done' ||
           (e.type === 'error' &&
-            (e as { error: { code: string } }).error.code === 'too_many_pending_events'),
+            (e as unknown as { error: { code: string } }).error.code === 'too_many_pending_events'),
       ).length;
     await within(
       new Promise<void>((resolve) => {
