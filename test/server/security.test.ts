@@ -153,3 +153,31 @@ describe('input_image URLs', () => {
     await c.close();
   });
 });
+
+describe('client tool schemas nested thousands deep', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t.close());
+
+  it('are refused before they are applied, and later turns still work', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send(
+      '{"type":"session.update","session":{"tools":[{"type":"function","name":"deep","parameters":' +
+        '{"a":'.repeat(5000) +
+        '1' +
+        '}'.repeat(5000) +
+        '}]}}',
+    );
+    const error = await c.next('error');
+    expect((error as unknown as { error: { param: string } }).error.param).toBe(
+      'session.tools[0].parameters',
+    );
+    say(c, 'Hello');
+    expect(doneOf(await c.untilDone()).status).toBe('completed');
+    const body = t.simulator.requests.at(-1)!.body as { tools?: unknown[] };
+    expect(body.tools ?? []).toHaveLength(0);
+    await c.close();
+  });
+});
