@@ -35,8 +35,17 @@ export interface LlmClientOptions {
   model?: string;
   /** Retries of a request that failed before streaming (429, 5xx, connection). @defaultValue 1 */
   maxRetries?: number;
-  /** Whole-request timeout. @defaultValue 60000 */
+  /** Longest silence: no chunk for this long fails the request (comments do not count). @defaultValue 60000 */
   timeoutMs?: number;
+  /** Longest one request may take in all; 0 = no limit. @defaultValue 0 */
+  totalTimeoutMs?: number;
+  /** Longest event-stream line (`http` transport). @defaultValue 4 MiB */
+  maxLineBytes?: number;
+  /**
+   * Silence after which turns tell their client the model is slow (a
+   * `llm.slow` turn event); 0 = never. @defaultValue 5000
+   */
+  slowNoticeMs?: number;
   /** Ask for a final usage chunk (`stream_options.include_usage`). @defaultValue true */
   includeUsage?: boolean;
   /** Signal for the model lookup. */
@@ -72,6 +81,8 @@ export interface LlmClient {
   /** How this backend calls tools, when it is not the native `tools` API. */
   readonly toolMode?: ToolMode;
   readonly toolFormat?: ToolFormat;
+  /** Silence after which a turn reports `llm.slow` (0 = never); see {@link LlmClientOptions.slowNoticeMs}. */
+  readonly slowNoticeMs?: number;
   /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
   stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
 }
@@ -115,7 +126,10 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
     baseURL,
     ...(options.toolMode ? { toolMode: options.toolMode } : {}),
     ...(options.toolFormat ? { toolFormat: options.toolFormat } : {}),
+    ...(options.slowNoticeMs !== undefined ? { slowNoticeMs: options.slowNoticeMs } : {}),
   };
+  const idleMs = options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS;
+  const totalMs = options.totalTimeoutMs ?? 0;
   const bodyOf = (request: ChatRequest) => ({
     ...request,
     model: request.model ?? model,
@@ -128,15 +142,45 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
       baseURL,
       ...(options.apiKey ? { apiKey: options.apiKey } : {}),
       maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
-      timeoutMs: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+      timeoutMs: idleMs,
+      totalTimeoutMs: totalMs,
+      ...(options.maxLineBytes !== undefined ? { maxLineBytes: options.maxLineBytes } : {}),
     });
     return { ...backend, stream: (request, signal) => transport(bodyOf(request), signal) };
   }
 
   return {
     ...backend,
-    stream: async function* streamChat(request, signal) {
+    stream: async function* streamChat(request, outer) {
       const body = bodyOf(request);
+      // Deadlines the SDK does not keep: silence between chunks, and the whole request.
+      const deadline = new AbortController();
+      const silent = setTimeout(
+        () =>
+          deadline.abort(
+            new LlmStreamError(`The LLM was silent for ${idleMs} ms.`, {
+              retryable: true,
+              detail: `${redactUrl(baseURL)} sent no chunk for ${idleMs} ms`,
+            }),
+          ),
+        idleMs,
+      );
+      const total =
+        totalMs > 0
+          ? setTimeout(
+              () =>
+                deadline.abort(
+                  new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
+                    retryable: true,
+                    detail: `${redactUrl(baseURL)} still streaming after ${totalMs} ms`,
+                  }),
+                ),
+              totalMs,
+            )
+          : undefined;
+      const signal = AbortSignal.any([outer, deadline.signal]);
+      const late = (err: unknown): unknown =>
+        deadline.signal.aborted && !outer.aborted ? deadline.signal.reason : err;
       let stream: AsyncIterable<ChunkLike> & { controller: AbortController };
       let seen: { done: boolean } | undefined;
       try {
@@ -148,21 +192,27 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
         stream = data as never;
         seen = doneSeen.get(response);
       } catch (err) {
-        throw toLlmError(err, signal, baseURL);
+        clearTimeout(silent);
+        clearTimeout(total);
+        throw toLlmError(late(err), outer, baseURL);
       }
       let complete = false;
       try {
         let finished = false;
         for await (const chunk of stream) {
+          silent.refresh();
           finished ||= chunk.choices?.some((c) => c?.finish_reason) ?? false;
           yield chunk;
         }
+        if (deadline.signal.aborted && !outer.aborted) throw deadline.signal.reason;
         // Neither [DONE] nor a finish_reason: the body was cut, not complete.
         if (seen && !seen.done && !finished && !signal.aborted) throw new LlmTruncatedError();
         complete = true;
       } catch (err) {
-        throw toLlmError(err, signal, baseURL);
+        throw toLlmError(late(err), outer, baseURL);
       } finally {
+        clearTimeout(silent);
+        clearTimeout(total);
         // Stops the HTTP stream when the consumer leaves early (cancel, error).
         if (!complete) stream.controller.abort();
       }

@@ -12,8 +12,16 @@ export interface HttpTransportOptions {
   apiKey?: string;
   /** Retries of a request that failed before streaming. @defaultValue 1 */
   maxRetries?: number;
-  /** Longest silence on the socket — connecting, waiting for headers, or between chunks. @defaultValue 60000 */
+  /**
+   * Longest silence: connecting, waiting for headers, or between chunks.
+   * Only chunks count once the stream runs (a server sending nothing but
+   * `: keep-alive` comments is silent). @defaultValue 60000
+   */
   timeoutMs?: number;
+  /** Longest one request may take in all, retries excluded; 0 = no limit. @defaultValue 0 */
+  totalTimeoutMs?: number;
+  /** Longest event-stream line. @defaultValue 4 MiB */
+  maxLineBytes?: number;
 }
 
 /** Streams the chunks of one chat-completions request. */
@@ -58,14 +66,27 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
   const where = redactUrl(target.href);
 
-  /** The response of one attempt; `silence` says whether the timeout ended it. */
+  const totalMs = options.totalTimeoutMs ?? 0;
+
+  /**
+   * The response of one attempt; `silence` says whether a deadline ended it,
+   * `chunk` restarts the silence clock, `stop` ends the clocks.
+   */
   interface Attempt {
     res: http.IncomingMessage;
     silence: () => LlmStreamError | undefined;
+    chunk: () => void;
+    stop: () => void;
   }
 
   function open(payload: string, signal: AbortSignal): Promise<Attempt> {
     let silence: LlmStreamError | undefined;
+    let idle: NodeJS.Timeout | undefined;
+    let total: NodeJS.Timeout | undefined;
+    const stop = () => {
+      clearTimeout(idle);
+      clearTimeout(total);
+    };
     return new Promise((resolve, reject) => {
       const req = lib.request(
         target,
@@ -75,17 +96,42 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
           headers: { ...headers, 'content-length': Buffer.byteLength(payload) },
           signal,
         },
-        (res) => resolve({ res, silence: () => silence }),
+        (res) => {
+          // From here only chunks count as news: socket bytes may be comments.
+          req.setTimeout(0);
+          const fail = (error: LlmStreamError) => {
+            silence = error;
+            stop();
+            req.destroy(error);
+          };
+          idle = setTimeout(() => fail(silentFor(timeoutMs)), timeoutMs);
+          resolve({ res, silence: () => silence, chunk: () => idle?.refresh(), stop });
+        },
       );
       req.setTimeout(timeoutMs, () => {
-        silence = new LlmStreamError(`The LLM was silent for ${timeoutMs} ms.`, {
-          retryable: true,
-          detail: `${where} was silent for ${timeoutMs} ms`,
-        });
+        silence = silentFor(timeoutMs);
         req.destroy(silence);
       });
+      if (totalMs > 0) {
+        total = setTimeout(() => {
+          silence = new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
+            retryable: true,
+            detail: `${where} still streaming after ${totalMs} ms`,
+          });
+          clearTimeout(idle);
+          req.destroy(silence);
+        }, totalMs);
+      }
+      req.on('close', stop);
       req.on('error', reject);
       req.end(payload);
+    });
+  }
+
+  function silentFor(ms: number): LlmStreamError {
+    return new LlmStreamError(`The LLM was silent for ${ms} ms.`, {
+      retryable: true,
+      detail: `${where} sent no chunk for ${ms} ms`,
     });
   }
 
@@ -93,10 +139,12 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     const payload = JSON.stringify(body);
     let res: http.IncomingMessage;
     let silence: Attempt['silence'];
+    let heard: Attempt['chunk'];
+    let stopClocks: Attempt['stop'];
     for (let attempt = 0; ; attempt++) {
       let failure: LlmStreamError;
       try {
-        ({ res, silence } = await open(payload, signal));
+        ({ res, silence, chunk: heard, stop: stopClocks } = await open(payload, signal));
       } catch (err) {
         if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
         failure =
@@ -113,6 +161,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       }
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) break;
+      stopClocks();
       const detail = await readErrorBody(res);
       failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
         status,
@@ -132,10 +181,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         // Parsed here rather than through readSseChunks: one async layer less
         // per chunk on the hot path. Not destroyed when the reader stops at
         // [DONE]: the socket goes back to the pool.
-        const parser = new SseParser();
+        const parser = new SseParser({ maxLineBytes: options.maxLineBytes });
         let finished = false;
         for await (const piece of res.iterator({ destroyOnReturn: false })) {
           for (const chunk of parser.push(piece as Buffer)) {
+            heard();
             finished ||= hasFinish(chunk);
             yield chunk;
           }
@@ -166,6 +216,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         detail: `${where}: ${(err as Error).message}`,
       });
     } finally {
+      stopClocks();
       // A stream left early (cancel, barge-in) must not go back to the pool half read.
       if (!complete) res.destroy();
     }

@@ -14,6 +14,7 @@ import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
 import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
 import {
   DEFAULT_MAX_TOOL_ROUNDS,
+  DEFAULT_SLOW_NOTICE_MS,
   DEFAULT_ROUND_LIMIT_FALLBACK,
   PROMPT_MODE_FINAL_NOTE,
 } from './constants.js';
@@ -66,6 +67,12 @@ export interface TurnOptions {
    * taken gets a fresh one. Ids in `messages` are always avoided.
    */
   callIdTaken?: (id: string) => boolean;
+  /**
+   * Silence of the LLM (no chunk) after which the turn emits `llm.slow`, and
+   * again each time as long; 0 = never. Else the client's `slowNoticeMs`.
+   * @defaultValue 5000
+   */
+  slowNoticeMs?: number;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -127,6 +134,11 @@ export type TurnEvent =
     }
   | { type: 'tool.result'; round: number; result: ToolResult }
   | { type: 'usage'; round: number; usage: UsageLike }
+  /**
+   * The LLM has sent nothing for `silentMs` this round (before its first chunk
+   * or between two): the place to tell the client the model is slow.
+   */
+  | { type: 'llm.slow'; round: number; silentMs: number }
   | { type: 'round.end'; round: number; finishReason: string | null; toolCalls: number }
   | { type: 'error'; error: TroupeError }
   | { type: 'finish'; summary: TurnSummary };
@@ -176,6 +188,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   let text = '';
   let ttftMs: number | null = null;
   let toolRounds = 0;
+  const slowMs = options.slowNoticeMs ?? llm.slowNoticeMs ?? DEFAULT_SLOW_NOTICE_MS;
   const usedIds = callIdsOf(options.messages);
   const idTaken = (id: string): boolean => usedIds.has(id) || (options.callIdTaken?.(id) ?? false);
 
@@ -223,7 +236,16 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     let failure: unknown;
 
     try {
-      for await (const chunk of llm.stream(request, signal)) {
+      for await (const chunk of withSlowNotices(llm.stream(request, signal), slowMs)) {
+        if (chunk === SLOW) {
+          yield {
+            type: 'llm.slow',
+            round,
+            silentMs: epochNow() - (timing.lastChunkAt ?? timing.requestAt),
+          };
+          continue;
+        }
+        timing.lastChunkAt = epochNow();
         if (signal.aborted) break;
         timing.firstChunkAt ??= epochNow();
         for (const ev of asm.push(chunk)) {
@@ -513,6 +535,54 @@ function runCalls(
       variant: toolset.variant,
     });
   });
+}
+
+/** Stands for "no chunk for a while" among the chunks of {@link withSlowNotices}. */
+const SLOW: unique symbol = Symbol('slow');
+
+/**
+ * The chunks of `stream`, with {@link SLOW} put in each time `afterMs` pass
+ * without one (0 = never). One timer per stream, re-armed per chunk.
+ */
+async function* withSlowNotices<T>(
+  stream: AsyncIterable<T>,
+  afterMs: number,
+): AsyncGenerator<T | typeof SLOW, void, undefined> {
+  if (afterMs <= 0) {
+    yield* stream;
+    return;
+  }
+  const it = stream[Symbol.asyncIterator]();
+  let ring!: () => void;
+  let rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+  const timer = setTimeout(() => ring(), afterMs);
+  let pending = false;
+  try {
+    for (;;) {
+      const next = it.next();
+      pending = true;
+      for (;;) {
+        const step = await Promise.race([next, rang]);
+        if (step === SLOW) {
+          rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+          timer.refresh();
+          yield SLOW;
+          continue;
+        }
+        pending = false;
+        if (step.done) return;
+        timer.refresh();
+        yield step.value;
+        break;
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+    // Left early (cancel, error): the stream must stop too. With a chunk still
+    // awaited, the stop waits behind it: do not wait for that here.
+    if (pending) void it.return?.()?.catch(() => {});
+    else await it.return?.();
+  }
 }
 
 /** The results of `pending` as each settles (they never reject). */

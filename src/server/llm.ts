@@ -55,6 +55,10 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
       baseURL: config.baseURL,
       ...(config.apiKey ? { apiKey: config.apiKey } : {}),
       ...(config.model ? { model: config.model } : {}),
+      timeoutMs: config.idleTimeoutMs,
+      totalTimeoutMs: config.totalTimeoutMs,
+      maxLineBytes: config.maxLineBytes,
+      slowNoticeMs: config.slowNoticeMs,
       log,
     }).catch((err: unknown) => {
       // Not cached: the next turn tries again (the LLM may be starting).
