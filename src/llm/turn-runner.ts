@@ -298,40 +298,22 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'usage', round, usage: done.usage };
     }
 
-    if (failure instanceof LlmTruncatedError && !signal.aborted) {
-      // Ended without [DONE] or a finish_reason: the reply is cut short, not
-      // complete; its calls (maybe half-written) never run.
-      options.log.warn(
-        { round, chunks: done.chunks, calls: done.toolCalls.length },
-        'llm stream ended early',
-      );
-      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
-      yield { type: 'round.end', round, finishReason: null, toolCalls: 0 };
-      const summary = summarize('incomplete', 'stream_truncated');
-      yield { type: 'finish', summary };
-      return summary;
-    }
     if (failure !== undefined) {
       // Keep what the user already saw; calls of a broken stream never run.
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
       const aborted = signal.aborted || failure instanceof TurnAbortedError;
+      // Neither [DONE] nor a finish_reason: cut short, not complete, and not an error.
+      const truncated = !aborted && failure instanceof LlmTruncatedError;
       if (!aborted) {
         const error = asTroupeError(failure);
-        // The client hears the short message; the log gets what the server said.
-        options.log.warn(
-          {
-            round,
-            code: error.code,
-            status: (error as LlmStreamError).status,
-            detail: (error as LlmStreamError).detail ?? error.message,
-          },
-          'llm request failed',
-        );
-        yield { type: 'error', error };
+        logFailure(options.log, round, error, done.chunks);
+        if (!truncated) yield { type: 'error', error };
       }
       const summary = aborted
         ? summarize('cancelled', 'cancelled')
-        : summarize('failed', 'llm_error');
+        : truncated
+          ? summarize('incomplete', 'stream_truncated')
+          : summarize('failed', 'llm_error');
       yield { type: 'finish', summary };
       return summary;
     }
@@ -535,6 +517,19 @@ function runCalls(
       variant: toolset.variant,
     });
   });
+}
+
+/** Logs a failed round: the upstream detail goes here, never to the client. */
+function logFailure(log: ToolLogger, round: number, error: TroupeError, chunks: number): void {
+  if (error instanceof LlmTruncatedError) {
+    log.warn({ round, chunks }, 'llm stream ended early');
+    return;
+  }
+  const e = error as LlmStreamError;
+  log.warn(
+    { round, code: error.code, status: e.status, detail: e.detail ?? error.message },
+    'llm request failed',
+  );
 }
 
 /** Stands for "no chunk for a while" among the chunks of {@link withSlowNotices}. */

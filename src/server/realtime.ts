@@ -26,6 +26,7 @@ import { createSession, type Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
 import { refuseImageUrls } from './image-policy.js';
+import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
 import type { ServerLlm } from './llm.js';
 
 /** Close codes of docs/protocol.md. */
@@ -52,12 +53,6 @@ const MAX_CLOSE_REASON_BYTES = 123;
 const CANCEL_WAIT_MS = 1_000;
 /** How long a slow consumer gets to read its way to the 1013 close frame before it is cut. */
 const SLOW_CLOSE_TIMEOUT_MS = 10_000;
-/** Frame bytes one socket may have waiting to be handled, whatever the frame count. */
-const MAX_PENDING_FRAME_BYTES = 16 * 1024 * 1024;
-/** A socket's frames yield to other sockets' I/O after this long handled in one go. */
-const FRAME_SLICE_MS = 5;
-/** `instructions` longer than this are not echoed in full in `session.created/updated`. */
-export const MAX_ECHOED_INSTRUCTIONS = 32 * 1024;
 
 /** What the realtime endpoint needs from the server. */
 export interface RealtimeContext {
@@ -234,33 +229,20 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         );
       }
     };
-    const lifetime = watchLifetime(ws, limits, () => connections.get(ws)?.busy === true, {
-      onIdle: () => {
-        sessionLog.info({ idleS: limits.sessionIdleTimeoutS }, 'idle session closed');
-        metrics.server.rejected.inc({ reason: 'idle' });
-        endSession(
-          CLOSE.IDLE,
-          'session_idle_timeout',
-          `The session had no client event for ${limits.sessionIdleTimeoutS} s and was closed; reconnect to continue.`,
-        );
+    const lifetime = watchLifetime(
+      ws,
+      limits,
+      () => connections.get(ws)?.busy === true,
+      (end) => {
+        // Tell the client why, stop the session, close with the end's code.
+        sessionLog.info({ limitS: end.limitS(limits) }, end.log);
+        metrics.server.rejected.inc({ reason: end.metric });
+        sendError(new ProtocolError(end.wireCode, end.message(limits)));
+        cutOff = true;
+        connections.get(ws)?.close();
+        closeSocket(ws, end.code, end.wireCode);
       },
-      onExpired: () => {
-        sessionLog.info({ maxS: limits.sessionMaxDurationS }, 'session expired');
-        metrics.server.rejected.inc({ reason: 'expired' });
-        endSession(
-          CLOSE.EXPIRED,
-          'session_expired',
-          `The session reached its maximum duration of ${limits.sessionMaxDurationS} s; reconnect to continue.`,
-        );
-      },
-    });
-    /** Tells the client why, stops the session and closes the socket with `code`. */
-    const endSession = (code: number, wireCode: string, message: string): void => {
-      sendError(new ProtocolError(wireCode, message, { type: 'invalid_request_error' }));
-      cutOff = true;
-      connections.get(ws)?.close();
-      closeSocket(ws, code, wireCode);
-    };
+    );
     ws.on('close', () => lifetime.stop());
 
     const sendError = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
@@ -268,33 +250,18 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     // Frames that arrive while the session opens wait in this chain, in order.
     let opened!: () => void;
     let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
-    let pendingFrames = 0;
-    let pendingBytes = 0;
-    const fairness = new FrameSlicer();
+    const gate = new FrameGate(limits.maxPendingFrames);
     ws.on('message', (data, isBinary) => {
       const receivedAt = performance.now();
       lifetime.active();
       const size = (data as Buffer).length;
-      if (
-        pendingFrames >= limits.maxPendingFrames ||
-        pendingBytes + size > MAX_PENDING_FRAME_BYTES
-      ) {
+      const refused = gate.admit(size);
+      if (refused) {
         metrics.server.rejected.inc({ reason: 'frame_flood' });
-        return sendError(
-          new ProtocolError(
-            'too_many_pending_events',
-            `This event was not handled: ${pendingFrames} earlier events are still waiting (at most ${limits.maxPendingFrames}, ${MAX_PENDING_FRAME_BYTES} bytes); wait for the server's answers before sending more.`,
-            { type: 'invalid_request_error' },
-          ),
-        );
+        return sendError(refused);
       }
-      pendingFrames++;
-      pendingBytes += size;
       chain = chain.then(async () => {
-        // One socket's backlog must not hold every other socket's I/O.
-        await fairness.turn();
-        pendingFrames--;
-        pendingBytes -= size;
+        await gate.next(size);
         const session = connections.get(ws);
         if (!session || cutOff) return;
         if (isBinary) {
@@ -522,109 +489,6 @@ function closeSocket(
   ws.close(code, fitCloseReason(reason));
   // A peer that never answers the close would keep the socket (and its buffers).
   setTimeout(() => ws.terminate(), timeoutMs).unref();
-}
-
-/**
- * Pings every socket each `intervalS`; one that has not answered the
- * previous ping is dead (a vanished peer, a NAT that dropped the flow) and
- * goes to `onDead`. 0 = no pings.
- */
-function startPings(
-  connections: Map<WebSocket, unknown>,
-  intervalS: number,
-  onDead: (ws: WebSocket) => void,
-): NodeJS.Timeout | undefined {
-  if (intervalS <= 0) return undefined;
-  const waiting = new WeakSet<WebSocket>();
-  const answered = new WeakSet<WebSocket>();
-  const timer = setInterval(() => {
-    for (const ws of connections.keys()) {
-      if (ws.readyState !== ws.OPEN) continue;
-      if (!answered.has(ws)) {
-        answered.add(ws);
-        ws.on('pong', () => waiting.delete(ws));
-      }
-      if (waiting.has(ws)) {
-        onDead(ws);
-        continue;
-      }
-      waiting.add(ws);
-      ws.ping();
-    }
-  }, intervalS * 1000);
-  timer.unref();
-  return timer;
-}
-
-/**
- * A session's idle and lifetime clocks: `onIdle` after `sessionIdleTimeoutS`
- * without client frames (not while a response runs), `onExpired` after
- * `sessionMaxDurationS`. 0 turns either off.
- */
-function watchLifetime(
-  ws: WebSocket,
-  limits: Config['server'],
-  busy: () => boolean,
-  on: { onIdle: () => void; onExpired: () => void },
-): { active(): void; stop(): void } {
-  const idleMs = limits.sessionIdleTimeoutS * 1000;
-  const maxMs = limits.sessionMaxDurationS * 1000;
-  const idle =
-    idleMs > 0
-      ? setTimeout(function check() {
-          if (ws.readyState !== ws.OPEN) return;
-          // A long response is not idleness: look again once it could have ended.
-          if (busy()) idle!.refresh();
-          else on.onIdle();
-        }, idleMs).unref()
-      : undefined;
-  const expiry =
-    maxMs > 0
-      ? setTimeout(() => ws.readyState === ws.OPEN && on.onExpired(), maxMs).unref()
-      : undefined;
-  return {
-    active: () => idle?.refresh(),
-    stop() {
-      clearTimeout(idle);
-      clearTimeout(expiry);
-    },
-  };
-}
-
-/**
- * Lets one socket's frames run back to back for at most {@link FRAME_SLICE_MS},
- * then waits a turn of the event loop so other sockets' frames and replies
- * go first: a flood of 30,000 frames from one client cannot stall the rest.
- */
-class FrameSlicer {
-  #sliceStart = performance.now();
-
-  async turn(): Promise<void> {
-    if (performance.now() - this.#sliceStart < FRAME_SLICE_MS) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    this.#sliceStart = performance.now();
-  }
-}
-
-/**
- * `session.created/updated` with `instructions` over {@link MAX_ECHOED_INSTRUCTIONS}
- * cut short: a client's megabyte of instructions must not come back to it
- * on every update (it fills the socket and gets a healthy client cut off).
- */
-function withShortInstructions(event: ServerEvent): ServerEvent {
-  if (event.type !== 'session.created' && event.type !== 'session.updated') return event;
-  const instructions = (event.session as { instructions?: unknown }).instructions;
-  if (typeof instructions !== 'string' || instructions.length <= MAX_ECHOED_INSTRUCTIONS) {
-    return event;
-  }
-  const left = instructions.length - MAX_ECHOED_INSTRUCTIONS;
-  return {
-    ...event,
-    session: {
-      ...event.session,
-      instructions: `${instructions.slice(0, MAX_ECHOED_INSTRUCTIONS)}… [${left} more characters not echoed]`,
-    },
-  };
 }
 
 /**
