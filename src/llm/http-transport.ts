@@ -68,25 +68,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
 
   const totalMs = options.totalTimeoutMs ?? 0;
 
-  /**
-   * The response of one attempt; `silence` says whether a deadline ended it,
-   * `chunk` restarts the silence clock, `stop` ends the clocks.
-   */
-  interface Attempt {
-    res: http.IncomingMessage;
-    silence: () => LlmStreamError | undefined;
-    chunk: () => void;
-    stop: () => void;
-  }
-
   function open(payload: string, signal: AbortSignal): Promise<Attempt> {
-    let silence: LlmStreamError | undefined;
-    let idle: NodeJS.Timeout | undefined;
-    let total: NodeJS.Timeout | undefined;
-    const stop = () => {
-      clearTimeout(idle);
-      clearTimeout(total);
-    };
     return new Promise((resolve, reject) => {
       const req = lib.request(
         target,
@@ -96,42 +78,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
           headers: { ...headers, 'content-length': Buffer.byteLength(payload) },
           signal,
         },
-        (res) => {
-          // From here only chunks count as news: socket bytes may be comments.
-          req.setTimeout(0);
-          const fail = (error: LlmStreamError) => {
-            silence = error;
-            stop();
-            req.destroy(error);
-          };
-          idle = setTimeout(() => fail(silentFor(timeoutMs)), timeoutMs);
-          resolve({ res, silence: () => silence, chunk: () => idle?.refresh(), stop });
-        },
+        (res) => resolve({ res, ...clocks.streaming() }),
       );
-      req.setTimeout(timeoutMs, () => {
-        silence = silentFor(timeoutMs);
-        req.destroy(silence);
-      });
-      if (totalMs > 0) {
-        total = setTimeout(() => {
-          silence = new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
-            retryable: true,
-            detail: `${where} still streaming after ${totalMs} ms`,
-          });
-          clearTimeout(idle);
-          req.destroy(silence);
-        }, totalMs);
-      }
-      req.on('close', stop);
+      const clocks = watchDeadlines(req, where, timeoutMs, totalMs);
       req.on('error', reject);
       req.end(payload);
-    });
-  }
-
-  function silentFor(ms: number): LlmStreamError {
-    return new LlmStreamError(`The LLM was silent for ${ms} ms.`, {
-      retryable: true,
-      detail: `${where} sent no chunk for ${ms} ms`,
     });
   }
 
@@ -226,6 +177,70 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
 function hasFinish(chunk: ChunkLike): boolean {
   const choices = chunk.choices;
   return choices !== undefined && choices.some((c) => c?.finish_reason);
+}
+
+/**
+ * The response of one attempt; `silence` says whether a deadline ended it,
+ * `chunk` restarts the silence clock, `stop` ends the clocks.
+ */
+interface Attempt {
+  res: http.IncomingMessage;
+  silence: () => LlmStreamError | undefined;
+  chunk: () => void;
+  stop: () => void;
+}
+
+/**
+ * A request's deadlines: `timeoutMs` of socket silence until the answer
+ * starts, then `timeoutMs` without a chunk (bytes may be comments: only
+ * `chunk()` counts), and `totalMs` in all (0 = none). A deadline that passes
+ * destroys the request with its {@link LlmStreamError}.
+ */
+function watchDeadlines(
+  req: http.ClientRequest,
+  where: string,
+  timeoutMs: number,
+  totalMs: number,
+): { streaming: () => Omit<Attempt, 'res'> } {
+  let silence: LlmStreamError | undefined;
+  let idle: NodeJS.Timeout | undefined;
+  const fail = (error: LlmStreamError) => {
+    silence = error;
+    stop();
+    req.destroy(error);
+  };
+  const silentFor = () =>
+    new LlmStreamError(`The LLM was silent for ${timeoutMs} ms.`, {
+      retryable: true,
+      detail: `${where} sent no chunk for ${timeoutMs} ms`,
+    });
+  const total =
+    totalMs > 0
+      ? setTimeout(
+          () =>
+            fail(
+              new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
+                retryable: true,
+                detail: `${where} still streaming after ${totalMs} ms`,
+              }),
+            ),
+          totalMs,
+        )
+      : undefined;
+  function stop(): void {
+    clearTimeout(idle);
+    clearTimeout(total);
+  }
+  req.setTimeout(timeoutMs, () => fail(silentFor()));
+  req.on('close', stop);
+  return {
+    streaming() {
+      // From here only chunks count as news.
+      req.setTimeout(0);
+      idle = setTimeout(() => fail(silentFor()), timeoutMs);
+      return { silence: () => silence, chunk: () => idle?.refresh(), stop };
+    },
+  };
 }
 
 /**
