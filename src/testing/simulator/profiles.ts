@@ -327,7 +327,8 @@ export interface PlanOptions {
  */
 export function planReply(reply: SimReply, options: PlanOptions): ReplyPlan {
   const profile = PROFILES[options.profile];
-  const { mode, rng } = options;
+  const { rng } = options;
+  const mode = reply.ignoreToolChoice && options.mode === 'none' ? 'tools' : options.mode;
   let parts = reply.parts;
   if (mode === 'none') {
     parts = parts.filter((p) => !('toolCall' in p));

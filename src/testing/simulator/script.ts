@@ -47,6 +47,11 @@ export interface SimReply {
   parts: SimPart[];
   /** Replaces the finish reason the profile would send (e.g. `length`). */
   finishReason?: string;
+  /**
+   * Send the tool calls even when the request offers no tools or forbids
+   * them (`tool_choice:"none"`): a model or proxy that ignores the request.
+   */
+  ignoreToolChoice?: boolean;
   /** Replaces the computed token counts. */
   usage?: { prompt_tokens: number; completion_tokens: number };
 }
@@ -106,6 +111,7 @@ const partSchema = z.union(
 const replySchema = z.strictObject({
   parts: z.array(partSchema),
   finishReason: z.string().min(1).optional(),
+  ignoreToolChoice: z.boolean().optional(),
   usage: z
     .strictObject({
       prompt_tokens: z.number().int().nonnegative(),
