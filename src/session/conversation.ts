@@ -19,6 +19,15 @@ import { History, type HistoryGroup, type TrimResult } from './history.js';
 import { itemNotFound, messageItem, newId, plainMessage, textOf, toChatMessage } from './items.js';
 import type { ConversationState } from './session-state.js';
 
+/**
+ * Most items one conversation keeps. Each response trims history to the
+ * context budget, but items a client adds between responses would otherwise
+ * pile up without end.
+ */
+export const MAX_CONVERSATION_ITEMS = 5_000;
+/** Most bytes (as JSON) the conversation's messages may weigh, for the same reason. */
+export const MAX_CONVERSATION_BYTES = 32 * 1024 * 1024;
+
 /** Options of {@link Conversation}. */
 export interface ConversationOptions {
   send: (event: ServerEvent) => void;
@@ -111,6 +120,11 @@ export class Conversation {
     return this.#history.find(id);
   }
 
+  /** Whether a call id is in use: a client call awaiting output, or a call in history. */
+  callIdTaken(callId: string): boolean {
+    return this.#pending.has(callId) || this.#history.hasCall(callId);
+  }
+
   /** Sends every item, as a new client (or one after a change of character) learns them. */
   announce(): void {
     let previous: string | null = null;
@@ -179,6 +193,8 @@ export class Conversation {
         'previous_item_id',
       );
     }
+    const full = this.#full(item);
+    if (full) return err('conversation_full', full, null);
     if (item.id !== undefined && this.#history.find(item.id)) {
       return err(
         'invalid_value',
@@ -218,6 +234,19 @@ export class Conversation {
       );
     this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
     this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
+    return undefined;
+  }
+
+  /** Why the conversation takes no more client items, if it does not. */
+  #full(item: ClientItem): string | undefined {
+    const advice = 'Delete items with conversation.item.delete, or start a new session.';
+    if (this.#history.size >= MAX_CONVERSATION_ITEMS) {
+      return `conversation.item.create: the conversation holds ${MAX_CONVERSATION_ITEMS} items, the most a session keeps. ${advice}`;
+    }
+    const size = JSON.stringify(item).length;
+    if (this.#history.bytes + size > MAX_CONVERSATION_BYTES) {
+      return `conversation.item.create: the conversation would hold over ${MAX_CONVERSATION_BYTES / 1024 / 1024} MiB, the most a session keeps. ${advice}`;
+    }
     return undefined;
   }
 
@@ -299,8 +328,7 @@ export class Conversation {
     clientCalls: ReadonlyArray<{ id: string; name: string }>,
     owner: ChatMessage | undefined,
   ): void {
-    group.messages.push(...messages);
-    group.items.push(...items);
+    this.#history.addItems(group, items, messages);
     for (const call of clientCalls) this.#pending.set(call.id, { name: call.name, owner });
   }
 

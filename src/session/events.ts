@@ -308,6 +308,13 @@ export type ServerEvent =
       output: string;
       duration_ms: number;
     } & InResponse)
+  | {
+      /** The LLM has sent nothing for `silent_ms` (LLM_SLOW_NOTICE_MS): the reply is late, not lost. */
+      type: 'troupe.response.llm_slow';
+      response_id: string;
+      round: number;
+      silent_ms: number;
+    }
   | { type: 'error'; error: ErrorPayload }
   // ── voice ──
   | { type: 'input_audio_buffer.speech_started'; audio_start_ms: number; item_id: string }

@@ -51,16 +51,65 @@ export class History {
   #groups: HistoryGroup[] = [];
   /** Messages that stand for exactly one item (client messages, the greeting): deletable. */
   #single = new Map<string, ChatMessage>();
+  /** Every item by id, and the call ids in history: look-ups stay O(1) however long it grows. */
+  #byId = new Map<string, Item>();
+  #callIds = new Set<string>();
+  /** What the messages weigh (their JSON), as they were when they joined. */
+  #bytes = 0;
+  #sizes = new WeakMap<ChatMessage, number>();
 
   /** A history from its data (see {@link History.toState}); the data is taken, not copied. */
   static fromState(state: HistoryState): History {
     const history = new History();
     history.#groups = state.groups;
+    for (const g of state.groups) history.#indexGroup(g.items, g.messages);
     for (const s of state.singles) {
       const message = state.groups[s.group]?.messages[s.message];
       if (message) history.#single.set(s.item, message);
     }
     return history;
+  }
+
+  /** How many items there are. */
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /** What the messages weigh, in bytes of JSON. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Whether a tool call with this id is in history. */
+  hasCall(callId: string): boolean {
+    return this.#callIds.has(callId);
+  }
+
+  /** Adds a response's items and messages to a group. */
+  addItems(group: HistoryGroup, items: readonly Item[], messages: readonly ChatMessage[]): void {
+    group.items.push(...items);
+    group.messages.push(...messages);
+    this.#indexGroup(items, messages);
+  }
+
+  #indexGroup(items: readonly Item[], messages: readonly ChatMessage[]): void {
+    for (const item of items) {
+      this.#byId.set(item.id, item);
+      if (item.type === 'function_call') this.#callIds.add(item.call_id);
+    }
+    for (const m of messages) {
+      const size = JSON.stringify(m).length;
+      this.#sizes.set(m, size);
+      this.#bytes += size;
+    }
+  }
+
+  #unindexGroup(items: readonly Item[], messages: readonly ChatMessage[]): void {
+    for (const item of items) {
+      this.#byId.delete(item.id);
+      if (item.type === 'function_call') this.#callIds.delete(item.call_id);
+    }
+    for (const m of messages) this.#bytes -= this.#sizes.get(m) ?? 0;
   }
 
   /** The history as data (messages that stand for one item are told by place). */
@@ -124,15 +173,12 @@ export class History {
     group.items.push(item);
     group.messages.push(message);
     this.#single.set(item.id, message);
+    this.#indexGroup([item], [message]);
   }
 
   /** Finds an item by id. */
   find(id: string): Item | undefined {
-    for (const g of this.#groups) {
-      const item = g.items.find((i) => i.id === id);
-      if (item) return item;
-    }
-    return undefined;
+    return this.#byId.get(id);
   }
 
   /**
@@ -165,6 +211,7 @@ export class History {
         end++;
       }
       g.messages.splice(end, 0, ...messages);
+      this.#indexGroup([item], messages);
       const callItem = g.items.findIndex((i) => i.type === 'function_call' && i.call_id === callId);
       let itemEnd = callItem === -1 ? g.items.length : callItem + 1;
       while (itemEnd < g.items.length && g.items[itemEnd]!.type !== 'message') itemEnd++;
@@ -174,9 +221,7 @@ export class History {
     }
     // The call is gone (never in history): the results follow the latest exchange.
     const previous = this.lastItemId();
-    const g = this.current();
-    g.items.push(item);
-    g.messages.push(...messages);
+    this.addItems(this.current(), [item], messages);
     return previous;
   }
 
@@ -201,9 +246,10 @@ export class History {
     for (const g of this.#groups) {
       const i = g.items.findIndex((it) => it.id === id);
       if (i === -1) continue;
-      g.items.splice(i, 1);
+      const [item] = g.items.splice(i, 1);
       g.messages.splice(g.messages.indexOf(message), 1);
       this.#single.delete(id);
+      this.#unindexGroup([item!], [message]);
       if (g.items.length === 0) this.#groups.splice(this.#groups.indexOf(g), 1);
       return true;
     }
@@ -215,6 +261,9 @@ export class History {
     const items = this.items;
     this.#groups = [];
     this.#single.clear();
+    this.#byId.clear();
+    this.#callIds.clear();
+    this.#bytes = 0;
     return items;
   }
 
@@ -231,7 +280,9 @@ export class History {
     while (total > budgetTokens && drop < this.#groups.length - 1) {
       total -= sizes[drop]!;
       droppedItems += this.#groups[drop]!.items.length;
-      for (const item of this.#groups[drop]!.items) this.#single.delete(item.id);
+      const g = this.#groups[drop]!;
+      for (const item of g.items) this.#single.delete(item.id);
+      this.#unindexGroup(g.items, g.messages);
       drop++;
     }
     if (drop > 0) this.#groups.splice(0, drop);

@@ -88,8 +88,14 @@ export function recordResponse(
   metrics.tokens.inc({ character: c, kind: 'prompt' }, summary.usage.prompt_tokens);
   metrics.tokens.inc({ character: c, kind: 'completion' }, summary.usage.completion_tokens);
   for (const t of summary.toolCalls) recordTool(metrics, o.character, t);
+  // A client-side call has no outcome yet: the client runs it and answers later.
   for (const _ of summary.clientCalls) {
-    metrics.toolCalls.inc({ character: c, tool: 'client', variant: o.variant, outcome: 'ok' });
+    metrics.toolCalls.inc({
+      character: c,
+      tool: 'client',
+      variant: o.variant,
+      outcome: 'pending_client',
+    });
   }
 }
 
@@ -98,7 +104,7 @@ function recordTool(metrics: SessionMetrics, character: LoadedCharacter, t: Tool
   const tool = t.outcome === 'unknown_tool' ? 'unknown' : t.name;
   const labels = { character: character.id, tool, variant: t.variant };
   metrics.toolCalls.inc({ ...labels, outcome: t.outcome });
-  metrics.toolLatency.observe(labels, t.durationMs / 1000);
+  metrics.toolLatency.observe({ ...labels, outcome: t.outcome }, t.durationMs / 1000);
   metrics.unmute.toolCalls.inc({ character_name: character.name, tool_name: tool });
   metrics.unmute.toolLatency.observe({ tool_name: tool }, t.durationMs / 1000);
   if (t.outcome !== 'ok') metrics.unmute.toolErrors.inc({ error_type: t.outcome });

@@ -235,6 +235,9 @@ function turnOptions(
       ...trimmed(ctx, log, system, 'history trimmed between tool rounds', added),
     ],
     toolset: opening.toolset,
+    // A model that reuses call ids (llama.cpp, some proxies) must not file a
+    // new call under one still waiting or already in the conversation.
+    callIdTaken: (id) => ctx.conversation.callIdTaken(id),
     signal: response.controller.signal,
     session: { id: ctx.sessionId, character: ctx.character().id, state: ctx.characterState },
     log,

@@ -123,6 +123,14 @@ export class ResponseWriter {
       case 'round.end':
         this.closeText();
         return;
+      case 'llm.slow':
+        this.#send({
+          type: 'troupe.response.llm_slow',
+          response_id: this.#responseId,
+          round: e.round,
+          silent_ms: Math.round(e.silentMs),
+        });
+        return;
       default:
         return;
     }
