@@ -1,9 +1,9 @@
 /**
  * `npm start`: the server, configured by environment variables and flags
- * (see docs/configuration.md).
+ * (see docs/configuration.md); `WORKERS` processes (default: one per core).
  *
  * @example PORT=9000 LLM_BASE_URL=http://127.0.0.1:8000/v1 npm start
  */
-import { serve } from './serve.js';
+import { start } from './serve.js';
 
-await serve({ env: process.env, argv: process.argv.slice(2) });
+await start({ env: process.env, argv: process.argv.slice(2) });

@@ -8,13 +8,25 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
-import type { Config } from '../config/index.js';
+import {
+  DEFAULT_OVERLOAD_RETRY_MS,
+  DEFAULT_RESUME_LOAD_TIMEOUT_MS,
+  DEFAULT_RESUME_SAVE_DELAY_MS,
+  type Config,
+} from '../config/index.js';
 import { ConfigError } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { createLogger } from './logger.js';
+import { createOverloadMonitor } from './overload.js';
+import { createResumer } from './resume.js';
+import {
+  createMemoryResumeStore,
+  createRedisResumeStore,
+  type ResumeStore,
+} from './resume-store.js';
 import { createServerVoice, type ServerVoice } from './voice.js';
 import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
@@ -35,6 +47,21 @@ export interface ServerOptions {
   logger?: Logger;
   /** Speech engines (tests hand in fakes); otherwise made from `config.voice` (and closed with the server). */
   voice?: ServerVoice;
+  /**
+   * Where resumable conversations are kept; otherwise Redis when
+   * `config.scale.redisUrl` is set, else this process's memory (closed with the server).
+   */
+  resumeStore?: ResumeStore;
+  /** In a worker of `npm start`: `/health` and `/metrics` cover every worker. */
+  cluster?: ClusterView;
+}
+
+/** Every worker of this instance, as a worker's routes see them. */
+export interface ClusterView {
+  /** One entry per worker (pid, sessions, status). */
+  workers(): Promise<unknown[]>;
+  /** Every worker's metrics, aggregated (Prometheus text). */
+  metrics(): Promise<string>;
 }
 
 /** A running server. */
@@ -50,6 +77,8 @@ export interface TroupeServer {
   readonly voice: ServerVoice;
   /** Open sessions. */
   readonly sessions: number;
+  /** Where resumable conversations are kept. */
+  readonly resumeStore: ResumeStore;
   /**
    * Stops taking sessions (new connections are closed with 1001 and `/health`
    * says `shutting_down`, so a load balancer can move clients elsewhere), lets
@@ -110,6 +139,22 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     if (ownRegistry) await registry.close();
     throw err;
   }
+  const ownStore = options.resumeStore === undefined;
+  const resumeStore = options.resumeStore ?? createStore(config, metrics, log);
+  const resume = createResumer({
+    store: resumeStore,
+    ttlS: config.scale.resumeTtlS,
+    saveDelayMs: DEFAULT_RESUME_SAVE_DELAY_MS,
+    loadTimeoutMs: DEFAULT_RESUME_LOAD_TIMEOUT_MS,
+    log: log.child({ part: 'resume' }),
+    metrics: metrics.scale,
+  });
+  const overload = createOverloadMonitor({
+    lagMs: config.scale.overloadLagMs,
+    ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
+    retryMs: DEFAULT_OVERLOAD_RETRY_MS,
+    lagGauge: metrics.scale.eventLoopLag,
+  });
   const realtime = createRealtime({
     config,
     registry,
@@ -117,7 +162,13 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     metrics,
     log,
     ...(voice.session ? { voice: voice.session } : {}),
+    overload,
+    resume,
   });
+  const releaseScale = async (): Promise<void> => {
+    overload.stop();
+    if (ownStore) await resumeStore.close();
+  };
   let shuttingDown = false;
   const handler = createHttpHandler({
     registry,
@@ -129,6 +180,20 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
     healthCacheMs: config.server.healthCacheMs,
+    healthExtras: async () => {
+      const [store, workers] = await Promise.all([
+        resumeStore.health(),
+        options.cluster?.workers(),
+      ]);
+      return {
+        degraded: !store.ok,
+        fields: {
+          resume: { store: resumeStore.kind, ...store },
+          ...(workers ? { workers } : {}),
+        },
+      };
+    },
+    ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
   });
   const tls = config.server.tls;
   let server: Server;
@@ -138,6 +203,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     // The registry's watcher (and engine workers) would keep the process alive behind the error.
     if (ownRegistry) await registry.close();
     if (ownVoice) await voice.close();
+    await releaseScale();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -166,6 +232,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down');
       server.closeAllConnections();
       await closed;
+      // The last state of every session, so their clients can resume elsewhere.
+      await realtime.resumeFlushed();
+      await releaseScale();
       if (ownRegistry) await registry.close();
       if (ownVoice) await voice.close();
       log.info({}, 'server stopped');
@@ -185,11 +254,23 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     get sessions() {
       return realtime.active;
     },
+    resumeStore,
     shutdown,
     async close() {
       await shutdown(0);
     },
   };
+}
+
+/** The resume store the settings ask for: Redis with `REDIS_URL`, else memory. */
+function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore {
+  const url = config.scale.redisUrl;
+  if (url === undefined) return createMemoryResumeStore();
+  return createRedisResumeStore({
+    url,
+    log: log.child({ part: 'resume' }),
+    onError: (op) => metrics.scale.storeErrors.inc({ op }),
+  });
 }
 
 /** Creates the HTTP(S) server and listens on the configured address. */

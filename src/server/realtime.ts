@@ -26,6 +26,9 @@ import { createSession, type Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
+import type { OverloadMonitor, OverloadVerdict } from './overload.js';
+import type { ResumeTracker, Resumer } from './resume.js';
+import { restoreFromSnapshot, sessionStateSource, type RestoreInput } from './session-state.js';
 
 /** Close codes of PROTOCOL.md. */
 export const CLOSE = {
@@ -55,6 +58,10 @@ export interface RealtimeContext {
   log: Logger;
   /** Speech engines for sessions; absent = text only. */
   voice?: SessionVoice;
+  /** Refuses new sessions (1013) while the process is saturated; absent = never. */
+  overload?: OverloadMonitor;
+  /** Resume tokens and the store; absent = no resume. */
+  resume?: Resumer;
 }
 
 /** The realtime endpoint. */
@@ -74,6 +81,8 @@ export interface RealtimeEndpoint {
   cancelAll(): Promise<void>;
   /** Closes every socket with `code` and stops every session. */
   closeAll(code: number, reason: string): void;
+  /** Resolves when the sessions closed so far have written their last state to the resume store. */
+  resumeFlushed(): Promise<void>;
 }
 
 /**
@@ -87,6 +96,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const { config, metrics, log } = ctx;
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
+  const trackers = new Map<WebSocket, ResumeTracker>();
+  const flushes = new Set<Promise<void>>();
   let accepting = true;
 
   const wss = new WebSocketServer({
@@ -109,12 +120,17 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     reason: string,
     label: string,
     error?: ProtocolError,
+    extra?: Record<string, unknown>,
   ) => {
     metrics.server.rejected.inc({ reason: label });
     if (error) {
       metrics.server.protocolErrors.inc({ code: error.wireCode });
       ws.send(
-        JSON.stringify({ type: 'error', event_id: `event_${randomUUID()}`, error: error.payload }),
+        JSON.stringify({
+          type: 'error',
+          event_id: `event_${randomUUID()}`,
+          error: { ...error.payload, ...extra },
+        }),
       );
     }
     closeSocket(ws, code, reason);
@@ -164,6 +180,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         'full',
       );
     }
+    const overloaded = ctx.overload?.check();
+    if (overloaded) return refuseOverloaded(ws, overloaded);
 
     const picked = pickSession(url);
     if (picked instanceof ProtocolError) {
@@ -180,8 +198,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       connections.delete(ws);
     });
 
-    const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-    const sessionLog = log.child({ session: id });
+    let id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+    let sessionLog = log.child({ session: id });
     socketLog = sessionLog;
     let encoder = createEncoder(dialect);
     /** Unmute's frontend: its encoder, and Ogg/Opus spoken replies, before any event is handled. */
@@ -191,8 +209,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       session.configureVoice({ format: 'ogg_opus', outputModalities: ['audio'] });
     };
     let cutOff = false;
+    let tracker: ResumeTracker | undefined;
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
+      if (event.type === 'session.created' && tracker)
+        event = withResumeToken(event, tracker.token);
       // LLM failures are counted with the turns (status failed), not as protocol errors.
       if (event.type === 'error' && event.error.type !== 'llm_error') {
         metrics.server.protocolErrors.inc({ code: event.error.code });
@@ -265,24 +286,41 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         );
       });
     });
-    let session: Session;
+    const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
+    const common = {
+      characters: {
+        get: (cid: string) => ctx.registry.get(cid),
+        ids: () => ctx.registry.list().map((c) => c.id),
+      },
+      llm: ctx.llm.get,
+      settings: config.sessions,
+      send,
+      log: sessionLog,
+      logContent: config.log.content,
+      metrics: metrics.sessions,
+      onChange: () => tracker?.changed(),
+      ...(ctx.voice ? { voice: ctx.voice } : {}),
+    };
+    let session: Session | undefined;
+    let resumeError: ProtocolError | undefined;
+    const resumeToken = url.searchParams.get('resume');
+    if (resumeToken !== null) {
+      const resumed = await resumeSession(resumeToken, auth, common, (resumedId) => {
+        id = resumedId;
+        sessionLog = log.child({ session: id });
+        socketLog = sessionLog;
+        common.log = sessionLog;
+      });
+      if (resumed instanceof ProtocolError) resumeError = resumed;
+      else session = resumed;
+    }
     try {
-      session = await createSession({
+      session ??= await createSession({
+        ...common,
         id,
         character,
         ...(variant ? { variant } : {}),
-        characters: {
-          get: (cid) => ctx.registry.get(cid),
-          ids: () => ctx.registry.list().map((c) => c.id),
-        },
-        llm: ctx.llm.get,
-        settings: config.sessions,
-        send,
-        log: sessionLog,
-        logContent: config.log.content,
-        metrics: metrics.sessions,
         metadata: {},
-        ...(ctx.voice ? { voice: ctx.voice } : {}),
       });
     } catch (err) {
       // The prompt generator failed or timed out: the character cannot serve now.
@@ -300,6 +338,18 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return opened();
     }
     connections.set(ws, session);
+    if (ctx.resume) {
+      const source = sessionStateSource(session);
+      if (source) {
+        const t = ctx.resume.track(id, source, auth, sessionLog);
+        tracker = t;
+        trackers.set(ws, t);
+        ws.once('close', () => {
+          trackers.delete(ws);
+          flushResume(t);
+        });
+      }
+    }
     if (dialect === 'unmute') speakUnmute(session);
     sessionLog.info(
       {
@@ -312,7 +362,68 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     );
     ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));
     session.start();
+    // After session.created: the client learns of the fresh session first.
+    if (resumeError) sendError(resumeError);
+    // The token is good from the first event on.
+    if (tracker) void tracker.flush();
     opened();
+  }
+
+  /** Writes a closing session's last state; shutdown waits for these. */
+  function flushResume(t: ResumeTracker): void {
+    const done = t.flush().finally(() => {
+      t.stop();
+      flushes.delete(done);
+    });
+    flushes.add(done);
+  }
+
+  function refuseOverloaded(ws: WebSocket, verdict: OverloadVerdict): void {
+    const seconds = Math.max(1, Math.round(verdict.retryAfterMs / 1000));
+    log.warn({ reason: verdict.reason, value: verdict.value }, 'session refused: overloaded');
+    reject(
+      ws,
+      CLOSE.TRY_AGAIN,
+      `server overloaded; retry in ${seconds} s`,
+      'overloaded',
+      new ProtocolError(
+        'server_overloaded',
+        `The server is overloaded (${verdict.reason === 'cpu' ? `CPU ${verdict.value} of a core` : `event loop ${verdict.value} ms behind`}); retry in ${seconds} s, or on another instance.`,
+        { type: 'server_error' },
+      ),
+      { retry_after_ms: verdict.retryAfterMs },
+    );
+  }
+
+  /**
+   * A reconnection with `?resume=`: the conversation back, or the
+   * `resume_failed` error to send once the fresh session has started.
+   */
+  async function resumeSession(
+    token: string,
+    auth: string | undefined,
+    options: RestoreInput,
+    adopt: (sessionId: string) => void,
+  ): Promise<Session | ProtocolError> {
+    const fail = (message: string): ProtocolError =>
+      new ProtocolError('resume_failed', message, { param: 'resume' });
+    if (!ctx.resume) {
+      return fail('This server does not resume conversations; a new session was started.');
+    }
+    const claimed = await ctx.resume.claim(token, auth);
+    if (!claimed.ok) return fail(claimed.message);
+    adopt(claimed.sessionId);
+    try {
+      const session = await restoreFromSnapshot(claimed.state, options);
+      options.log.info({}, 'session resumed');
+      return session;
+    } catch (err) {
+      metrics.scale.attempts.inc({ outcome: 'restore_failed' });
+      options.log.warn({ err: (err as Error).message }, 'session restore failed');
+      return fail(
+        `The conversation could not be restored: ${(err as Error).message} A new session was started.`,
+      );
+    }
   }
 
   function checkAccess(
@@ -413,8 +524,16 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
         session?.close();
+        const t = trackers.get(ws);
+        if (t) {
+          trackers.delete(ws);
+          flushResume(t);
+        }
         closeSocket(ws, code, reason);
       }
+    },
+    async resumeFlushed() {
+      await Promise.all([...flushes]);
     },
   };
 }
@@ -427,6 +546,15 @@ function refuseUpgrade(socket: Duplex, status: string, text: string): void {
   socket.end(
     `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${text}\n`,
   );
+}
+
+/** `session.created` with the session's resume token in `session.troupe.resume_token`. */
+function withResumeToken(
+  event: Extract<ServerEvent, { session: unknown }>,
+  token: string,
+): ServerEvent {
+  const troupe = { ...event.session.troupe, resume_token: token };
+  return { ...event, session: { ...event.session, troupe } };
 }
 
 function closeSocket(ws: WebSocket, code: number, reason: string): void {
