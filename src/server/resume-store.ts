@@ -145,20 +145,41 @@ redis.call('SET', KEYS[1], '${TOMBSTONE}', 'EX', ARGV[1])
 return v`,
   });
   let down = false;
+  let closing = false;
   let lastError = '';
+  // Logged and counted once per outage, not at every reconnection attempt.
+  const markDown = (): void => {
+    if (down || closing) return;
+    down = true;
+    onError?.('connection');
+    log.warn({ err: lastError || 'connection closed' }, 'resume store unavailable');
+  };
   redis.on('error', (err: Error) => {
     lastError = err.message;
-    // Logged once per outage, not at every reconnection attempt.
-    if (!down) {
-      down = true;
-      onError?.('connection');
-      log.warn({ err: err.message }, 'resume store unavailable');
-    }
+    markDown();
   });
+  redis.on('close', markDown);
+  let everReady = false;
   redis.on('ready', () => {
     if (down) log.info({}, 'resume store available again');
     down = false;
+    everReady = true;
   });
+  /** The first commands wait for the first connection; later ones fail at once while it is down. */
+  const connected = async (): Promise<void> => {
+    if (redis.status === 'ready' || everReady) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        redis.off('ready', ready);
+        reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
+      }, REDIS_CONNECT_TIMEOUT_MS);
+      const ready = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      redis.once('ready', ready);
+    });
+  };
   const fail = (op: 'save' | 'claim', err: unknown): never => {
     onError?.(op);
     throw new ResumeStoreError(`Redis ${op} failed: ${(err as Error).message}`, { cause: err });
@@ -167,6 +188,7 @@ return v`,
     kind: 'redis',
     async save(key, value, ttlS) {
       try {
+        await connected();
         return (await redis.troupeSave(key, value, Math.ceil(ttlS))) === 1 ? 'saved' : 'claimed';
       } catch (err) {
         return fail('save', err);
@@ -174,6 +196,7 @@ return v`,
     },
     async claim(key, ttlS) {
       try {
+        await connected();
         return (await redis.troupeClaim(key, Math.ceil(ttlS))) ?? undefined;
       } catch (err) {
         return fail('claim', err);
@@ -187,6 +210,7 @@ return v`,
       );
     },
     async close() {
+      closing = true;
       try {
         await redis.quit();
       } catch {
