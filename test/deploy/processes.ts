@@ -29,7 +29,7 @@ export function hasProgram(name: string): string | undefined {
  */
 export function needs(program: string): boolean {
   if (hasProgram(program)) return true;
-  if (process.env.CI) throw new Error(`${program} is not installed; .ci/run installs it`);
+  if (process.env.CI || process.env.TROUPE_CI) throw new Error(`${program} is not installed; .ci/run installs it`);
   console.warn(`skipping: ${program} is not installed (apt-get install ${program})`);
   return false;
 }

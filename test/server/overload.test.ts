@@ -82,7 +82,7 @@ describe('overload refusal', () => {
     const { code, reason } = await c.closed;
     expect(code).toBe(1013);
     expect(reason).toMatch(/^server overloaded; retry in 2 s$/);
-    const error = c.events.find((e) => e.type === 'error') as { error: Record<string, unknown> };
+    const error = c.events.find((e) => e.type === 'error') as unknown as { error: object };
     expect(error.error).toMatchObject({
       type: 'server_error',
       code: 'server_overloaded',
