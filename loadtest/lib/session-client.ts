@@ -39,7 +39,26 @@ export interface SessionSettings {
   speech?: readonly Utterance[];
   /** Spoken sessions: the server VAD's silence window. */
   silenceMs: number;
+  /**
+   * Sessions the server closes (1001 draining, 1006 gone, 1011, 1012)
+   * reconnect with their resume token and carry on, recording here how long
+   * each took (reconnect → first delta of the next reply) and how many failed.
+   */
+  resume?: ResumeLog;
 }
+
+/** What resumes took, over a run. */
+export interface ResumeLog {
+  /** Reconnect → first text delta of the next reply, ms. */
+  times: number[];
+  /** Reconnections that got a fresh session instead (`resume_failed`) or none at all. */
+  failed: number;
+}
+
+/** Close codes after which a session resumes (when asked to). */
+const RESUMABLE_CLOSES = new Set(['closed:1001', 'closed:1006', 'closed:1011', 'closed:1012']);
+/** Reconnections one session may make in a run. */
+const MAX_RESUMES = 5;
 
 /** What a session needs from its pool. */
 export interface ClientContext extends Readonly<SessionSettings> {
@@ -87,7 +106,7 @@ interface ServerEventLite {
   item?: { type?: string };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
-  session?: { troupe?: { character?: { greeting?: string | null } } };
+  session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
 }
 
 /**
@@ -97,13 +116,35 @@ interface ServerEventLite {
  * @example await runSession(ctx, 3);
  */
 export async function runSession(ctx: ClientContext, index: number): Promise<void> {
-  const client = new SessionClient(ctx);
-  try {
-    await client.run(index);
-  } catch (err) {
-    ctx.rec.error(err instanceof SessionError ? err.kind : 'client');
-  } finally {
-    client.close();
+  let resume: { token: string; turn: number; at: number } | undefined;
+  for (let attempt = 0; ; attempt++) {
+    const client = new SessionClient(ctx, resume);
+    try {
+      await client.run(index, resume?.turn ?? 0);
+      return;
+    } catch (err) {
+      const kind = err instanceof SessionError ? err.kind : 'client';
+      const token = client.token;
+      if (
+        ctx.resume !== undefined &&
+        RESUMABLE_CLOSES.has(kind) &&
+        token !== undefined &&
+        attempt < MAX_RESUMES &&
+        !ctx.stopping &&
+        !ctx.signal.aborted
+      ) {
+        resume = { token, turn: client.turn, at: epochNow() };
+        continue;
+      }
+      // Closed by the server with no way back: the conversation is lost.
+      if (ctx.resume !== undefined && RESUMABLE_CLOSES.has(kind) && !ctx.stopping) {
+        ctx.resume.failed++;
+      }
+      ctx.rec.error(kind);
+      return;
+    } finally {
+      client.close();
+    }
   }
 }
 
@@ -125,12 +166,21 @@ class SessionClient {
   #lost: ((err: SessionError) => void) | undefined;
   /** Spoken sessions: the line being spoken and how far, in samples. */
   #speaking: { pcm: Int16Array; at: number } | undefined;
+  /** A reconnection: the token it resumes, and when it began (until the first delta). */
+  readonly #resume: { token: string; at: number } | undefined;
+  #resumeAt: number | undefined;
+  /** The session's resume token (from `session.created`). */
+  token: string | undefined;
+  /** The turn the conversation is at. */
+  turn = 0;
 
-  constructor(ctx: ClientContext) {
+  constructor(ctx: ClientContext, resume?: { token: string; at: number }) {
     this.#ctx = ctx;
+    this.#resume = resume;
+    this.#resumeAt = resume?.at;
   }
 
-  async run(index: number): Promise<void> {
+  async run(index: number, firstTurn = 0): Promise<void> {
     const ctx = this.#ctx;
     const lost = new Promise<never>((_, reject) => {
       this.#lost = reject;
@@ -152,14 +202,16 @@ class SessionClient {
           },
         },
       });
-      const greeting = created.session?.troupe?.character?.greeting;
+      // A resumed session does not greet again.
+      const greeting = this.#resume ? null : created.session?.troupe?.character?.greeting;
       const greeted = greeting ? this.#await('response.done') : undefined;
       await Promise.race([this.#await('session.updated'), lost]);
       void this.#microphone();
       // The greeting is spoken first; the user talks after it.
       if (greeted !== undefined) await Promise.race([greeted, lost]);
     }
-    for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
+    for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
+      this.turn = t;
       const line = (index + t) % CONVERSATION.length;
       await Promise.race([this.#playTurn(line), lost]);
       if (ctx.stopping) break;
@@ -184,6 +236,7 @@ class SessionClient {
     const ctx = this.#ctx;
     const url = new URL(ctx.url);
     if (ctx.character !== null) url.searchParams.set('character', ctx.character);
+    if (this.#resume) url.searchParams.set('resume', this.#resume.token);
     const ws = new WebSocket(url, { perMessageDeflate: false });
     this.#ws = ws;
     ws.on('message', (data) => this.#onMessage(data.toString()));
@@ -199,6 +252,7 @@ class SessionClient {
       });
       this.#waiting.set('session.created', (e) => {
         clearTimeout(timer);
+        this.token = e.session?.troupe?.resume_token;
         resolve(e);
       });
     });
@@ -350,6 +404,11 @@ class SessionClient {
         break;
       case 'error':
         this.#ctx.rec.error(`error:${e.error?.code ?? e.error?.type ?? 'unknown'}`);
+        if (e.error?.code === 'resume_failed' && this.#ctx.resume !== undefined) {
+          // A fresh session: the conversation was lost.
+          this.#ctx.resume.failed++;
+          this.#resumeAt = undefined;
+        }
         return;
       default:
         break;
@@ -364,6 +423,10 @@ class SessionClient {
   #text(turn: Turn, delta: string, now: number): void {
     const rec = this.#ctx.rec;
     rec.deltas++;
+    if (this.#resumeAt !== undefined) {
+      this.#ctx.resume?.times.push(now - this.#resumeAt);
+      this.#resumeAt = undefined;
+    }
     if (turn.firstTextAt === null) turn.firstTextAt = now;
     if (!delta.includes('⟦')) {
       turn.text += delta;
