@@ -259,6 +259,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       registers,
     }),
   };
+  const scale = createScaleMetrics(registers);
+  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server, scale };
+}
+
+/** Resume and overload metrics. */
+function createScaleMetrics(registers: Registry[]): ScaleMetrics {
   const scale: ScaleMetrics = {
     storeErrors: new Counter({
       name: 'troupe_resume_store_errors_total',
@@ -286,5 +292,5 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
   };
   for (const op of ['save', 'claim', 'connection']) scale.storeErrors.inc({ op }, 0);
-  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server, scale };
+  return scale;
 }

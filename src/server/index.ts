@@ -139,22 +139,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     if (ownRegistry) await registry.close();
     throw err;
   }
-  const ownStore = options.resumeStore === undefined;
-  const resumeStore = options.resumeStore ?? createStore(config, metrics, log);
-  const resume = createResumer({
-    store: resumeStore,
-    ttlS: config.scale.resumeTtlS,
-    saveDelayMs: DEFAULT_RESUME_SAVE_DELAY_MS,
-    loadTimeoutMs: DEFAULT_RESUME_LOAD_TIMEOUT_MS,
-    log: log.child({ part: 'resume' }),
-    metrics: metrics.scale,
-  });
-  const overload = createOverloadMonitor({
-    lagMs: config.scale.overloadLagMs,
-    ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
-    retryMs: DEFAULT_OVERLOAD_RETRY_MS,
-    lagGauge: metrics.scale.eventLoopLag,
-  });
+  const scale = createScaleParts(config, metrics, log, options.resumeStore);
   const realtime = createRealtime({
     config,
     registry,
@@ -162,13 +147,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     metrics,
     log,
     ...(voice.session ? { voice: voice.session } : {}),
-    overload,
-    resume,
+    overload: scale.overload,
+    resume: scale.resume,
   });
-  const releaseScale = async (): Promise<void> => {
-    overload.stop();
-    if (ownStore) await resumeStore.close();
-  };
   let shuttingDown = false;
   const handler = createHttpHandler({
     registry,
@@ -180,19 +161,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
     healthCacheMs: config.server.healthCacheMs,
-    healthExtras: async () => {
-      const [store, workers] = await Promise.all([
-        resumeStore.health(),
-        options.cluster?.workers(),
-      ]);
-      return {
-        degraded: !store.ok,
-        fields: {
-          resume: { store: resumeStore.kind, ...store },
-          ...(workers ? { workers } : {}),
-        },
-      };
-    },
+    healthExtras: () => scale.health(options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
   });
   const tls = config.server.tls;
@@ -203,7 +172,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     // The registry's watcher (and engine workers) would keep the process alive behind the error.
     if (ownRegistry) await registry.close();
     if (ownVoice) await voice.close();
-    await releaseScale();
+    await scale.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -234,7 +203,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       await closed;
       // The last state of every session, so their clients can resume elsewhere.
       await realtime.resumeFlushed();
-      await releaseScale();
+      await scale.close();
       if (ownRegistry) await registry.close();
       if (ownVoice) await voice.close();
       log.info({}, 'server stopped');
@@ -254,10 +223,50 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     get sessions() {
       return realtime.active;
     },
-    resumeStore,
+    resumeStore: scale.resume.store,
     shutdown,
     async close() {
       await shutdown(0);
+    },
+  };
+}
+
+/** Resume (store and tokens) and overload refusal, as the settings ask. */
+function createScaleParts(
+  config: Config,
+  metrics: Metrics,
+  log: Logger,
+  given: ResumeStore | undefined,
+) {
+  const store = given ?? createStore(config, metrics, log);
+  const resume = createResumer({
+    store,
+    ttlS: config.scale.resumeTtlS,
+    saveDelayMs: DEFAULT_RESUME_SAVE_DELAY_MS,
+    loadTimeoutMs: DEFAULT_RESUME_LOAD_TIMEOUT_MS,
+    log: log.child({ part: 'resume' }),
+    metrics: metrics.scale,
+  });
+  const overload = createOverloadMonitor({
+    lagMs: config.scale.overloadLagMs,
+    ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
+    retryMs: DEFAULT_OVERLOAD_RETRY_MS,
+    lagGauge: metrics.scale.eventLoopLag,
+  });
+  return {
+    resume,
+    overload,
+    /** `/health`'s `resume` (and `workers`): a store that is down degrades the server. */
+    async health(cluster: ClusterView | undefined) {
+      const [state, workers] = await Promise.all([store.health(), cluster?.workers()]);
+      return {
+        degraded: !state.ok,
+        fields: { resume: { store: store.kind, ...state }, ...(workers ? { workers } : {}) },
+      };
+    },
+    async close() {
+      overload.stop();
+      if (given === undefined) await store.close();
     },
   };
 }

@@ -22,13 +22,14 @@ import {
   type Dialect,
 } from '../protocol/index.js';
 import type { ServerEvent } from '../session/events.js';
-import { createSession, type Session } from '../session/session.js';
+import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
 import type { OverloadMonitor, OverloadVerdict } from './overload.js';
 import type { ResumeTracker, Resumer } from './resume.js';
-import { restoreFromSnapshot, sessionStateSource, type RestoreInput } from './session-state.js';
+import { createSessionOpener, overloadRefusal, withResumeToken } from './session-open.js';
+import type { RestoreInput } from './session-state.js';
 
 /** Close codes of PROTOCOL.md. */
 export const CLOSE = {
@@ -96,8 +97,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const { config, metrics, log } = ctx;
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
-  const trackers = new Map<WebSocket, ResumeTracker>();
-  const flushes = new Set<Promise<void>>();
+  const opener = createSessionOpener({
+    ...(ctx.resume ? { resume: ctx.resume } : {}),
+    metrics,
+    log,
+  });
   let accepting = true;
 
   const wss = new WebSocketServer({
@@ -209,11 +213,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       session.configureVoice({ format: 'ogg_opus', outputModalities: ['audio'] });
     };
     let cutOff = false;
-    let tracker: ResumeTracker | undefined;
+    /** The session's link to the resume store, once it has one. */
+    const resumeLink: { tracker?: ResumeTracker } = {};
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
-      if (event.type === 'session.created' && tracker)
-        event = withResumeToken(event, tracker.token);
+      if (event.type === 'session.created' && resumeLink.tracker) {
+        event = withResumeToken(event, resumeLink.tracker.token);
+      }
       // LLM failures are counted with the turns (status failed), not as protocol errors.
       if (event.type === 'error' && event.error.type !== 'llm_error') {
         metrics.server.protocolErrors.inc({ code: event.error.code });
@@ -287,40 +293,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       });
     });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
-    const common = {
-      characters: {
-        get: (cid: string) => ctx.registry.get(cid),
-        ids: () => ctx.registry.list().map((c) => c.id),
-      },
-      llm: ctx.llm.get,
-      settings: config.sessions,
-      send,
-      log: sessionLog,
-      logContent: config.log.content,
-      metrics: metrics.sessions,
-      onChange: () => tracker?.changed(),
-      ...(ctx.voice ? { voice: ctx.voice } : {}),
-    };
-    let session: Session | undefined;
-    let resumeError: ProtocolError | undefined;
-    const resumeToken = url.searchParams.get('resume');
-    if (resumeToken !== null) {
-      const resumed = await resumeSession(resumeToken, auth, common, (resumedId) => {
-        id = resumedId;
-        sessionLog = log.child({ session: id });
-        socketLog = sessionLog;
-        common.log = sessionLog;
-      });
-      if (resumed instanceof ProtocolError) resumeError = resumed;
-      else session = resumed;
-    }
+    const common = sessionOptions(send, sessionLog, () => resumeLink.tracker?.changed());
+    let opening: { session: Session; resumeError?: ProtocolError };
     try {
-      session ??= await createSession({
-        ...common,
-        id,
-        character,
-        ...(variant ? { variant } : {}),
-        metadata: {},
+      opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
+        id = resumed.id;
+        sessionLog = resumed.log;
+        socketLog = sessionLog;
       });
     } catch (err) {
       // The prompt generator failed or timed out: the character cannot serve now.
@@ -333,27 +312,17 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       reject(ws, CLOSE.INTERNAL, 'character_unavailable', 'character_unavailable', error);
       return opened();
     }
+    const { session, resumeError } = opening;
     if (ws.readyState !== ws.OPEN) {
       session.close();
       return opened();
     }
     connections.set(ws, session);
-    if (ctx.resume) {
-      const source = sessionStateSource(session);
-      if (source) {
-        const t = ctx.resume.track(id, source, auth, sessionLog);
-        tracker = t;
-        trackers.set(ws, t);
-        ws.once('close', () => {
-          trackers.delete(ws);
-          flushResume(t);
-        });
-      }
-    }
+    resumeLink.tracker = opener.track(ws, session, id, auth, sessionLog);
     if (dialect === 'unmute') speakUnmute(session);
     sessionLog.info(
       {
-        character: character.id,
+        character: session.character.id,
         variant: variant ?? null,
         dialect: detecting ? 'auto' : dialect,
         origin: req.headers.origin ?? null,
@@ -365,65 +334,36 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     // After session.created: the client learns of the fresh session first.
     if (resumeError) sendError(resumeError);
     // The token is good from the first event on.
-    if (tracker) void tracker.flush();
+    void resumeLink.tracker?.flush();
     opened();
   }
 
-  /** Writes a closing session's last state; shutdown waits for these. */
-  function flushResume(t: ResumeTracker): void {
-    const done = t.flush().finally(() => {
-      t.stop();
-      flushes.delete(done);
-    });
-    flushes.add(done);
-  }
-
   function refuseOverloaded(ws: WebSocket, verdict: OverloadVerdict): void {
-    const seconds = Math.max(1, Math.round(verdict.retryAfterMs / 1000));
+    const refusal = overloadRefusal(verdict);
     log.warn({ reason: verdict.reason, value: verdict.value }, 'session refused: overloaded');
-    reject(
-      ws,
-      CLOSE.TRY_AGAIN,
-      `server overloaded; retry in ${seconds} s`,
-      'overloaded',
-      new ProtocolError(
-        'server_overloaded',
-        `The server is overloaded (${verdict.reason === 'cpu' ? `CPU ${verdict.value} of a core` : `event loop ${verdict.value} ms behind`}); retry in ${seconds} s, or on another instance.`,
-        { type: 'server_error' },
-      ),
-      { retry_after_ms: verdict.retryAfterMs },
-    );
+    reject(ws, CLOSE.TRY_AGAIN, refusal.reason, 'overloaded', refusal.error, refusal.extra);
   }
 
-  /**
-   * A reconnection with `?resume=`: the conversation back, or the
-   * `resume_failed` error to send once the fresh session has started.
-   */
-  async function resumeSession(
-    token: string,
-    auth: string | undefined,
-    options: RestoreInput,
-    adopt: (sessionId: string) => void,
-  ): Promise<Session | ProtocolError> {
-    const fail = (message: string): ProtocolError =>
-      new ProtocolError('resume_failed', message, { param: 'resume' });
-    if (!ctx.resume) {
-      return fail('This server does not resume conversations; a new session was started.');
-    }
-    const claimed = await ctx.resume.claim(token, auth);
-    if (!claimed.ok) return fail(claimed.message);
-    adopt(claimed.sessionId);
-    try {
-      const session = await restoreFromSnapshot(claimed.state, options);
-      options.log.info({}, 'session resumed');
-      return session;
-    } catch (err) {
-      metrics.scale.attempts.inc({ outcome: 'restore_failed' });
-      options.log.warn({ err: (err as Error).message }, 'session restore failed');
-      return fail(
-        `The conversation could not be restored: ${(err as Error).message} A new session was started.`,
-      );
-    }
+  /** What every session of this endpoint is made with. */
+  function sessionOptions(
+    send: (event: ServerEvent) => void,
+    sessionLog: Logger,
+    onChange: () => void,
+  ): RestoreInput {
+    return {
+      characters: {
+        get: (cid: string) => ctx.registry.get(cid),
+        ids: () => ctx.registry.list().map((c) => c.id),
+      },
+      llm: ctx.llm.get,
+      settings: config.sessions,
+      send,
+      log: sessionLog,
+      logContent: config.log.content,
+      metrics: metrics.sessions,
+      ...({ onChange } as object),
+      ...(ctx.voice ? { voice: ctx.voice } : {}),
+    };
   }
 
   function checkAccess(
@@ -524,16 +464,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
         session?.close();
-        const t = trackers.get(ws);
-        if (t) {
-          trackers.delete(ws);
-          flushResume(t);
-        }
+        opener.closing(ws);
         closeSocket(ws, code, reason);
       }
     },
     async resumeFlushed() {
-      await Promise.all([...flushes]);
+      await opener.flushed();
     },
   };
 }
@@ -546,15 +482,6 @@ function refuseUpgrade(socket: Duplex, status: string, text: string): void {
   socket.end(
     `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${text}\n`,
   );
-}
-
-/** `session.created` with the session's resume token in `session.troupe.resume_token`. */
-function withResumeToken(
-  event: Extract<ServerEvent, { session: unknown }>,
-  token: string,
-): ServerEvent {
-  const troupe = { ...event.session.troupe, resume_token: token };
-  return { ...event, session: { ...event.session, troupe } };
 }
 
 function closeSocket(ws: WebSocket, code: number, reason: string): void {
