@@ -68,7 +68,7 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
       for (const i of instances) await i.stop();
       await redis?.close();
       await sim?.close();
-    });
+    }, 60_000);
 
     it('proxies /health and conversations to both instances', async () => {
       const health = await request(`${nginx.url}/health`);

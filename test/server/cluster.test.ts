@@ -31,7 +31,7 @@ describe('npm start with WORKERS=2', () => {
     for (const c of clients) await c.close();
     await instance?.stop();
     await sim?.close();
-  });
+  }, 60_000);
 
   it('runs two workers that share the port, each reported by /health', async () => {
     const states = await workers(instance.url);
@@ -53,7 +53,7 @@ describe('npm start with WORKERS=2', () => {
     const metrics = await scrape(instance.url);
     expect(metricValue(metrics, 'troupe_sessions_active')).toBe(4);
     expect(metricValue(metrics, 'troupe_sessions_total', { character: 'plain' })).toBe(4);
-  });
+  }, 30_000);
 
   it('serves a turn on every worker', async () => {
     for (const c of clients) say(c, 'Hello there!');
@@ -61,7 +61,7 @@ describe('npm start with WORKERS=2', () => {
       const done = await c.next('response.done', undefined, 15_000);
       expect(done.response).toMatchObject({ status: 'completed' });
     }
-  });
+  }, 30_000);
 
   it('replaces a worker that dies, and its clients see their socket close', async () => {
     const before = await workers(instance.url);
@@ -69,7 +69,11 @@ describe('npm start with WORKERS=2', () => {
     const readyLines = () => instance.logs().filter((l) => l.msg === 'worker ready').length;
     const readyBefore = readyLines();
     process.kill(victim.pid, 'SIGKILL');
-    const closes = await Promise.race(clients.map((c) => c.closed.then((x) => ({ c, ...x }))));
+    const closes = await within(
+      Promise.race(clients.map((c) => c.closed.then((x) => ({ c, ...x })))),
+      'the close of a client of the killed worker',
+      20_000,
+    );
     expect(closes.code).toBe(1006);
     await instance.proc.waitFor(
       new RegExp(`("msg":"worker ready"[^\\n]*\\n[^]*){${readyBefore + 1}}`),
@@ -80,7 +84,7 @@ describe('npm start with WORKERS=2', () => {
     expect(after).toHaveLength(2);
     expect(after.map((w) => w.pid)).not.toContain(victim.pid);
     expect(after.map((w) => w.status)).toEqual(['ok', 'ok']);
-  });
+  }, 60_000);
 
   it('drains every worker on SIGTERM: clients get 1001 and the primary exits 0', async () => {
     const c = await connect(`${instance.wsUrl}?character=plain`);
