@@ -58,7 +58,10 @@ export interface ResumeLog {
 /** Close codes after which a session resumes (when asked to). */
 const RESUMABLE_CLOSES = new Set(['closed:1001', 'closed:1006', 'closed:1011', 'closed:1012']);
 /** Reconnections one session may make in a run. */
-const MAX_RESUMES = 5;
+const MAX_RESUMES = 8;
+/** A reconnection refused before its session opened is tried again after this, doubling. */
+const RESUME_RETRY_MS = 100;
+const RESUME_RETRY_MAX_MS = 2_000;
 
 /** What a session needs from its pool. */
 export interface ClientContext extends Readonly<SessionSettings> {
@@ -124,7 +127,8 @@ export async function runSession(ctx: ClientContext, index: number): Promise<voi
       return;
     } catch (err) {
       const kind = err instanceof SessionError ? err.kind : 'client';
-      const token = client.token;
+      // Refused before its session opened (it reached a draining server): the token it had.
+      const token = client.token ?? resume?.token;
       if (
         ctx.resume !== undefined &&
         RESUMABLE_CLOSES.has(kind) &&
@@ -133,7 +137,14 @@ export async function runSession(ctx: ClientContext, index: number): Promise<voi
         !ctx.stopping &&
         !ctx.signal.aborted
       ) {
-        resume = { token, turn: client.turn, at: epochNow() };
+        client.handOver();
+        if (client.token !== undefined) {
+          resume = { token: client.token, turn: client.turn, at: epochNow() };
+        } else {
+          // Refused before its session opened: again with the same token, after a pause.
+          const pause = Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** attempt);
+          await sleep(pause, undefined, { signal: ctx.signal }).catch(() => undefined);
+        }
         continue;
       }
       // Closed by the server with no way back: the conversation is lost.
@@ -178,6 +189,8 @@ class SessionClient {
     this.#ctx = ctx;
     this.#resume = resume;
     this.#resumeAt = resume?.at;
+    // It carries on the session its predecessor opened (and counts its close).
+    this.#opened = resume !== undefined;
   }
 
   async run(index: number, firstTurn = 0): Promise<void> {
@@ -188,7 +201,8 @@ class SessionClient {
     lost.catch(() => undefined);
     const created = await Promise.race([this.#connect(), lost]);
     this.#opened = true;
-    ctx.opened();
+    // A resumed session is the same user: counted once, when it first opened.
+    if (this.#resume === undefined) ctx.opened();
     const spoken = ctx.speech !== undefined;
     if (spoken) {
       this.#send({
@@ -221,6 +235,11 @@ class SessionClient {
         },
       );
     }
+  }
+
+  /** The session goes on in a resumed client: this one leaves without counting a close. */
+  handOver(): void {
+    this.#opened = false;
   }
 
   close(): void {
@@ -403,6 +422,11 @@ class SessionClient {
         }
         break;
       case 'error':
+        if (e.error?.code === 'server_shutting_down' && this.#ctx.resume !== undefined) {
+          // The server drains: go on elsewhere now rather than wait to be closed.
+          this.#lost?.(new SessionError('closed:1001'));
+          return;
+        }
         this.#ctx.rec.error(`error:${e.error?.code ?? e.error?.type ?? 'unknown'}`);
         if (e.error?.code === 'resume_failed' && this.#ctx.resume !== undefined) {
           // A fresh session: the conversation was lost.

@@ -150,6 +150,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (url.pathname !== '/v1/realtime') {
       return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
     }
+    if (!accepting && req.headers['x-forwarded-for'] !== undefined) {
+      // Through a load balancer: a 503 before the handshake lets it try
+      // another instance at once (nginx: proxy_next_upstream http_503).
+      metrics.server.rejected.inc({ reason: 'shutting_down' });
+      return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
+    }
     wss.handleUpgrade(req, socket, head, (ws) => {
       void connect(ws, req, url).catch((err: unknown) => {
         log.error({ err }, 'connection setup failed');
