@@ -367,7 +367,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       log: sessionLog,
       logContent: config.log.content,
       metrics: metrics.sessions,
-      ...({ onChange } as object),
+      onChange,
       ...(ctx.voice ? { voice: ctx.voice } : {}),
     };
   }

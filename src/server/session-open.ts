@@ -16,6 +16,9 @@ import type { OverloadVerdict } from './overload.js';
 import type { ResumeTracker, Resumer } from './resume.js';
 import { restoreFromSnapshot, sessionStateSource, type RestoreInput } from './session-state.js';
 
+/** How long a closing session's last write waits for its cut reply to be recorded. */
+const CLOSE_IDLE_WAIT_MS = 2_000;
+
 /** Options of {@link createSessionOpener}. */
 export interface SessionOpenerOptions {
   /** Absent: `?resume=` gets `resume_failed` and sessions get no token. */
@@ -61,14 +64,22 @@ export interface SessionOpener {
  */
 export function createSessionOpener(options: SessionOpenerOptions): SessionOpener {
   const { resume, metrics, log } = options;
-  const trackers = new Map<WebSocket, ResumeTracker>();
+  const trackers = new Map<WebSocket, { tracker: ResumeTracker; session: Session }>();
   const flushes = new Set<Promise<void>>();
 
-  const flush = (t: ResumeTracker): void => {
-    const done = t.flush().finally(() => {
-      t.stop();
-      flushes.delete(done);
-    });
+  /** The last write, once a reply the close cut has recorded what it had said. */
+  const flush = ({ tracker, session }: { tracker: ResumeTracker; session: Session }): void => {
+    let timer: NodeJS.Timeout | undefined;
+    const settled = Promise.race([
+      session.idle(),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_IDLE_WAIT_MS))),
+    ]).finally(() => clearTimeout(timer));
+    const done = settled
+      .then(() => tracker.flush())
+      .finally(() => {
+        tracker.stop();
+        flushes.delete(done);
+      });
     flushes.add(done);
   };
 
@@ -115,21 +126,22 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       return { session, ...(resumed ? { resumeError: resumed } : {}) };
     },
     track(ws, session, id, auth, sessionLog) {
-      const source = resume ? sessionStateSource(session) : undefined;
-      if (!resume || !source) return undefined;
-      const t = resume.track(id, source, auth, sessionLog);
-      trackers.set(ws, t);
+      if (!resume) return undefined;
+      const tracker = resume.track(id, sessionStateSource(session), auth, sessionLog);
+      const entry = { tracker, session };
+      trackers.set(ws, entry);
       ws.once('close', () => {
+        if (trackers.get(ws) !== entry) return;
         trackers.delete(ws);
-        flush(t);
+        flush(entry);
       });
-      return t;
+      return tracker;
     },
     closing(ws) {
-      const t = trackers.get(ws);
-      if (!t) return;
+      const entry = trackers.get(ws);
+      if (!entry) return;
       trackers.delete(ws);
-      flush(t);
+      flush(entry);
     },
     async flushed() {
       await Promise.all([...flushes]);

@@ -1,28 +1,28 @@
 /**
- * The session as data, for the resume store: how a running session is
- * snapshotted and how a snapshot becomes a session again.
+ * The session as data, for the resume store: a running session's snapshot
+ * source, and a snapshot made a session again (`session.snapshot()` and
+ * `restoreSession` of the session module).
  */
-import { createSession, type Session, type SessionOptions } from '../session/session.js';
+import {
+  restoreSession,
+  type RestoreOptions,
+  type Session,
+  type SessionState,
+} from '../session/session.js';
 import type { SessionStateSource } from './resume.js';
 
 /** What restoring needs: a session's options, less what the snapshot holds. */
-export type RestoreInput = Omit<SessionOptions, 'id' | 'character' | 'variant' | 'metadata'>;
+export type RestoreInput = RestoreOptions;
 
-type Snapshotting = Session & { snapshot?: () => unknown };
-type RestoreFn = (state: unknown, options: RestoreInput) => Promise<Session>;
-
-/** The session's state source; undefined when sessions cannot be snapshotted. */
-export function sessionStateSource(session: Session): SessionStateSource | undefined {
-  const s = session as Snapshotting;
-  if (typeof s.snapshot !== 'function') return undefined;
-  return { snapshot: () => s.snapshot!() };
+/** The session's state source for the resume store. */
+export function sessionStateSource(session: Session): SessionStateSource {
+  return { snapshot: () => session.snapshot() };
 }
 
-/** A session rebuilt from its snapshot (not started); throws when it cannot be. */
-export async function restoreFromSnapshot(state: unknown, options: RestoreInput): Promise<Session> {
-  const mod = (await import('../session/session.js')) as { restoreSession?: RestoreFn };
-  if (mod.restoreSession === undefined || typeof createSession !== 'function') {
-    throw new Error('This server cannot restore sessions.');
-  }
-  return mod.restoreSession(state, options);
+/**
+ * A session rebuilt from its stored snapshot (not started: `start()`
+ * announces it and its items); throws a SnapshotError when it cannot be.
+ */
+export function restoreFromSnapshot(state: unknown, options: RestoreInput): Promise<Session> {
+  return restoreSession(state as SessionState, options);
 }

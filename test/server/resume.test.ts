@@ -166,3 +166,91 @@ describe('the resume handshake', () => {
     await c.close();
   });
 });
+
+describe('resuming a conversation', () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  function tokenOf(created: Record<string, unknown>): string {
+    return (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+  }
+
+  it('gives the conversation back under the same id, announces its items, and spends the token', async () => {
+    t = await startTestServer();
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const created = await first.next('session.created');
+    const token = tokenOf(created);
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    first.send({
+      type: 'session.update',
+      session: { type: 'realtime', instructions: 'Answer in one short line.' },
+    });
+    await first.next('session.updated');
+    say(first, 'My name is Ada.');
+    expect((await first.next('response.done')).response).toMatchObject({ status: 'completed' });
+    await first.close();
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    const resumed = await again.next('session.created');
+    expect((resumed.session as { id: string }).id).toBe((created.session as { id: string }).id);
+    expect((resumed.session as { instructions: string }).instructions).toBe(
+      'Answer in one short line.',
+    );
+    const next = tokenOf(resumed);
+    expect(next).not.toBe(token);
+    // Every item again (the greeting's too), the user's line among them.
+    await again.next('conversation.item.added', (e) =>
+      JSON.stringify(e.item).includes('My name is Ada.'),
+    );
+    say(again, 'What is my name?');
+    expect((await again.next('response.done')).response).toMatchObject({ status: 'completed' });
+    const history = JSON.stringify(t.simulator.requests.at(-1)?.body);
+    expect(history).toContain('My name is Ada.');
+    expect(history).toContain('What is my name?');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+
+    const replay = await connect(`${t.wsUrl}?resume=${token}`);
+    await replay.next('session.created');
+    expect((await replay.next('error')).error).toMatchObject({ code: 'resume_failed' });
+    await replay.close();
+    await again.close();
+  });
+
+  it('keeps what was said of a reply cut by the dropped connection', async () => {
+    t = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const token = tokenOf(await first.next('session.created'));
+    say(first, 'Hello there!');
+    const delta = await first.next('response.output_text.delta');
+    await first.close();
+    await t.waitForLog('session closed');
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    const { item_id: itemId, delta: said } = delta as unknown as { item_id: string; delta: string };
+    // The cut reply is there, under its id, with what had been sent of it.
+    const reply = await again.next(
+      'conversation.item.added',
+      (e) => (e.item as { id?: string }).id === itemId,
+    );
+    expect(reply.item).toMatchObject({ role: 'assistant' });
+    expect(JSON.stringify(reply.item)).toContain(said.trim());
+    await again.close();
+  });
+
+  it('only resumes for the auth token the session was opened with', async () => {
+    t = await startTestServer({ env: { AUTH_TOKEN: 'first-secret' } });
+    const c = await connect(`${t.wsUrl}?character=plain&token=first-secret`);
+    const token = tokenOf(await c.next('session.created'));
+    await c.close();
+    await t.waitForLog('session closed');
+    // Same server, same secret: a forged binding would need the hash of another one.
+    const again = await connect(`${t.wsUrl}?resume=${token}&token=first-secret`);
+    await again.next('session.created');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    await again.close();
+  });
+});
