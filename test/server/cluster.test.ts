@@ -21,6 +21,7 @@ describe('npm start with WORKERS=2', () => {
   let sim: Simulator;
   let instance: Instance;
   const clients: TestClient[] = [];
+  const tokens = new Map<TestClient, { id: string; token: string }>();
 
   beforeAll(async () => {
     sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
@@ -44,7 +45,9 @@ describe('npm start with WORKERS=2', () => {
     for (let i = 0; i < 4; i++) {
       const c = await connect(`${instance.wsUrl}?character=plain`);
       clients.push(c);
-      await c.next('session.created');
+      const created = await c.next('session.created');
+      const session = created.session as { id: string; troupe: { resume_token: string } };
+      tokens.set(c, { id: session.id, token: session.troupe.resume_token });
     }
     const states = await workers(instance.url);
     // Round-robin: each worker took some of them.
@@ -63,7 +66,7 @@ describe('npm start with WORKERS=2', () => {
     }
   }, 30_000);
 
-  it('replaces a worker that dies, and its clients see their socket close', async () => {
+  it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
     const before = await workers(instance.url);
     const victim = before[0]!;
     const readyLines = () => instance.logs().filter((l) => l.msg === 'worker ready').length;
@@ -84,6 +87,21 @@ describe('npm start with WORKERS=2', () => {
     expect(after).toHaveLength(2);
     expect(after.map((w) => w.pid)).not.toContain(victim.pid);
     expect(after.map((w) => w.status)).toEqual(['ok', 'ok']);
+
+    // Its clients resume on the workers left, through the primary's store.
+    const dropped = clients.filter((c) => c.ws.readyState !== c.ws.OPEN);
+    expect(dropped.length).toBeGreaterThan(0);
+    for (const c of dropped) {
+      const { id, token } = tokens.get(c)!;
+      const again = await connect(`${instance.wsUrl}?resume=${token}`);
+      const created = await again.next('session.created', undefined, 15_000);
+      expect((created.session as { id: string }).id).toBe(id);
+      await again.next('conversation.item.added', (e) =>
+        JSON.stringify(e.item).includes('Hello there!'),
+      );
+      expect(again.events.map((e) => e.type)).not.toContain('error');
+      clients[clients.indexOf(c)] = again;
+    }
   }, 60_000);
 
   it('drains every worker on SIGTERM: clients get 1001 and the primary exits 0', async () => {
