@@ -112,7 +112,7 @@ export interface VoiceConfig {
 
 /** Running on many cores and machines: workers, the resume store, overload refusal. */
 export interface ScaleConfig {
-  /** Worker processes of `npm start`: `auto` = one per core; 1 = one process. @defaultValue auto */
+  /** Worker processes of `npm start`: `auto` = one per core; 1 = one process. @defaultValue 1 */
   workers: number | 'auto';
   /** Keep resume state in this Redis (`redis://…`, `rediss://…`); unset = in memory, one process. */
   redisUrl?: string;
