@@ -19,7 +19,8 @@ import { USAGE, UsageError, parseLoadtestArgs, type LoadtestOptions } from './li
 import { findCapacity, runPhase, type PhaseSpec } from './lib/phase.js';
 import type { PoolOptions } from './lib/pool.js';
 import { CONVERSATION, DEFAULT_CHARACTER, LOADTEST_SCRIPT } from './lib/scenarios.js';
-import { runSession, type Utterance } from './lib/session-client.js';
+import { startScaleOut, summarizeResumes, type ScaleOutTarget } from './lib/scale-out.js';
+import { runSession, type ResumeLog, type Utterance } from './lib/session-client.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
 import { reportMachine } from './report/machine.js';
@@ -50,9 +51,16 @@ async function main(argv: readonly string[]): Promise<void> {
     report = await run(options, started);
   } finally {
     await started.server?.close();
+    await started.scaleOut?.close();
     await started.sim?.close();
   }
   printReport(report);
+  if (report.resume !== undefined) {
+    const r = report.resume;
+    console.log(
+      `\nresume: ${r.resumed} conversations resumed, ${r.failed} lost; reconnect → first delta p50 ${r.p50Ms ?? '–'} ms, p95 ${r.p95Ms ?? '–'} ms, max ${r.maxMs ?? '–'} ms`,
+    );
+  }
   await mkdir(options.outDir, { recursive: true });
   const base = path.join(options.outDir, options.name);
   await writeFile(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
@@ -64,6 +72,8 @@ interface Target {
   url: string;
   sim?: Child;
   server?: Child;
+  /** `--instances`/`--workers`: the servers, Redis and nginx. */
+  scaleOut?: ScaleOutTarget;
 }
 
 /** With `--sim`: the simulator and a server, each in its own process. */
@@ -79,18 +89,27 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
     stamp: !voice,
   });
   const most = Math.max(options.sessions, options.capacity?.maxSessions ?? 0);
+  const env = {
+    PORT: '0',
+    LLM_BASE_URL: sim.url,
+    CHARACTERS_DIR: 'characters',
+    CHARACTERS_WATCH: 'false',
+    LOG_LEVEL: 'warn',
+    MAX_SESSIONS: String(most * 2 + 10),
+    STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
+    TTS_PROVIDER: voice ? 'espeak' : 'none',
+  };
   try {
+    if (options.instances > 1 || options.workers > 1) {
+      const scaleOut = await startScaleOut({
+        instances: options.instances,
+        workers: options.workers,
+        env,
+      });
+      return { url: scaleOut.url, sim, scaleOut };
+    }
     const server = await startServerChild({
-      env: {
-        PORT: '0',
-        LLM_BASE_URL: sim.url,
-        CHARACTERS_DIR: 'characters',
-        CHARACTERS_WATCH: 'false',
-        LOG_LEVEL: 'warn',
-        MAX_SESSIONS: String(most * 2 + 10),
-        STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
-        TTS_PROVIDER: voice ? 'espeak' : 'none',
-      },
+      env,
       ...(options.cpuProfDir === null ? {} : { cpuProfDir: path.resolve(options.cpuProfDir) }),
     });
     return { url: server.url, sim, server };
@@ -102,6 +121,11 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
 
 async function run(options: LoadtestOptions, target: Target): Promise<LoadtestReport> {
   const speech = options.scenario === 'voice' ? await utterances() : undefined;
+  const resume: ResumeLog | undefined = options.resume ? { times: [], failed: 0 } : undefined;
+  // Halfway through the (first) phase.
+  const kill = options.killOne
+    ? setTimeout(() => void target.scaleOut?.killOne(), options.durationMs / 2)
+    : undefined;
   const pool = (character: string | null, direct = false): PoolOptions => ({
     url: direct ? simUrl(target) : target.url,
     character,
@@ -110,6 +134,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     checkText: options.sim,
     ...(speech === undefined ? {} : { speech }),
     silenceMs: options.silenceMs,
+    ...(resume === undefined || direct ? {} : { resume }),
   });
   const spec = (
     name: string,
@@ -142,6 +167,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     phases.push(await runPhase(spec(options.scenario, options.scenario, character)));
     if (options.compare === 'direct') phases.push(await runPhase(spec('direct', 'direct', null)));
   }
+  clearTimeout(kill);
   const comparisons = compare(phases, options.compare);
   const report: LoadtestReport = {
     kind: 'troupe-loadtest',
@@ -157,6 +183,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     comparisons,
     targets: checkTargets(phases, comparisons, capacity),
     ...(capacity === undefined ? {} : { capacity }),
+    ...(resume === undefined ? {} : { resume: summarizeResumes(resume) }),
   };
   const bench = await latestEngineBench();
   if (bench !== undefined) report.engineBench = bench;

@@ -13,6 +13,15 @@ Target (one of):
   --url URL              a running server's WebSocket URL (ws://host:port/v1/realtime)
   --sim                  start the LLM simulator and a server here (own processes)
 
+Scale-out (--sim):
+  --instances N          start N servers (own processes, own ports) behind nginx, sharing a
+                         redis-server (both Debian packages; default 1: one server, no nginx)
+  --workers N            WORKERS of each server (default 1; above 1 the servers run npm start)
+  --kill-one             stop one instance with SIGTERM halfway through the run (needs --instances 2
+                         or more); its sessions resume on the others and the report gives resume times
+  --resume               (with --url too) a session closed by the server reconnects with its resume
+                         token and carries on; the report gives resume times
+
 What to run:
   --scenario NAME        ${SCENARIOS.join(' | ')} (default text)
   --character ID         character to talk to (default: plain for text, weather for tools and voice)
@@ -70,6 +79,14 @@ export interface LoadtestOptions {
     limitMs: number;
   } | null;
   simLatency: { ttftMs: number; tokensPerSec: number; jitterMs: number; profile: ProfileName };
+  /** Servers to start (--sim). */
+  instances: number;
+  /** WORKERS of each server (--sim). */
+  workers: number;
+  /** Stop one instance halfway through. */
+  killOne: boolean;
+  /** Sessions closed by the server reconnect with their resume token. */
+  resume: boolean;
   cpuProfDir: string | null;
   outDir: string;
   name: string;
@@ -143,6 +160,10 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
         'sim-jitter': { type: 'string' },
         'sim-profile': { type: 'string' },
         'cpu-prof': { type: 'string' },
+        instances: { type: 'string' },
+        workers: { type: 'string' },
+        'kill-one': { type: 'boolean' },
+        resume: { type: 'boolean' },
         out: { type: 'string' },
         name: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -225,11 +246,30 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
       profile,
     },
     cpuProfDir: values['cpu-prof'] ?? null,
+    instances: count('instances', 1, 1),
+    workers: count('workers', 1, 1),
+    killOne: values['kill-one'] === true,
+    resume: values['kill-one'] === true || values.resume === true,
     outDir: values.out ?? 'loadtest/reports',
     name,
   };
   if (options.cpuProfDir !== null && !sim) {
     throw new UsageError('--cpu-prof profiles the server the load test starts: use it with --sim.');
+  }
+  if (!sim && (options.instances > 1 || options.workers > 1 || options.killOne)) {
+    throw new UsageError(
+      '--instances, --workers and --kill-one start servers: use them with --sim (with --url, put nginx in front yourself).',
+    );
+  }
+  if (options.killOne && options.instances < 2) {
+    throw new UsageError(
+      '--kill-one needs --instances 2 or more: the sessions move to the others.',
+    );
+  }
+  if (options.cpuProfDir !== null && (options.instances > 1 || options.workers > 1)) {
+    throw new UsageError(
+      '--cpu-prof profiles one server process: not with --instances or --workers.',
+    );
   }
   if (options.durationMs < options.rampMs) {
     throw new UsageError(

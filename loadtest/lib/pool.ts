@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Recorder } from './recorder.js';
-import type { ClientContext, SessionSettings, Utterance } from './session-client.js';
+import type { ClientContext, ResumeLog, SessionSettings, Utterance } from './session-client.js';
 
 /** Runs one simulated user until the pool stops; never throws. */
 export type SessionRunner = (ctx: ClientContext, index: number) => Promise<void>;
@@ -24,6 +24,7 @@ export class Pool implements ClientContext {
   declare readonly checkText: boolean;
   declare readonly speech: readonly Utterance[] | undefined;
   declare readonly silenceMs: number;
+  declare readonly resume: ResumeLog | undefined;
   /** Sessions started, opened, open now, and the most open at once. */
   started = 0;
   reached = 0;

@@ -39,7 +39,29 @@ export interface SessionSettings {
   speech?: readonly Utterance[];
   /** Spoken sessions: the server VAD's silence window. */
   silenceMs: number;
+  /**
+   * Sessions the server closes (1001 draining, 1006 gone, 1011, 1012)
+   * reconnect with their resume token and carry on, recording here how long
+   * each took (reconnect → first delta of the next reply) and how many failed.
+   */
+  resume?: ResumeLog;
 }
+
+/** What resumes took, over a run. */
+export interface ResumeLog {
+  /** Reconnect → first text delta of the next reply, ms. */
+  times: number[];
+  /** Reconnections that got a fresh session instead (`resume_failed`) or none at all. */
+  failed: number;
+}
+
+/** Close codes after which a session resumes (when asked to). */
+const RESUMABLE_CLOSES = new Set(['closed:1001', 'closed:1006', 'closed:1011', 'closed:1012']);
+/** Reconnections one session may make in a run. */
+const MAX_RESUMES = 8;
+/** A reconnection refused before its session opened is tried again after this, doubling. */
+const RESUME_RETRY_MS = 100;
+const RESUME_RETRY_MAX_MS = 2_000;
 
 /** What a session needs from its pool. */
 export interface ClientContext extends Readonly<SessionSettings> {
@@ -87,7 +109,7 @@ interface ServerEventLite {
   item?: { type?: string };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
-  session?: { troupe?: { character?: { greeting?: string | null } } };
+  session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
 }
 
 /**
@@ -97,13 +119,43 @@ interface ServerEventLite {
  * @example await runSession(ctx, 3);
  */
 export async function runSession(ctx: ClientContext, index: number): Promise<void> {
-  const client = new SessionClient(ctx);
-  try {
-    await client.run(index);
-  } catch (err) {
-    ctx.rec.error(err instanceof SessionError ? err.kind : 'client');
-  } finally {
-    client.close();
+  let resume: { token: string; turn: number; at: number } | undefined;
+  for (let attempt = 0; ; attempt++) {
+    const client = new SessionClient(ctx, resume);
+    try {
+      await client.run(index, resume?.turn ?? 0);
+      return;
+    } catch (err) {
+      const kind = err instanceof SessionError ? err.kind : 'client';
+      // Refused before its session opened (it reached a draining server): the token it had.
+      const token = client.token ?? resume?.token;
+      if (
+        ctx.resume !== undefined &&
+        RESUMABLE_CLOSES.has(kind) &&
+        token !== undefined &&
+        attempt < MAX_RESUMES &&
+        !ctx.stopping &&
+        !ctx.signal.aborted
+      ) {
+        client.handOver();
+        if (client.token !== undefined) {
+          resume = { token: client.token, turn: client.turn, at: epochNow() };
+        } else {
+          // Refused before its session opened: again with the same token, after a pause.
+          const pause = Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** attempt);
+          await sleep(pause, undefined, { signal: ctx.signal }).catch(() => undefined);
+        }
+        continue;
+      }
+      // Closed by the server with no way back: the conversation is lost.
+      if (ctx.resume !== undefined && RESUMABLE_CLOSES.has(kind) && !ctx.stopping) {
+        ctx.resume.failed++;
+      }
+      ctx.rec.error(kind);
+      return;
+    } finally {
+      client.close();
+    }
   }
 }
 
@@ -125,12 +177,23 @@ class SessionClient {
   #lost: ((err: SessionError) => void) | undefined;
   /** Spoken sessions: the line being spoken and how far, in samples. */
   #speaking: { pcm: Int16Array; at: number } | undefined;
+  /** A reconnection: the token it resumes, and when it began (until the first delta). */
+  readonly #resume: { token: string; at: number } | undefined;
+  #resumeAt: number | undefined;
+  /** The session's resume token (from `session.created`). */
+  token: string | undefined;
+  /** The turn the conversation is at. */
+  turn = 0;
 
-  constructor(ctx: ClientContext) {
+  constructor(ctx: ClientContext, resume?: { token: string; at: number }) {
     this.#ctx = ctx;
+    this.#resume = resume;
+    this.#resumeAt = resume?.at;
+    // It carries on the session its predecessor opened (and counts its close).
+    this.#opened = resume !== undefined;
   }
 
-  async run(index: number): Promise<void> {
+  async run(index: number, firstTurn = 0): Promise<void> {
     const ctx = this.#ctx;
     const lost = new Promise<never>((_, reject) => {
       this.#lost = reject;
@@ -138,7 +201,8 @@ class SessionClient {
     lost.catch(() => undefined);
     const created = await Promise.race([this.#connect(), lost]);
     this.#opened = true;
-    ctx.opened();
+    // A resumed session is the same user: counted once, when it first opened.
+    if (this.#resume === undefined) ctx.opened();
     const spoken = ctx.speech !== undefined;
     if (spoken) {
       this.#send({
@@ -152,14 +216,16 @@ class SessionClient {
           },
         },
       });
-      const greeting = created.session?.troupe?.character?.greeting;
+      // A resumed session does not greet again.
+      const greeting = this.#resume ? null : created.session?.troupe?.character?.greeting;
       const greeted = greeting ? this.#await('response.done') : undefined;
       await Promise.race([this.#await('session.updated'), lost]);
       void this.#microphone();
       // The greeting is spoken first; the user talks after it.
       if (greeted !== undefined) await Promise.race([greeted, lost]);
     }
-    for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
+    for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
+      this.turn = t;
       const line = (index + t) % CONVERSATION.length;
       await Promise.race([this.#playTurn(line), lost]);
       if (ctx.stopping) break;
@@ -169,6 +235,11 @@ class SessionClient {
         },
       );
     }
+  }
+
+  /** The session goes on in a resumed client: this one leaves without counting a close. */
+  handOver(): void {
+    this.#opened = false;
   }
 
   close(): void {
@@ -184,6 +255,7 @@ class SessionClient {
     const ctx = this.#ctx;
     const url = new URL(ctx.url);
     if (ctx.character !== null) url.searchParams.set('character', ctx.character);
+    if (this.#resume) url.searchParams.set('resume', this.#resume.token);
     const ws = new WebSocket(url, { perMessageDeflate: false });
     this.#ws = ws;
     ws.on('message', (data) => this.#onMessage(data.toString()));
@@ -199,6 +271,7 @@ class SessionClient {
       });
       this.#waiting.set('session.created', (e) => {
         clearTimeout(timer);
+        this.token = e.session?.troupe?.resume_token;
         resolve(e);
       });
     });
@@ -349,7 +422,17 @@ class SessionClient {
         }
         break;
       case 'error':
+        if (e.error?.code === 'server_shutting_down' && this.#ctx.resume !== undefined) {
+          // The server drains: go on elsewhere now rather than wait to be closed.
+          this.#lost?.(new SessionError('closed:1001'));
+          return;
+        }
         this.#ctx.rec.error(`error:${e.error?.code ?? e.error?.type ?? 'unknown'}`);
+        if (e.error?.code === 'resume_failed' && this.#ctx.resume !== undefined) {
+          // A fresh session: the conversation was lost.
+          this.#ctx.resume.failed++;
+          this.#resumeAt = undefined;
+        }
         return;
       default:
         break;
@@ -364,6 +447,10 @@ class SessionClient {
   #text(turn: Turn, delta: string, now: number): void {
     const rec = this.#ctx.rec;
     rec.deltas++;
+    if (this.#resumeAt !== undefined) {
+      this.#ctx.resume?.times.push(now - this.#resumeAt);
+      this.#resumeAt = undefined;
+    }
     if (turn.firstTextAt === null) turn.firstTextAt = now;
     if (!delta.includes('⟦')) {
       turn.text += delta;

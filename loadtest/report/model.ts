@@ -155,4 +155,14 @@ export interface LoadtestReport {
   targets: TargetCheck[];
   capacity?: CapacityResult;
   engineBench?: EngineBenchSection;
+  /** With `--resume`/`--kill-one`: sessions the server closed that reconnected with their token. */
+  resume?: {
+    resumed: number;
+    /** Reconnections that got a fresh session (or none): conversations lost. */
+    failed: number;
+    /** Reconnect → first text delta of the next reply. */
+    p50Ms: number | null;
+    p95Ms: number | null;
+    maxMs: number | null;
+  };
 }

@@ -6,6 +6,8 @@
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../config/index.js';
 import { TroupeError } from '../errors.js';
+import { createMetrics } from '../metrics/index.js';
+import { isWorker, linkWorker, resolveWorkers, runPrimary } from '../server/cluster.js';
 import { createLogger, startServer, type TroupeServer } from '../server/index.js';
 
 /** Options of {@link serve}. */
@@ -14,6 +16,38 @@ export interface ServeOptions {
   argv?: readonly string[];
   /** Human log lines (a terminal) instead of JSON. @defaultValue false */
   prettyLogs?: boolean;
+}
+
+/**
+ * `npm start`: with `WORKERS` above 1 (the default `auto` on a multi-core
+ * machine) this process becomes the primary of that many workers, each of
+ * which runs {@link serve}; otherwise it is the server itself.
+ *
+ * @example
+ * await start({ env: process.env, argv: process.argv.slice(2) });
+ */
+export async function start(options: ServeOptions = {}): Promise<TroupeServer | undefined> {
+  if (isWorker) {
+    await serve(options);
+    return undefined;
+  }
+  let config: Config;
+  try {
+    config = loadConfig(options.env ?? process.env, options.argv ?? []);
+  } catch (err) {
+    return exitWith(err);
+  }
+  const workers = resolveWorkers(config.scale.workers);
+  if (workers <= 1) return serve(options);
+  const log = createLogger(config.log).child({ part: 'primary' });
+  guardProcess(log);
+  runPrimary({
+    workers,
+    redis: config.scale.redisUrl !== undefined,
+    graceMs: config.server.shutdownGraceMs,
+    log,
+  });
+  return undefined;
 }
 
 /**
@@ -30,15 +64,20 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   } catch (err) {
     return exitWith(err);
   }
-  const log = createLogger(config.log, undefined, {
+  const root = createLogger(config.log, undefined, {
     pretty: options.prettyLogs ? { color: process.stdout.isTTY === true } : false,
   });
+  const log = isWorker ? root.child({ worker: process.pid }) : root;
   guardProcess(log);
+  const metrics = createMetrics();
+  const link = isWorker ? linkWorker(metrics.registry) : undefined;
   // Signals are wired before the server listens: one that arrives while it
   // starts stops it as soon as it is up.
   let server: TroupeServer | undefined;
   let stopping = false;
   const stop = (signal: string) => {
+    // The primary's request after a signal this worker also got (Ctrl+C reaches the whole group).
+    if (stopping && signal === 'primary') return;
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
@@ -50,9 +89,27 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   try {
-    server = await startServer({ config, logger: log });
+    server = await startServer({
+      config,
+      logger: log,
+      metrics,
+      ...(link
+        ? {
+            cluster: link.view,
+            ...(config.scale.redisUrl === undefined ? { resumeStore: link.store } : {}),
+          }
+        : {}),
+    });
   } catch (err) {
     return exitWith(err);
+  }
+  if (link) {
+    const running = server;
+    link.serve(
+      () => ({ sessions: running.sessions, shuttingDown: stopping }),
+      () => stop('primary'),
+    );
+    link.ready(running.url);
   }
   if (stopping) void server.shutdown().then(() => process.exit(0));
   logLlmHealth(server, log);

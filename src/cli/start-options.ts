@@ -44,7 +44,12 @@ export const SERVER_FLAGS: readonly FlagInfo[] = [
   {
     name: 'tts',
     value: 'PROVIDER',
-    help: 'text-to-speech: espeak, openai, kyutai or none (TTS_PROVIDER)',
+    help: 'text-to-speech: flite, espeak, openai, kyutai or none (TTS_PROVIDER)',
+  },
+  {
+    name: 'workers',
+    value: 'N',
+    help: 'server processes: a number, or auto for one per core (WORKERS, default 1)',
   },
 ];
 

@@ -92,3 +92,23 @@ export const DEFAULT_STT_PAUSE_THRESHOLD = 0.6;
 export const DEFAULT_AUDIO_LEAD_MS = 300;
 /** Longest utterance held for STT (manual commit or endless speech); older audio is dropped with a warning. */
 export const DEFAULT_MAX_UTTERANCE_MS = 60_000;
+
+/**
+ * Worker processes of `npm start`: one process unless asked; `WORKERS=auto`
+ * runs one per core (`os.availableParallelism()`).
+ */
+export const DEFAULT_WORKERS: number | 'auto' = 1;
+/** A dropped conversation can be resumed for 15 minutes. */
+export const DEFAULT_RESUME_TTL_S = 900;
+/** Changes that matter are written to the resume store at most this often per session. */
+export const DEFAULT_RESUME_SAVE_DELAY_MS = 50;
+/** How long a connection with `?resume=` waits for the store before starting fresh. */
+export const DEFAULT_RESUME_LOAD_TIMEOUT_MS = 2_000;
+/**
+ * New sessions are refused (1013) while the event loop lags more than this
+ * on average over the last second: far above a healthy server's few ms,
+ * well below the seconds a saturated one takes to answer.
+ */
+export const DEFAULT_OVERLOAD_LAG_MS = 500;
+/** The retry hint given with an overload refusal. */
+export const DEFAULT_OVERLOAD_RETRY_MS = 2_000;

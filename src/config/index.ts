@@ -146,6 +146,26 @@ export interface VoiceConfig {
   maxUtteranceMs: number;
 }
 
+/** Running on many cores and machines: workers, the resume store, overload refusal. */
+export interface ScaleConfig {
+  /** Worker processes of `npm start`: `auto` = one per core; 1 = one process. @defaultValue 1 */
+  workers: number | 'auto';
+  /** Keep resume state in this Redis (`redis://…`, `rediss://…`); unset = in memory, one process. */
+  redisUrl?: string;
+  /** How long a disconnected conversation can be resumed, in seconds. @defaultValue 900 */
+  resumeTtlS: number;
+  /**
+   * New sessions are refused with 1013 while the event loop's lag, averaged
+   * over the last second, is above this; 0 = never. @defaultValue 500
+   */
+  overloadLagMs: number;
+  /**
+   * New sessions are refused with 1013 while the process's CPU use over the
+   * last second is above this fraction of one core; unset = never.
+   */
+  overloadCpu?: number;
+}
+
 /** Troupe's settings. */
 export interface Config {
   characters: CharactersConfig;
@@ -154,6 +174,7 @@ export interface Config {
   sessions: SessionsConfig;
   voice: VoiceConfig;
   log: LogConfig;
+  scale: ScaleConfig;
 }
 
 const flag = z
@@ -278,6 +299,28 @@ const envSchema = z.object({
   STT_PAUSE_THRESHOLD: fraction.optional(),
   AUDIO_LEAD_MS: integer(0, 10_000).optional(),
   MAX_UTTERANCE_MS: integer(1_000, 3_600_000).optional(),
+  WORKERS: z
+    .string()
+    .trim()
+    .regex(/^(auto|[1-9]\d{0,2})$/, { error: 'expected auto or a whole number from 1 to 999' })
+    .optional(),
+  REDIS_URL: z
+    .string()
+    .trim()
+    .refine((v) => /^rediss?:\/\/[^/]/.test(v) && URL.canParse(v), {
+      error: 'expected a redis:// or rediss:// URL such as redis://127.0.0.1:6379',
+    })
+    .optional(),
+  RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
+  OVERLOAD_LAG_MS: integer(0, 60_000).optional(),
+  OVERLOAD_CPU: z
+    .string()
+    .trim()
+    .regex(/^(0(\.\d+)?|[1-9]\d*(\.\d+)?)$/, {
+      error: 'expected a fraction of one core such as 0.95',
+    })
+    .transform(Number)
+    .optional(),
 });
 
 /** CLI flags that override the environment. */
@@ -288,6 +331,7 @@ const FLAGS = {
   'no-watch': { type: 'boolean' },
   port: { type: 'string' },
   host: { type: 'string' },
+  workers: { type: 'string' },
   'llm-base-url': { type: 'string' },
   'llm-model': { type: 'string' },
   'default-character': { type: 'string' },
@@ -300,6 +344,7 @@ const FLAGS = {
 const FLAG_ENV = {
   port: 'PORT',
   host: 'HOST',
+  workers: 'WORKERS',
   'llm-base-url': 'LLM_BASE_URL',
   'llm-model': 'LLM_MODEL',
   'default-character': 'DEFAULT_CHARACTER',
@@ -440,6 +485,20 @@ export function loadConfig(
     log: {
       level: e.LOG_LEVEL ?? D.DEFAULT_LOG_LEVEL,
       content: e.LOG_CONTENT ?? D.DEFAULT_LOG_CONTENT,
+    },
+    scale: {
+      workers:
+        e.WORKERS === undefined
+          ? D.DEFAULT_WORKERS
+          : e.WORKERS === 'auto'
+            ? 'auto'
+            : Number(e.WORKERS),
+      ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+      resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
+      overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
+      ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0
+        ? { overloadCpu: e.OVERLOAD_CPU }
+        : {}),
     },
   };
 }

@@ -58,6 +58,18 @@ export interface ServerMetrics {
   rejected: Counter<'reason'>;
 }
 
+/** Resume and overload metrics. */
+export interface ScaleMetrics {
+  /** Resume store failures, by operation (save, claim, connection). */
+  storeErrors: Counter<'op'>;
+  /** `?resume=` attempts, by outcome (resumed, not_found, invalid_token, auth_mismatch, store_unavailable, restore_failed). */
+  attempts: Counter<'outcome'>;
+  /** One write to the resume store. */
+  saveSeconds: Histogram;
+  /** The event loop's mean lag over the last second, as the overload check sees it. */
+  eventLoopLag: Gauge;
+}
+
 /** Options of {@link createMetrics}. */
 export interface MetricsOptions {
   /** Also export Node's process metrics (CPU, memory, event loop lag). @defaultValue true */
@@ -70,6 +82,7 @@ export interface Metrics {
   readonly characters: CharacterMetrics;
   readonly sessions: SessionMetrics;
   readonly server: ServerMetrics;
+  readonly scale: ScaleMetrics;
 }
 
 /**
@@ -242,10 +255,43 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     rejected: new Counter({
       name: 'troupe_connections_rejected_total',
-      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, unknown_character, shutting_down).',
+      help: 'Connections refused or closed by the server, by reason (auth, origin, full, overloaded, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, unknown_character, shutting_down).',
       labelNames: ['reason'],
       registers,
     }),
   };
-  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server };
+  const scale = createScaleMetrics(registers);
+  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server, scale };
+}
+
+/** Resume and overload metrics. */
+function createScaleMetrics(registers: Registry[]): ScaleMetrics {
+  const scale: ScaleMetrics = {
+    storeErrors: new Counter({
+      name: 'troupe_resume_store_errors_total',
+      help: 'Resume store failures, by operation (save, claim, connection).',
+      labelNames: ['op'],
+      registers,
+    }),
+    attempts: new Counter({
+      name: 'troupe_resume_attempts_total',
+      help: 'Reconnections with ?resume=, by outcome (resumed, not_found, invalid_token, auth_mismatch, store_unavailable, restore_failed).',
+      labelNames: ['outcome'],
+      registers,
+    }),
+    saveSeconds: new Histogram({
+      name: 'troupe_resume_save_seconds',
+      help: 'One write of a conversation to the resume store.',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    }),
+    eventLoopLag: new Gauge({
+      name: 'troupe_server_event_loop_lag_seconds',
+      help: "The event loop's mean lag over the last second, as the overload check sees it (the highest worker's when aggregated).",
+      aggregator: 'max',
+      registers,
+    }),
+  };
+  for (const op of ['save', 'claim', 'connection']) scale.storeErrors.inc({ op }, 0);
+  return scale;
 }

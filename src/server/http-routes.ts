@@ -69,6 +69,13 @@ export interface RouteContext {
    * @defaultValue DEFAULT_HEALTH_CACHE_MS (5000)
    */
   healthCacheMs?: number;
+  /**
+   * More of `/health`: the resume store and the workers. `degraded` makes
+   * the status `degraded` (the server still takes sessions).
+   */
+  healthExtras?: () => Promise<{ degraded: boolean; fields: Record<string, unknown> }>;
+  /** The `/metrics` text, when it is not this registry's alone (every worker's, aggregated). */
+  metricsText?: () => Promise<string>;
 }
 
 /** What `/health` says about a configured speech engine. */
@@ -215,7 +222,7 @@ export function createHttpHandler(ctx: RouteContext) {
         case '/health':
           return json(res, 200, await health(ctx, speechHealth), head, cors);
         case '/metrics': {
-          const body = await ctx.metrics.registry.metrics();
+          const body = await (ctx.metricsText?.() ?? ctx.metrics.registry.metrics());
           res.writeHead(200, { ...cors, 'content-type': ctx.metrics.registry.contentType });
           return void res.end(head ? undefined : body);
         }
@@ -348,14 +355,15 @@ async function health(
   ctx: RouteContext,
   speechHealth: (kind: SpeechKind) => Promise<SpeechHealth | null>,
 ): Promise<object> {
-  const [llm, stt, tts] = await Promise.all([
+  const [llm, stt, tts, extras] = await Promise.all([
     ctx.llm.health(),
     speechHealth('stt'),
     speechHealth('tts'),
+    ctx.healthExtras?.(),
   ]);
   const errors = ctx.registry.errors().length;
   // A speech engine that is configured but down degrades the server; one not configured does not.
-  const healthy = llm.ok && stt?.ok !== false && tts?.ok !== false;
+  const healthy = llm.ok && stt?.ok !== false && tts?.ok !== false && !extras?.degraded;
   return {
     status: ctx.shuttingDown() ? 'shutting_down' : healthy ? 'ok' : 'degraded',
     uptime_s: Math.round((performance.now() - ctx.startedAt) / 1000),
@@ -364,6 +372,7 @@ async function health(
     llm,
     stt,
     tts,
+    ...extras?.fields,
   };
 }
 

@@ -8,13 +8,25 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
-import type { Config } from '../config/index.js';
+import {
+  DEFAULT_OVERLOAD_RETRY_MS,
+  DEFAULT_RESUME_LOAD_TIMEOUT_MS,
+  DEFAULT_RESUME_SAVE_DELAY_MS,
+  type Config,
+} from '../config/index.js';
 import { ConfigError, redactUrl } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { createLogger } from './logger.js';
+import { createOverloadMonitor } from './overload.js';
+import { createResumer } from './resume.js';
+import {
+  createMemoryResumeStore,
+  createRedisResumeStore,
+  type ResumeStore,
+} from './resume-store.js';
 import { createServerVoice, type ServerVoice } from './voice.js';
 import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
@@ -35,6 +47,21 @@ export interface ServerOptions {
   logger?: Logger;
   /** Speech engines (tests hand in fakes); otherwise made from `config.voice` (and closed with the server). */
   voice?: ServerVoice;
+  /**
+   * Where resumable conversations are kept; otherwise Redis when
+   * `config.scale.redisUrl` is set, else this process's memory (closed with the server).
+   */
+  resumeStore?: ResumeStore;
+  /** In a worker of `npm start`: `/health` and `/metrics` cover every worker. */
+  cluster?: ClusterView;
+}
+
+/** Every worker of this instance, as a worker's routes see them. */
+export interface ClusterView {
+  /** One entry per worker (pid, sessions, status). */
+  workers(): Promise<unknown[]>;
+  /** Every worker's metrics, aggregated (Prometheus text). */
+  metrics(): Promise<string>;
 }
 
 /** A running server. */
@@ -50,6 +77,8 @@ export interface TroupeServer {
   readonly voice: ServerVoice;
   /** Open sessions. */
   readonly sessions: number;
+  /** Where resumable conversations are kept. */
+  readonly resumeStore: ResumeStore;
   /**
    * Stops taking sessions (new connections are closed with 1001 and `/health`
    * says `shutting_down`, so a load balancer can move clients elsewhere), lets
@@ -110,6 +139,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     if (ownRegistry) await registry.close();
     throw err;
   }
+  const scale = createScaleParts(config, metrics, log, options.resumeStore);
   const realtime = createRealtime({
     config,
     registry,
@@ -117,6 +147,8 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     metrics,
     log,
     ...(voice.session ? { voice: voice.session } : {}),
+    overload: scale.overload,
+    resume: scale.resume,
   });
   let shuttingDown = false;
   const handler = createHttpHandler({
@@ -130,6 +162,8 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     allowedOrigins: config.server.allowedOrigins,
     hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
     healthCacheMs: config.server.healthCacheMs,
+    healthExtras: () => scale.health(options.cluster),
+    ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
   });
   const tls = config.server.tls;
   let server: Server;
@@ -139,6 +173,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     // The registry's watcher (and engine workers) would keep the process alive behind the error.
     if (ownRegistry) await registry.close();
     if (ownVoice) await voice.close();
+    await scale.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -167,6 +202,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down');
       server.closeAllConnections();
       await closed;
+      // The last state of every session, so their clients can resume elsewhere.
+      await realtime.resumeFlushed();
+      await scale.close();
       if (ownRegistry) await registry.close();
       if (ownVoice) await voice.close();
       log.info({}, 'server stopped');
@@ -186,11 +224,63 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     get sessions() {
       return realtime.active;
     },
+    resumeStore: scale.resume.store,
     shutdown,
     async close() {
       await shutdown(0);
     },
   };
+}
+
+/** Resume (store and tokens) and overload refusal, as the settings ask. */
+function createScaleParts(
+  config: Config,
+  metrics: Metrics,
+  log: Logger,
+  given: ResumeStore | undefined,
+) {
+  const store = given ?? createStore(config, metrics, log);
+  const resume = createResumer({
+    store,
+    ttlS: config.scale.resumeTtlS,
+    saveDelayMs: DEFAULT_RESUME_SAVE_DELAY_MS,
+    loadTimeoutMs: DEFAULT_RESUME_LOAD_TIMEOUT_MS,
+    log: log.child({ part: 'resume' }),
+    metrics: metrics.scale,
+  });
+  const overload = createOverloadMonitor({
+    lagMs: config.scale.overloadLagMs,
+    ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
+    retryMs: DEFAULT_OVERLOAD_RETRY_MS,
+    lagGauge: metrics.scale.eventLoopLag,
+  });
+  return {
+    resume,
+    overload,
+    /** `/health`'s `resume` (and `workers`): a store that is down degrades the server. */
+    async health(cluster: ClusterView | undefined) {
+      const [state, workers] = await Promise.all([store.health(), cluster?.workers()]);
+      return {
+        degraded: !state.ok,
+        fields: { resume: { store: store.kind, ...state }, ...(workers ? { workers } : {}) },
+      };
+    },
+    async close() {
+      overload.stop();
+      if (given === undefined) await store.close();
+    },
+  };
+}
+
+/** The resume store the settings ask for: Redis with `REDIS_URL`, else memory. */
+function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore {
+  const url = config.scale.redisUrl;
+  if (url === undefined) return createMemoryResumeStore();
+  return createRedisResumeStore({
+    url,
+    log: log.child({ part: 'resume' }),
+    onError: (op) => metrics.scale.storeErrors.inc({ op }),
+  });
 }
 
 /** Creates the HTTP(S) server and listens on the configured address. */

@@ -22,12 +22,16 @@ import {
   type Dialect,
 } from '../protocol/index.js';
 import type { ServerEvent } from '../session/events.js';
-import { createSession, type Session } from '../session/session.js';
+import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl } from './http-routes.js';
 import { refuseImageUrls } from './image-policy.js';
 import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
 import type { ServerLlm } from './llm.js';
+import type { OverloadMonitor, OverloadVerdict } from './overload.js';
+import type { ResumeTracker, Resumer } from './resume.js';
+import { createSessionOpener, overloadRefusal, withResumeToken } from './session-open.js';
+import type { RestoreInput } from './session-state.js';
 
 /** Close codes of docs/protocol.md. */
 export const CLOSE = {
@@ -63,6 +67,10 @@ export interface RealtimeContext {
   log: Logger;
   /** Speech engines for sessions; absent = text only. */
   voice?: SessionVoice;
+  /** Refuses new sessions (1013) while the process is saturated; absent = never. */
+  overload?: OverloadMonitor;
+  /** Resume tokens and the store; absent = no resume. */
+  resume?: Resumer;
 }
 
 /** The realtime endpoint. */
@@ -82,6 +90,8 @@ export interface RealtimeEndpoint {
   cancelAll(): Promise<void>;
   /** Closes every socket with `code` and stops every session. */
   closeAll(code: number, reason: string): void;
+  /** Resolves when the sessions closed so far have written their last state to the resume store. */
+  resumeFlushed(): Promise<void>;
 }
 
 /**
@@ -95,6 +105,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const { config, metrics, log } = ctx;
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
+  const opener = createSessionOpener({
+    ...(ctx.resume ? { resume: ctx.resume } : {}),
+    metrics,
+    log,
+  });
   let accepting = true;
   const pings = startPings(connections, limits.pingIntervalS, (ws) => {
     metrics.server.rejected.inc({ reason: 'dead_peer' });
@@ -123,12 +138,17 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     reason: string,
     label: string,
     error?: ProtocolError,
+    extra?: Record<string, unknown>,
   ) => {
     metrics.server.rejected.inc({ reason: label });
     if (error) {
       metrics.server.protocolErrors.inc({ code: error.wireCode });
       ws.send(
-        JSON.stringify({ type: 'error', event_id: `event_${randomUUID()}`, error: error.payload }),
+        JSON.stringify({
+          type: 'error',
+          event_id: `event_${randomUUID()}`,
+          error: { ...error.payload, ...extra },
+        }),
       );
     }
     closeSocket(ws, code, reason);
@@ -143,6 +163,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (url === undefined) return refuseUpgrade(socket, '400 Bad Request', 'not a valid URL');
     if (url.pathname !== '/v1/realtime') {
       return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
+    }
+    if (!accepting && req.headers['x-forwarded-for'] !== undefined) {
+      // Through a load balancer: a 503 before the handshake lets it try
+      // another instance at once (nginx: proxy_next_upstream http_503).
+      metrics.server.rejected.inc({ reason: 'shutting_down' });
+      return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       void connect(ws, req, url).catch((err: unknown) => {
@@ -178,6 +204,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         'full',
       );
     }
+    const overloaded = ctx.overload?.check();
+    if (overloaded) return refuseOverloaded(ws, overloaded);
 
     const picked = pickSession(url);
     if (picked instanceof ProtocolError) {
@@ -194,8 +222,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       connections.delete(ws);
     });
 
-    const id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-    const sessionLog = log.child({ session: id });
+    let id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+    let sessionLog = log.child({ session: id });
     socketLog = sessionLog;
     let encoder = createEncoder(dialect);
     /** Unmute's frontend: its encoder, and Ogg/Opus spoken replies, before any event is handled. */
@@ -205,8 +233,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       session.configureVoice({ format: 'ogg_opus', outputModalities: ['audio'] });
     };
     let cutOff = false;
+    /** The session's link to the resume store, once it has one. */
+    const resumeLink: { tracker?: ResumeTracker } = {};
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
+      if (event.type === 'session.created' && resumeLink.tracker) {
+        event = withResumeToken(event, resumeLink.tracker.token);
+      }
       // LLM failures are counted with the turns (status failed), not as protocol errors.
       if (event.type === 'error' && event.error.type !== 'llm_error') {
         metrics.server.protocolErrors.inc({ code: event.error.code });
@@ -311,24 +344,14 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         );
       });
     });
-    let session: Session;
+    const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
+    const common = sessionOptions(send, sessionLog, () => resumeLink.tracker?.changed());
+    let opening: { session: Session; resumeError?: ProtocolError };
     try {
-      session = await createSession({
-        id,
-        character,
-        ...(variant ? { variant } : {}),
-        characters: {
-          get: (cid) => ctx.registry.get(cid),
-          ids: () => ctx.registry.list().map((c) => c.id),
-        },
-        llm: ctx.llm.get,
-        settings: config.sessions,
-        send,
-        log: sessionLog,
-        logContent: config.log.content,
-        metrics: metrics.sessions,
-        metadata: {},
-        ...(ctx.voice ? { voice: ctx.voice } : {}),
+      opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
+        id = resumed.id;
+        sessionLog = resumed.log;
+        socketLog = sessionLog;
       });
     } catch (err) {
       // The prompt generator failed or timed out: the character cannot serve now.
@@ -341,15 +364,17 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       reject(ws, CLOSE.INTERNAL, 'character_unavailable', 'character_unavailable', error);
       return opened();
     }
+    const { session, resumeError } = opening;
     if (ws.readyState !== ws.OPEN) {
       session.close();
       return opened();
     }
     connections.set(ws, session);
+    resumeLink.tracker = opener.track(ws, session, id, auth, sessionLog);
     if (dialect === 'unmute') speakUnmute(session);
     sessionLog.info(
       {
-        character: character.id,
+        character: session.character.id,
         variant: variant ?? null,
         dialect: detecting ? 'auto' : dialect,
         origin: req.headers.origin ?? null,
@@ -358,7 +383,39 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     );
     ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));
     session.start();
+    // After session.created: the client learns of the fresh session first.
+    if (resumeError) sendError(resumeError);
+    // The token is good from the first event on.
+    void resumeLink.tracker?.flush();
     opened();
+  }
+
+  function refuseOverloaded(ws: WebSocket, verdict: OverloadVerdict): void {
+    const refusal = overloadRefusal(verdict);
+    log.warn({ reason: verdict.reason, value: verdict.value }, 'session refused: overloaded');
+    reject(ws, CLOSE.TRY_AGAIN, refusal.reason, 'overloaded', refusal.error, refusal.extra);
+  }
+
+  /** What every session of this endpoint is made with. */
+  function sessionOptions(
+    send: (event: ServerEvent) => void,
+    sessionLog: Logger,
+    onChange: () => void,
+  ): RestoreInput {
+    return {
+      characters: {
+        get: (cid: string) => ctx.registry.get(cid),
+        ids: () => ctx.registry.list().map((c) => c.id),
+      },
+      llm: ctx.llm.get,
+      settings: config.sessions,
+      send,
+      log: sessionLog,
+      logContent: config.log.content,
+      metrics: metrics.sessions,
+      onChange,
+      ...(ctx.voice ? { voice: ctx.voice } : {}),
+    };
   }
 
   function checkAccess(
@@ -464,8 +521,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
         session?.close();
+        opener.closing(ws);
         closeSocket(ws, code, reason);
       }
+    },
+    async resumeFlushed() {
+      await opener.flushed();
     },
   };
 }

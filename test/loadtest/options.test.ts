@@ -41,9 +41,34 @@ describe('parseLoadtestArgs', () => {
       capacity: null,
       simLatency: { ttftMs: 200, tokensPerSec: 50, jitterMs: 0, profile: 'openai' },
       cpuProfDir: null,
+      instances: 1,
+      workers: 1,
+      killOne: false,
+      resume: false,
       outDir: 'loadtest/reports',
       name: 'loadtest',
     } satisfies LoadtestOptions);
+  });
+
+  it('takes --instances, --workers and --kill-one with --sim, and resumes when killing', () => {
+    expect(parse('--sim', '--instances', '2', '--workers', '2', '--kill-one')).toMatchObject({
+      instances: 2,
+      workers: 2,
+      killOne: true,
+      resume: true,
+    });
+    expect(parse('--url', 'ws://127.0.0.1:8080/v1/realtime', '--resume')).toMatchObject({
+      resume: true,
+      killOne: false,
+    });
+  });
+
+  it('refuses scale-out flags without --sim and --kill-one with a single instance', () => {
+    expect(() => parse('--url', 'ws://127.0.0.1:8080/v1/realtime', '--instances', '2')).toThrow(
+      /use them with --sim/,
+    );
+    expect(() => parse('--sim', '--kill-one')).toThrow(/--kill-one needs --instances 2 or more/);
+    expect(() => parse('--sim', '--instances', '0')).toThrow(/--instances must be a whole number/);
   });
 
   it('takes a ws:// or wss:// URL instead of --sim', () => {

@@ -1,0 +1,319 @@
+/**
+ * Real engines for scale-out runs (the load test's --instances, the deploy
+ * tests): Debian's redis-server and nginx, each started as this user's own
+ * process with its own config in a temp folder, on loopback ports; and
+ * Troupe instances as separate `npm start` processes. Every wait is for an
+ * event (a log line, a port answering), never a sleep.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+/** How long an engine may take to start. */
+const START_MS = 30_000;
+
+/** Whether a program is on PATH (or at its Debian path). */
+export function hasProgram(name: string): string | undefined {
+  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/bin']) {
+    const file = path.join(dir, name);
+    if (spawnSync('test', ['-x', file]).status === 0) return file;
+  }
+  return undefined;
+}
+
+/** A free loopback port, chosen by the OS. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** A started process with its output so far. */
+export interface Proc {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves when the output matches `pattern`; rejects on exit or after `ms`. */
+  waitFor(pattern: RegExp, what: string, ms?: number): Promise<RegExpMatchArray>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM, then SIGKILL after `ms`; resolves on exit. */
+  stop(ms?: number): Promise<void>;
+}
+
+/** Spawns a program and records its stdout and stderr. */
+export function startProcess(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): Proc {
+  const child = spawn(command, args, {
+    env: options.env ?? process.env,
+    cwd: options.cwd ?? process.cwd(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (d: Buffer): void => {
+    out += d.toString('utf8');
+    for (const l of listeners) l();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      resolve({ code, signal });
+      for (const l of listeners) l();
+    }),
+  );
+  const kill = (): void => {
+    child.kill('SIGKILL');
+  };
+  process.once('exit', kill);
+  return {
+    child,
+    output: () => out,
+    exited,
+    waitFor(pattern, what, ms = START_MS) {
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = pattern.exec(out);
+          if (m) {
+            done();
+            resolve(m);
+          } else if (child.exitCode !== null || child.signalCode !== null) {
+            done();
+            reject(
+              new Error(`${what}: the process exited first; its output:\n${out.slice(-3000)}`),
+            );
+          }
+        };
+        const timer = setTimeout(() => {
+          done();
+          reject(new Error(`${what}: not within ${ms} ms; output:\n${out.slice(-3000)}`));
+        }, ms);
+        const done = (): void => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    async stop(ms = 15_000) {
+      process.off('exit', kill);
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(kill, ms);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A redis-server of the test's own. */
+export interface RedisProc {
+  url: string;
+  port: number;
+  proc: Proc;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts redis-server on a free loopback port, without persistence.
+ *
+ * @example const redis = await startRedis(); // redis.url = redis://127.0.0.1:PORT
+ */
+export async function startRedis(port?: number): Promise<RedisProc> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'troupe-redis-'));
+  const chosen = port ?? (await freePort());
+  const conf = path.join(dir, 'redis.conf');
+  await writeFile(
+    conf,
+    [
+      `port ${chosen}`,
+      'bind 127.0.0.1',
+      'protected-mode yes',
+      `dir ${dir}`,
+      'save ""',
+      'appendonly no',
+      'daemonize no',
+      'logfile ""',
+    ].join('\n'),
+  );
+  const proc = startProcess(hasProgram('redis-server') ?? 'redis-server', [conf]);
+  await proc.waitFor(/Ready to accept connections/, 'redis-server ready');
+  return {
+    url: `redis://127.0.0.1:${chosen}`,
+    port: chosen,
+    proc,
+    async close() {
+      await proc.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** An nginx of the test's own, configured with the repo's deploy/nginx/troupe.conf. */
+export interface NginxProc {
+  /** http://127.0.0.1:PORT */
+  url: string;
+  wsUrl: string;
+  proc: Proc;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts nginx in front of `upstreams` (host:port each), with the shipped
+ * site config: its upstream servers and listen port replaced, nothing else.
+ */
+export async function startNginx(upstreams: string[]): Promise<NginxProc> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'troupe-nginx-'));
+  const port = await freePort();
+  const site = await readFile(path.join('deploy', 'nginx', 'troupe.conf'), 'utf8');
+  const servers = upstreams.map((u) => `    server ${u} max_fails=1 fail_timeout=5s;`).join('\n');
+  const rendered = site
+    .replace(
+      /^\s*server troupe-\d+:8080[^\n]*\n(?:\s*server troupe-\d+:8080[^\n]*\n)*/m,
+      `${servers}\n`,
+    )
+    .replace(/listen 80;/, `listen 127.0.0.1:${port};`);
+  if (!rendered.includes(servers)) throw new Error('deploy/nginx/troupe.conf: no upstream servers');
+  await writeFile(path.join(dir, 'troupe.conf'), rendered);
+  const temp = (name: string): string => path.join(dir, name);
+  await writeFile(
+    path.join(dir, 'nginx.conf'),
+    [
+      'daemon off;',
+      'worker_processes 1;',
+      `pid ${temp('nginx.pid')};`,
+      'error_log stderr notice;',
+      'events { worker_connections 1024; }',
+      'http {',
+      '  access_log off;',
+      `  client_body_temp_path ${temp('body')};`,
+      `  proxy_temp_path ${temp('proxy')};`,
+      `  fastcgi_temp_path ${temp('fastcgi')};`,
+      `  uwsgi_temp_path ${temp('uwsgi')};`,
+      `  scgi_temp_path ${temp('scgi')};`,
+      `  include ${temp('troupe.conf')};`,
+      '}',
+    ].join('\n'),
+  );
+  const proc = startProcess(hasProgram('nginx') ?? 'nginx', [
+    '-p',
+    dir,
+    '-c',
+    path.join(dir, 'nginx.conf'),
+    '-e',
+    'stderr',
+  ]);
+  const url = `http://127.0.0.1:${port}`;
+  await proc.waitFor(/start worker process/, 'nginx started');
+  await waitForHttp(`${url}/nginx-health`, 'nginx', proc);
+  return {
+    url,
+    wsUrl: `ws://127.0.0.1:${port}/v1/realtime`,
+    proc,
+    async close() {
+      // SIGQUIT: nginx's graceful stop.
+      if (proc.child.exitCode === null) proc.child.kill('SIGQUIT');
+      await proc.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Resolves when `url` answers 200; polls only while the process runs, each attempt awaited. */
+export async function waitForHttp(
+  url: string,
+  what: string,
+  proc?: Proc,
+  ms = START_MS,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (proc && proc.child.exitCode !== null) {
+      throw new Error(`${what} exited; output:\n${proc.output().slice(-3000)}`);
+    }
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      if (res.status === 200) return;
+      last = `status ${res.status}`;
+    } catch (err) {
+      last = (err as Error).message;
+      // Connection refused comes back at once: wait for the process to say something, or a tick.
+      await Promise.race([
+        new Promise((r) => proc?.child.stderr?.once('data', r) ?? setImmediate(r)),
+        new Promise((r) => setTimeout(r, 50)),
+      ]);
+    }
+  }
+  throw new Error(`${what}: ${url} did not answer 200 within ${ms} ms (${last})`);
+}
+
+/** A Troupe instance: `npm start` in a process of its own. */
+export interface Instance {
+  /** http://127.0.0.1:PORT */
+  url: string;
+  wsUrl: string;
+  port: number;
+  proc: Proc;
+  /** Log lines so far, parsed (non-JSON lines skipped). */
+  logs(): Array<Record<string, unknown>>;
+  /** SIGTERM (a drain), then waits for the exit. */
+  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/**
+ * Starts `src/cli/start.ts` with these settings (PORT=0 unless given: the
+ * port is read from its "server listening" / "workers ready" line).
+ */
+export async function startInstance(env: Record<string, string>): Promise<Instance> {
+  const proc = startProcess(process.execPath, ['--import', 'tsx', 'src/cli/start.ts'], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      CHARACTERS_DIR: 'characters',
+      CHARACTERS_WATCH: 'false',
+      STT_PROVIDER: 'none',
+      TTS_PROVIDER: 'none',
+      LOG_LEVEL: 'info',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      SHUTDOWN_GRACE_MS: '10000',
+      ...env,
+    },
+  });
+  const ready = env.WORKERS && env.WORKERS !== '1' ? 'workers ready' : 'server listening';
+  const m = await proc.waitFor(
+    new RegExp(
+      `"msg":"${ready}".*?"url":"(http://127\\.0\\.0\\.1:(\\d+))"|"url":"(http://127\\.0\\.0\\.1:(\\d+))".*?"msg":"${ready}"`,
+    ),
+    `troupe ${ready}`,
+  );
+  const url = m[1] ?? m[3]!;
+  const port = Number(m[2] ?? m[4]);
+  return {
+    url,
+    wsUrl: `ws://127.0.0.1:${port}/v1/realtime`,
+    port,
+    proc,
+    logs: () =>
+      proc
+        .output()
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+    async stop() {
+      if (proc.child.exitCode === null && proc.child.signalCode === null)
+        proc.child.kill('SIGTERM');
+      return proc.exited;
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * The load test's scale-out target (`--instances`, `--workers`): N Troupe
+ * servers as `npm start` processes on loopback, sharing a redis-server, with
+ * nginx (the repo's deploy/nginx/troupe.conf) in front when there is more
+ * than one; and `--kill-one`, which stops one of them with SIGTERM.
+ */
+import {
+  hasProgram,
+  startInstance,
+  startNginx,
+  startRedis,
+  type Instance,
+  type NginxProc,
+  type RedisProc,
+} from './engines.js';
+import type { ResumeLog } from './session-client.js';
+import { percentile } from './stats.js';
+
+/** Servers behind one URL. */
+export interface ScaleOutTarget {
+  /** ws://… of nginx, or of the one server. */
+  url: string;
+  /** SIGTERM to the first instance; resolves when it has exited (drained). */
+  killOne(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the servers (and Redis and nginx for more than one).
+ *
+ * @example const target = await startScaleOut({ instances: 2, workers: 1, env: { LLM_BASE_URL: sim.url } });
+ */
+export async function startScaleOut(options: {
+  instances: number;
+  workers: number;
+  /** The servers' environment (LLM_BASE_URL, MAX_SESSIONS, …). */
+  env: Record<string, string>;
+}): Promise<ScaleOutTarget> {
+  const many = options.instances > 1;
+  for (const program of many ? ['redis-server', 'nginx'] : []) {
+    if (!hasProgram(program)) {
+      throw new Error(
+        `--instances ${options.instances} needs ${program}: apt-get install ${program}`,
+      );
+    }
+  }
+  let redis: RedisProc | undefined;
+  let nginx: NginxProc | undefined;
+  const instances: Instance[] = [];
+  const close = async (): Promise<void> => {
+    await nginx?.close();
+    await Promise.all(instances.map((i) => i.stop()));
+    await redis?.close();
+  };
+  try {
+    if (many) redis = await startRedis();
+    const env = {
+      ...options.env,
+      // The port is read from the start-up line.
+      LOG_LEVEL: 'info',
+      WORKERS: String(options.workers),
+      ...(redis ? { REDIS_URL: redis.url } : {}),
+    };
+    for (let i = 0; i < options.instances; i++) instances.push(await startInstance(env));
+    if (many) nginx = await startNginx(instances.map((i) => `127.0.0.1:${i.port}`));
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return {
+    url: nginx?.wsUrl ?? instances[0]!.wsUrl,
+    async killOne() {
+      const victim = instances[0]!;
+      console.log(`\nkill-one: SIGTERM to the instance on port ${victim.port}`);
+      const { code } = await victim.stop();
+      console.log(`kill-one: it drained and exited (code ${code})`);
+    },
+    close,
+  };
+}
+
+/** What the report says about resumes. */
+export interface ResumeSummary {
+  resumed: number;
+  failed: number;
+  p50Ms: number | null;
+  p95Ms: number | null;
+  maxMs: number | null;
+}
+
+/** Resume times as the report gives them. */
+export function summarizeResumes(log: ResumeLog): ResumeSummary {
+  const sorted = [...log.times].sort((a, b) => a - b);
+  const round = (v: number | null): number | null => (v === null ? null : Math.round(v));
+  return {
+    resumed: sorted.length,
+    failed: log.failed,
+    p50Ms: round(percentile(sorted, 0.5)),
+    p95Ms: round(percentile(sorted, 0.95)),
+    maxMs: round(sorted.at(-1) ?? null),
+  };
+}

@@ -1,0 +1,305 @@
+/**
+ * Every core of one machine: `npm start` with `WORKERS` above 1 runs a
+ * primary process that forks the workers through `node:cluster` (the
+ * primary accepts each connection and hands it, WebSocket and all, to one
+ * worker, round-robin). Each worker is a whole server: its own characters
+ * (and hot reload), LLM client and sessions.
+ *
+ * The primary replaces a worker that dies, forwards SIGTERM/SIGINT as a
+ * drain to every worker and exits when they have, answers the workers'
+ * questions for `/health` (every worker's state) and `/metrics` (every
+ * worker's metrics, aggregated by prom-client's AggregatorRegistry), and
+ * keeps the in-memory resume store when no Redis is set, so a conversation
+ * resumes on any worker.
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import type { Logger } from 'pino';
+import { AggregatorRegistry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { createMemoryResumeStore, ResumeStoreError, type ResumeStore } from './resume-store.js';
+import type { ClusterView } from './index.js';
+
+/** How long a worker may take to answer the primary (status, metrics). */
+const ASK_TIMEOUT_MS = 2_000;
+/** Workers that die this many times within {@link CRASH_WINDOW_MS} stop the instance. */
+const CRASH_LIMIT = 5;
+const CRASH_WINDOW_MS = 60_000;
+
+/** Messages between the primary and its workers (all carry `troupe`). */
+type ToPrimary =
+  | { troupe: 'ready'; url: string }
+  | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
+  | {
+      troupe: 'store';
+      id: number;
+      op: 'save' | 'claim';
+      key: string;
+      value?: string;
+      ttlS: number;
+    }
+  | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean };
+type ToWorker =
+  | { troupe: 'answer'; id: number; value?: unknown; error?: string }
+  | { troupe: 'status?'; id: number }
+  | { troupe: 'shutdown' };
+
+/** The number of workers a setting asks for: `auto` = the machine's cores. */
+export function resolveWorkers(setting: number | 'auto'): number {
+  return setting === 'auto' ? availableParallelism() : setting;
+}
+
+/** Options of {@link runPrimary}. */
+export interface PrimaryOptions {
+  workers: number;
+  /** Whether workers keep resume state in Redis (else the primary keeps it). */
+  redis: boolean;
+  /** How long workers get to drain (`SHUTDOWN_GRACE_MS`); they are killed this much later plus 5 s. */
+  graceMs: number;
+  log: Logger;
+}
+
+/**
+ * Runs the primary: forks the workers and looks after them until a signal
+ * (then exits 0 once every worker has drained) or a crash loop (exits 1).
+ *
+ * @example if (cluster.isPrimary && workers > 1) runPrimary({ workers, redis: false, graceMs: 10000, log });
+ */
+export function runPrimary(options: PrimaryOptions): void {
+  const { log } = options;
+  const aggregator = new AggregatorRegistry();
+  const store = options.redis ? undefined : createMemoryResumeStore();
+  const started = new Map<number, number>();
+  const ready = new Set<number>();
+  const crashes: number[] = [];
+  let everReady = false;
+  let stopping = false;
+  let asked = 0;
+  const pending = new Map<number, (m: ToPrimary & { troupe: 'status' }) => void>();
+
+  const fork = (): Worker => {
+    const worker = cluster.fork();
+    started.set(worker.id, performance.now());
+    worker.on('message', (m: ToPrimary) => void handle(worker, m));
+    return worker;
+  };
+
+  async function handle(worker: Worker, m: ToPrimary): Promise<void> {
+    if (m?.troupe === 'ready') {
+      ready.add(worker.id);
+      everReady = true;
+      log.info({ worker: worker.id, pid: worker.process.pid }, 'worker ready');
+      if (ready.size === options.workers)
+        log.info({ workers: ready.size, url: m.url }, 'workers ready');
+    } else if (m?.troupe === 'status') {
+      pending.get(m.id)?.(m);
+    } else if (m?.troupe === 'ask') {
+      const reply = (value: unknown, error?: string): void =>
+        void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
+      try {
+        reply(m.what === 'metrics' ? await aggregator.clusterMetrics() : await workerStates());
+      } catch (err) {
+        reply(undefined, (err as Error).message);
+      }
+    } else if (m?.troupe === 'store') {
+      const answer = (value: unknown): void =>
+        void worker.send({ troupe: 'answer', id: m.id, value });
+      if (!store) return answer(undefined);
+      answer(
+        m.op === 'save'
+          ? await store.save(m.key, m.value ?? '', m.ttlS)
+          : await store.claim(m.key, m.ttlS),
+      );
+    }
+  }
+
+  /** Every worker's state, asked now; one that does not answer is `unresponsive`. */
+  async function workerStates(): Promise<unknown[]> {
+    const workers = Object.values(cluster.workers ?? {}).filter(
+      (w): w is Worker => w !== undefined,
+    );
+    return Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<unknown>((resolve) => {
+            const id = ++asked;
+            const base = {
+              id: w.id,
+              pid: w.process.pid,
+              uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
+            };
+            const timer = setTimeout(() => {
+              pending.delete(id);
+              resolve({ ...base, status: ready.has(w.id) ? 'unresponsive' : 'starting' });
+            }, ASK_TIMEOUT_MS);
+            pending.set(id, (s) => {
+              clearTimeout(timer);
+              pending.delete(id);
+              resolve({
+                ...base,
+                status: s.shuttingDown ? 'shutting_down' : 'ok',
+                sessions: s.sessions,
+              });
+            });
+            w.send({ troupe: 'status?', id } satisfies ToWorker);
+          }),
+      ),
+    );
+  }
+
+  cluster.on('exit', (worker, code, signal) => {
+    ready.delete(worker.id);
+    started.delete(worker.id);
+    if (stopping) {
+      log.info({ worker: worker.id, code }, 'worker stopped');
+      if (Object.keys(cluster.workers ?? {}).length === 0) {
+        log.info({}, 'all workers stopped');
+        process.exit(0);
+      }
+      return;
+    }
+    if (!everReady) {
+      // Nothing ever started (a port in use, a bad character dir): the worker said why.
+      log.fatal({ worker: worker.id, code }, 'worker failed to start; stopping');
+      stopAll('startup failed', 1);
+      return;
+    }
+    const now = Date.now();
+    crashes.push(now);
+    while (crashes.length > 0 && crashes[0]! < now - CRASH_WINDOW_MS) crashes.shift();
+    if (crashes.length >= CRASH_LIMIT) {
+      log.fatal(
+        { crashes: crashes.length, windowMs: CRASH_WINDOW_MS },
+        'workers keep dying; stopping',
+      );
+      stopAll('crash loop', 1);
+      return;
+    }
+    log.error({ worker: worker.id, code, signal }, 'worker died; starting another');
+    fork();
+  });
+
+  let exitCode = 0;
+  function stopAll(reason: string, code = 0): void {
+    if (stopping) return;
+    stopping = true;
+    exitCode = code;
+    log.info({ reason, workers: Object.keys(cluster.workers ?? {}).length }, 'stopping workers');
+    for (const w of Object.values(cluster.workers ?? {}))
+      w?.send({ troupe: 'shutdown' } satisfies ToWorker);
+    setTimeout(() => {
+      log.warn({}, 'workers still running after the grace period; killing them');
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+      process.exit(exitCode || 1);
+    }, options.graceMs + 5_000).unref();
+    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(exitCode);
+  }
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals > 1) {
+      log.warn({ signal }, 'second signal: exiting now');
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+      process.exit(1);
+    }
+    stopAll(signal);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  log.info(
+    { workers: options.workers, resume: store ? 'primary memory' : 'redis' },
+    'starting workers',
+  );
+  for (let i = 0; i < options.workers; i++) fork();
+}
+
+/** What a worker needs from its primary. */
+export interface WorkerLink {
+  /** `/health` and `/metrics` over every worker. */
+  view: ClusterView;
+  /** The primary's memory store (when no Redis is set). */
+  store: ResumeStore;
+  /** Tells the primary this worker listens. */
+  ready(url: string): void;
+  /** Answers the primary's status questions and shutdown request. */
+  serve(status: () => { sessions: number; shuttingDown: boolean }, shutdown: () => void): void;
+}
+
+/**
+ * The worker's side: registers its metrics for aggregation and talks to the primary.
+ *
+ * @example const link = linkWorker(metrics.registry);
+ */
+export function linkWorker(registry: Registry): WorkerLink {
+  // Constructing it makes prom-client answer the primary's metric requests.
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([registry]);
+  let next = 0;
+  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  process.on('message', (m: ToWorker) => {
+    if (m?.troupe !== 'answer') return;
+    const w = waiting.get(m.id);
+    waiting.delete(m.id);
+    if (m.error !== undefined) w?.reject(new Error(m.error));
+    else w?.resolve(m.value);
+  });
+  const ask = <T>(message: Record<string, unknown>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = ++next;
+      const timer = setTimeout(() => {
+        waiting.delete(id);
+        reject(new Error(`the primary did not answer within ${ASK_TIMEOUT_MS * 2} ms`));
+      }, ASK_TIMEOUT_MS * 2);
+      waiting.set(id, {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v as T);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      process.send!({ ...message, id });
+    });
+  const storeOp = async <T>(message: Record<string, unknown>): Promise<T> => {
+    try {
+      return await ask<T>({ troupe: 'store', ...message });
+    } catch (err) {
+      throw new ResumeStoreError(`the primary's store failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  };
+  return {
+    view: {
+      workers: () => ask<unknown[]>({ troupe: 'ask', what: 'workers' }),
+      metrics: () => ask<string>({ troupe: 'ask', what: 'metrics' }),
+    },
+    store: {
+      kind: 'cluster',
+      save: (key, value, ttlS) => storeOp({ op: 'save', key, value, ttlS }),
+      claim: (key, ttlS) => storeOp({ op: 'claim', key, ttlS }),
+      health: () => Promise.resolve({ ok: process.connected }),
+      close: () => Promise.resolve(),
+    },
+    ready(url) {
+      process.send!({ troupe: 'ready', url } satisfies ToPrimary);
+    },
+    serve(status, shutdown) {
+      process.on('message', (m: ToWorker) => {
+        if (m?.troupe === 'status?') {
+          process.send!({ troupe: 'status', id: m.id, ...status() } satisfies ToPrimary);
+        } else if (m?.troupe === 'shutdown') shutdown();
+      });
+      // The primary is gone (killed): nobody hands this worker connections any more.
+      process.on('disconnect', shutdown);
+    },
+  };
+}
+
+/** Whether this process is a worker of `npm start`'s primary. */
+export const isWorker = cluster.isWorker;
+/** Whether this process is a cluster primary (true for a plain process too). */
+export const isPrimary = cluster.isPrimary;

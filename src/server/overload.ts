@@ -1,0 +1,105 @@
+/**
+ * Overload: whether this process is too busy to take a new session. A
+ * saturated server that keeps accepting makes every client wait (connections
+ * pile up in the accept queue and time out); one that refuses at once with
+ * 1013 and a retry hint lets clients and load balancers go elsewhere.
+ *
+ * The event loop's lag is sampled every {@link SAMPLE_MS} by a timer that
+ * measures how late it fires; the process is overloaded while the mean lag
+ * of the last ten samples is above the limit (a single long pause, such as a
+ * module compiling, is not overload: it is one sample), or while its CPU use
+ * over those samples is above `cpu` (a fraction of one core), when set.
+ */
+import type { Gauge } from 'prom-client';
+
+/** How often the event loop is sampled. */
+const SAMPLE_MS = 100;
+/** The mean lag and CPU use are taken over this many samples (about a second). */
+const WINDOW_SAMPLES = 10;
+
+/** Options of {@link createOverloadMonitor}. */
+export interface OverloadOptions {
+  /** Mean event-loop lag (ms) above which the process is overloaded; 0 = never. */
+  lagMs: number;
+  /** CPU use (fraction of one core) above which the process is overloaded; unset = never. */
+  cpu?: number;
+  /** The retry hint given to refused clients (ms). */
+  retryMs: number;
+  /** Set to the current mean lag (seconds) at each sample. */
+  lagGauge?: Gauge;
+}
+
+/** Why a session is refused, and when to try again. */
+export interface OverloadVerdict {
+  reason: 'event_loop_lag' | 'cpu';
+  /** The measured value: lag in ms, or CPU as a fraction of one core. */
+  value: number;
+  retryAfterMs: number;
+}
+
+/** A running monitor. */
+export interface OverloadMonitor {
+  /** Undefined when a new session may start; O(1). */
+  check(): OverloadVerdict | undefined;
+  /** The mean lag (ms) and CPU use over the last second. */
+  readonly state: { lagMs: number; cpu: number };
+  stop(): void;
+}
+
+/**
+ * Starts sampling.
+ *
+ * @example
+ * const overload = createOverloadMonitor({ lagMs: 500, retryMs: 2000 });
+ * const verdict = overload.check(); // then refuse with 1013 if set
+ */
+export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor {
+  const samples: Array<{ lag: number; cpuUs: number }> = [];
+  let expected = performance.now() + SAMPLE_MS;
+  let lastCpu = process.cpuUsage();
+  let lagMs = 0;
+  let cpu = 0;
+  let timer: NodeJS.Timeout;
+  const tick = (): void => {
+    const now = performance.now();
+    const lag = Math.max(0, now - expected);
+    const used = process.cpuUsage(lastCpu);
+    lastCpu = process.cpuUsage();
+    samples.push({ lag, cpuUs: used.user + used.system });
+    if (samples.length > WINDOW_SAMPLES) samples.shift();
+    let lagSum = 0;
+    let cpuUs = 0;
+    for (const s of samples) {
+      lagSum += s.lag;
+      cpuUs += s.cpuUs;
+    }
+    lagMs = lagSum / samples.length;
+    // Each sample covers SAMPLE_MS plus its lag.
+    cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);
+    options.lagGauge?.set(lagMs / 1000);
+    expected = now + SAMPLE_MS;
+    timer = setTimeout(tick, SAMPLE_MS).unref();
+  };
+  timer = setTimeout(tick, SAMPLE_MS).unref();
+  return {
+    check() {
+      if (options.lagMs > 0 && lagMs > options.lagMs) {
+        return {
+          reason: 'event_loop_lag',
+          value: Math.round(lagMs),
+          retryAfterMs: options.retryMs,
+        };
+      }
+      if (options.cpu !== undefined && cpu > options.cpu) {
+        return { reason: 'cpu', value: Math.round(cpu * 100) / 100, retryAfterMs: options.retryMs };
+      }
+      return undefined;
+    },
+    get state() {
+      return { lagMs, cpu };
+    },
+    stop() {
+      clearTimeout(timer);
+    },
+  };
+}

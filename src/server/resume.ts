@@ -1,0 +1,266 @@
+/**
+ * Resume tokens: each session gets an unguessable token (`session.created`
+ * → `session.troupe.resume_token`); its conversation is written to the
+ * resume store after each change that matters (debounced, off the delta
+ * path, never awaited by the session), and a client that reconnects with
+ * `?resume=TOKEN` — to any instance sharing the store — gets it back.
+ *
+ * A token is spent when used: the resumed session gets a new one, and the
+ * old record becomes a tombstone, so a token opens one conversation at most
+ * once. With `AUTH_TOKEN` set, a record only opens for the same auth token.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Counter, Histogram } from 'prom-client';
+import type { ResumeStore } from './resume-store.js';
+
+/** The record format; others are refused. */
+const RECORD_VERSION = 1;
+/** Bytes of randomness in a token (256 bits, base64url). */
+const TOKEN_BYTES = 32;
+/** What a token looks like: anything else is refused before the store is asked. */
+const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+/** Where a session's state comes from: the session as data, and when it changes. */
+export interface SessionStateSource {
+  /** The session as JSON-safe data. */
+  snapshot(): unknown;
+}
+
+/** The resume metrics. */
+export interface ResumeMetrics {
+  /** Store failures, by operation (save, claim, connection). */
+  storeErrors: Counter<'op'>;
+  /** Resume attempts by outcome (resumed, or why not). */
+  attempts: Counter<'outcome'>;
+  /** Time of one store write. */
+  saveSeconds: Histogram;
+}
+
+/** Options of {@link createResumer}. */
+export interface ResumerOptions {
+  store: ResumeStore;
+  ttlS: number;
+  /** Changes within this delay are written once. */
+  saveDelayMs: number;
+  /** How long a claim may take before the connection starts fresh. */
+  loadTimeoutMs: number;
+  log: Logger;
+  metrics?: ResumeMetrics;
+}
+
+/** Why a resume failed (the `resume_failed` error says it in words). */
+export type ResumeFailure = 'invalid_token' | 'not_found' | 'auth_mismatch' | 'store_unavailable';
+
+/** A claimed conversation, or why there is none. */
+export type ClaimResult =
+  | { ok: true; sessionId: string; state: unknown }
+  | { ok: false; reason: ResumeFailure; message: string };
+
+/** A session's link to the store. */
+export interface ResumeTracker {
+  /** The token to hand the client. */
+  readonly token: string;
+  /** Writes soon (debounced). Cheap: call after any change that matters. */
+  changed(): void;
+  /** Writes now (the session is closing); resolves when written or failed. */
+  flush(): Promise<void>;
+  /** Stops writing. */
+  stop(): void;
+}
+
+/** The resume side of a server. */
+export interface Resumer {
+  readonly store: ResumeStore;
+  /** Takes the conversation of `token` (once); `auth` is the client's auth token, if any. */
+  claim(token: string, auth: string | undefined): Promise<ClaimResult>;
+  /** Starts writing a session's state under a new token. */
+  track(
+    sessionId: string,
+    source: SessionStateSource,
+    auth: string | undefined,
+    log: Logger,
+  ): ResumeTracker;
+  close(): Promise<void>;
+}
+
+interface ResumeRecord {
+  v: typeof RECORD_VERSION;
+  session: string;
+  /** sha256 of the auth token the session was opened with, or null. */
+  auth: string | null;
+  savedAt: number;
+  state: unknown;
+}
+
+/** The store key of a token: its hash, so the store never holds a usable token. */
+export function tokenKey(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+/** A new token: 256 random bits, base64url (43 characters). */
+export function newResumeToken(): string {
+  return randomBytes(TOKEN_BYTES).toString('base64url');
+}
+
+function authHash(auth: string | undefined): string | null {
+  return auth === undefined ? null : createHash('sha256').update(auth).digest('hex');
+}
+
+function sameHash(a: string | null, b: string | null): boolean {
+  if (a === null || b === null) return a === b;
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/**
+ * Creates the resume side of a server.
+ *
+ * @example
+ * const resumer = createResumer({ store: createMemoryResumeStore(), ttlS: 900, saveDelayMs: 50, loadTimeoutMs: 2000, log });
+ * const tracker = resumer.track(session.id, { snapshot: () => session.snapshot() }, undefined, log);
+ */
+export function createResumer(options: ResumerOptions): Resumer {
+  const { store, ttlS, metrics } = options;
+  const outcome = (o: string): void => metrics?.attempts.inc({ outcome: o });
+
+  async function claim(token: string, auth: string | undefined): Promise<ClaimResult> {
+    if (!TOKEN_PATTERN.test(token)) {
+      outcome('invalid_token');
+      return {
+        ok: false,
+        reason: 'invalid_token',
+        message: 'The resume token is malformed; a new session was started.',
+      };
+    }
+    let raw: string | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      raw = await Promise.race([
+        store.claim(tokenKey(token), ttlS),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
+            options.loadTimeoutMs,
+          );
+        }),
+      ]);
+    } catch (err) {
+      outcome('store_unavailable');
+      options.log.warn({ err: (err as Error).message }, 'resume claim failed');
+      return {
+        ok: false,
+        reason: 'store_unavailable',
+        message:
+          'The conversation could not be resumed: the resume store is unavailable; a new session was started.',
+      };
+    } finally {
+      clearTimeout(timer);
+    }
+    const record = raw === undefined ? undefined : parseRecord(raw);
+    if (record === undefined) {
+      outcome('not_found');
+      return {
+        ok: false,
+        reason: 'not_found',
+        message: 'The resume token is unknown, expired or already used; a new session was started.',
+      };
+    }
+    if (!sameHash(record.auth, authHash(auth))) {
+      outcome('auth_mismatch');
+      return {
+        ok: false,
+        reason: 'auth_mismatch',
+        message: 'The resume token was issued under another auth token; a new session was started.',
+      };
+    }
+    outcome('resumed');
+    return { ok: true, sessionId: record.session, state: record.state };
+  }
+
+  function track(
+    sessionId: string,
+    source: SessionStateSource,
+    auth: string | undefined,
+    log: Logger,
+  ): ResumeTracker {
+    const token = newResumeToken();
+    const key = tokenKey(token);
+    const hashed = authHash(auth);
+    let timer: NodeJS.Timeout | undefined;
+    let writing: Promise<void> | undefined;
+    let again = false;
+    let stopped = false;
+
+    const write = async (): Promise<void> => {
+      timer = undefined;
+      if (stopped) return;
+      const record: ResumeRecord = {
+        v: RECORD_VERSION,
+        session: sessionId,
+        auth: hashed,
+        savedAt: Date.now(),
+        state: source.snapshot(),
+      };
+      const started = performance.now();
+      try {
+        const result = await store.save(key, JSON.stringify(record), ttlS);
+        metrics?.saveSeconds.observe((performance.now() - started) / 1000);
+        if (result === 'claimed') {
+          // Another connection resumed this conversation: it is theirs now.
+          stopped = true;
+          log.info({}, 'resume taken over');
+        }
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'resume save failed');
+      }
+    };
+    // One write at a time, in order; changes during a write are written after it.
+    const run = (): Promise<void> => {
+      if (writing) {
+        again = true;
+        return writing;
+      }
+      writing = write().finally(() => {
+        writing = undefined;
+        if (again && !stopped) {
+          again = false;
+          void run();
+        }
+      });
+      return writing;
+    };
+
+    return {
+      token,
+      changed() {
+        if (stopped || timer !== undefined) return;
+        timer = setTimeout(() => void run(), options.saveDelayMs);
+      },
+      async flush() {
+        if (stopped) return;
+        clearTimeout(timer);
+        timer = undefined;
+        if (writing) await writing;
+        await run();
+      },
+      stop() {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
+  }
+
+  return { store, claim, track, close: () => store.close() };
+}
+
+function parseRecord(raw: string): ResumeRecord | undefined {
+  try {
+    const r = JSON.parse(raw) as Partial<ResumeRecord>;
+    if (r?.v !== RECORD_VERSION || typeof r.session !== 'string') return undefined;
+    return r as ResumeRecord;
+  } catch {
+    return undefined;
+  }
+}

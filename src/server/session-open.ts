@@ -1,0 +1,181 @@
+/**
+ * Opening a connection's session at the upgrade: a fresh one, or with
+ * `?resume=TOKEN` the conversation back from the resume store; then writing
+ * its state to the store while it runs, and once more as it closes. Also the
+ * overload refusal's wording. The realtime endpoint calls these; the
+ * session's per-delta path never does.
+ */
+import type { Logger } from 'pino';
+import type { WebSocket } from 'ws';
+import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
+import type { Metrics } from '../metrics/index.js';
+import type { ServerEvent } from '../session/events.js';
+import { createSession, type Session } from '../session/session.js';
+import type { OverloadVerdict } from './overload.js';
+import type { ResumeTracker, Resumer } from './resume.js';
+import { restoreFromSnapshot, sessionStateSource, type RestoreInput } from './session-state.js';
+
+/** How long a closing session's last write waits for its cut reply to be recorded. */
+const CLOSE_IDLE_WAIT_MS = 2_000;
+
+/** Options of {@link createSessionOpener}. */
+export interface SessionOpenerOptions {
+  /** Absent: `?resume=` gets `resume_failed` and sessions get no token. */
+  resume?: Resumer;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/** A session resumed under its old id, with its logger. */
+export type Adopt = (resumed: { id: string; log: Logger }) => void;
+
+/** Opens sessions and keeps their state in the resume store. */
+export interface SessionOpener {
+  /**
+   * A fresh session, or with `?resume=` the conversation back; when that
+   * fails, a fresh session and the `resume_failed` error to send once it has started.
+   */
+  open(
+    url: URL,
+    auth: string | undefined,
+    common: RestoreInput,
+    fresh: { id: string; character: LoadedCharacter; variant: string | undefined },
+    adopt: Adopt,
+  ): Promise<{ session: Session; resumeError?: ProtocolError }>;
+  /** Starts writing the session's state under a new token (written once more when `ws` closes). */
+  track(
+    ws: WebSocket,
+    session: Session,
+    id: string,
+    auth: string | undefined,
+    log: Logger,
+  ): ResumeTracker | undefined;
+  /** The socket is being closed by the server: write its session's last state now. */
+  closing(ws: WebSocket): void;
+  /** Resolves when every last write started so far has ended. */
+  flushed(): Promise<void>;
+}
+
+/**
+ * Creates the opener of a realtime endpoint.
+ *
+ * @example const opener = createSessionOpener({ resume, metrics, log });
+ */
+export function createSessionOpener(options: SessionOpenerOptions): SessionOpener {
+  const { resume, metrics, log } = options;
+  const trackers = new Map<WebSocket, { tracker: ResumeTracker; session: Session }>();
+  const flushes = new Set<Promise<void>>();
+
+  /** The last write, once a reply the close cut has recorded what it had said. */
+  const flush = ({ tracker, session }: { tracker: ResumeTracker; session: Session }): void => {
+    let timer: NodeJS.Timeout | undefined;
+    const settled = Promise.race([
+      session.idle(),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_IDLE_WAIT_MS))),
+    ]).finally(() => clearTimeout(timer));
+    const done = settled
+      .then(() => tracker.flush())
+      .finally(() => {
+        tracker.stop();
+        flushes.delete(done);
+      });
+    flushes.add(done);
+  };
+
+  async function resumeSession(
+    token: string,
+    auth: string | undefined,
+    common: RestoreInput,
+    adopt: Adopt,
+  ): Promise<Session | ProtocolError> {
+    const fail = (message: string): ProtocolError =>
+      new ProtocolError('resume_failed', message, { param: 'resume' });
+    if (!resume) {
+      return fail('This server does not resume conversations; a new session was started.');
+    }
+    const claimed = await resume.claim(token, auth);
+    if (!claimed.ok) return fail(claimed.message);
+    const sessionLog = log.child({ session: claimed.sessionId });
+    try {
+      const session = await restoreFromSnapshot(claimed.state, { ...common, log: sessionLog });
+      adopt({ id: claimed.sessionId, log: sessionLog });
+      sessionLog.info({}, 'session resumed');
+      return session;
+    } catch (err) {
+      metrics.scale.attempts.inc({ outcome: 'restore_failed' });
+      sessionLog.warn({ err: (err as Error).message }, 'session restore failed');
+      return fail(
+        `The conversation could not be restored: ${(err as Error).message} A new session was started.`,
+      );
+    }
+  }
+
+  return {
+    async open(url, auth, common, fresh, adopt) {
+      const token = url.searchParams.get('resume');
+      const resumed = token === null ? undefined : await resumeSession(token, auth, common, adopt);
+      if (resumed !== undefined && !(resumed instanceof ProtocolError)) return { session: resumed };
+      const session = await createSession({
+        ...common,
+        id: fresh.id,
+        character: fresh.character,
+        ...(fresh.variant ? { variant: fresh.variant } : {}),
+        metadata: {},
+      });
+      return { session, ...(resumed ? { resumeError: resumed } : {}) };
+    },
+    track(ws, session, id, auth, sessionLog) {
+      if (!resume) return undefined;
+      const tracker = resume.track(id, sessionStateSource(session), auth, sessionLog);
+      const entry = { tracker, session };
+      trackers.set(ws, entry);
+      ws.once('close', () => {
+        if (trackers.get(ws) !== entry) return;
+        trackers.delete(ws);
+        flush(entry);
+      });
+      return tracker;
+    },
+    closing(ws) {
+      const entry = trackers.get(ws);
+      if (!entry) return;
+      trackers.delete(ws);
+      flush(entry);
+    },
+    async flushed() {
+      await Promise.all([...flushes]);
+    },
+  };
+}
+
+/** What an overloaded server tells a refused client: close reason, error, retry hint. */
+export function overloadRefusal(verdict: OverloadVerdict): {
+  reason: string;
+  error: ProtocolError;
+  extra: { retry_after_ms: number };
+} {
+  const seconds = Math.max(1, Math.round(verdict.retryAfterMs / 1000));
+  const cause =
+    verdict.reason === 'cpu'
+      ? `CPU ${verdict.value} of a core`
+      : `event loop ${verdict.value} ms behind`;
+  return {
+    reason: `server overloaded; retry in ${seconds} s`,
+    error: new ProtocolError(
+      'server_overloaded',
+      `The server is overloaded (${cause}); retry in ${seconds} s, or on another instance.`,
+      { type: 'server_error' },
+    ),
+    extra: { retry_after_ms: verdict.retryAfterMs },
+  };
+}
+
+/** `session.created` with the session's resume token in `session.troupe.resume_token`. */
+export function withResumeToken(
+  event: Extract<ServerEvent, { session: unknown }>,
+  token: string,
+): ServerEvent {
+  const troupe = { ...event.session.troupe, resume_token: token };
+  return { ...event, session: { ...event.session, troupe } };
+}

@@ -1,0 +1,28 @@
+/**
+ * The session as data, for the resume store: a running session's snapshot
+ * source, and a snapshot made a session again (`session.snapshot()` and
+ * `restoreSession` of the session module).
+ */
+import {
+  restoreSession,
+  type RestoreOptions,
+  type Session,
+  type SessionState,
+} from '../session/session.js';
+import type { SessionStateSource } from './resume.js';
+
+/** What restoring needs: a session's options, less what the snapshot holds. */
+export type RestoreInput = RestoreOptions;
+
+/** The session's state source for the resume store. */
+export function sessionStateSource(session: Session): SessionStateSource {
+  return { snapshot: () => session.snapshot() };
+}
+
+/**
+ * A session rebuilt from its stored snapshot (not started: `start()`
+ * announces it and its items); throws a SnapshotError when it cannot be.
+ */
+export function restoreFromSnapshot(state: unknown, options: RestoreInput): Promise<Session> {
+  return restoreSession(state as SessionState, options);
+}

@@ -1,0 +1,79 @@
+/**
+ * The deployment files, checked as data: these machines have no Docker or
+ * Kubernetes, so what can be checked without them is (the nginx config runs
+ * for real in nginx.test.ts).
+ */
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/config/index.js';
+
+type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function yamlDocs(file: string): Promise<Doc[]> {
+  return parseAllDocuments(await readFile(file, 'utf8')).map((d) => {
+    expect(d.errors).toEqual([]);
+    return d.toJS() as Doc;
+  });
+}
+
+describe('deploy/Dockerfile', () => {
+  it('is multi-stage, runs as a non-root user, and lets signals reach Node', async () => {
+    const text = await readFile('deploy/Dockerfile', 'utf8');
+    expect(text.match(/^FROM /gm)?.length).toBeGreaterThanOrEqual(2);
+    expect(text).toMatch(/^COPY --from=deps /m);
+    expect(text).toMatch(/^USER node$/m);
+    expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
+    // Exec form, Node itself: no shell or npm in between to swallow SIGTERM.
+    expect(text).toMatch(/^CMD \["node", "--import", "tsx", "src\/cli\/start.ts"\]$/m);
+  });
+});
+
+describe('deploy/compose.yaml', () => {
+  it('runs nginx in front of two Troupe instances sharing Redis, with an optional vLLM', async () => {
+    const compose = parse(await readFile('deploy/compose.yaml', 'utf8'), { merge: true }) as Doc;
+    const services = compose.services as Record<string, Doc>;
+    expect(Object.keys(services).sort()).toEqual([
+      'nginx',
+      'redis',
+      'troupe-1',
+      'troupe-2',
+      'vllm',
+    ]);
+    expect(services.vllm!.profiles).toEqual(['vllm']);
+    expect(services.nginx!.volumes).toContain(
+      './nginx/troupe.conf:/etc/nginx/conf.d/default.conf:ro',
+    );
+    for (const name of ['troupe-1', 'troupe-2']) {
+      const s = services[name]!;
+      expect(s.hostname).toBe(name);
+      expect(s.environment.REDIS_URL).toBe('redis://redis:6379');
+      expect(Number.parseInt(s.stop_grace_period as string, 10) * 1000).toBeGreaterThan(
+        Number(s.environment.SHUTDOWN_GRACE_MS),
+      );
+    }
+    const nginxConf = await readFile('deploy/nginx/troupe.conf', 'utf8');
+    expect(nginxConf).toMatch(/server troupe-1:8080/);
+    expect(nginxConf).toMatch(/server troupe-2:8080/);
+  });
+});
+
+describe('deploy/k8s/troupe.yaml', () => {
+  it('has readiness on /health, a preStop drain inside the grace period, and a sessions autoscaler', async () => {
+    const docs = await yamlDocs('deploy/k8s/troupe.yaml');
+    const byKind = (kind: string, name: string) =>
+      docs.find((d) => d.kind === kind && d.metadata?.name === name)!;
+    const config = byKind('ConfigMap', 'troupe').data as Record<string, string>;
+    const pod = byKind('Deployment', 'troupe').spec.template.spec as Doc;
+    const container = pod.containers[0] as Doc;
+    expect(container.readinessProbe.httpGet.path).toBe('/health');
+    const preStopS = Number(container.lifecycle.preStop.exec.command[1]);
+    const drainS = Number(config.SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS) / 1000;
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(preStopS + drainS);
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    const hpa = byKind('HorizontalPodAutoscaler', 'troupe').spec as Doc;
+    expect(hpa.metrics[0].pods.metric.name).toBe('troupe_sessions_active');
+    expect(config.REDIS_URL).toBe('redis://troupe-redis:6379');
+    expect(byKind('Service', 'troupe-redis')).toBeDefined();
+  });
+});

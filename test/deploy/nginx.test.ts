@@ -1,0 +1,169 @@
+/**
+ * The shipped nginx configuration in front of two Troupe instances (separate
+ * processes on loopback) sharing a redis-server: conversations run through
+ * nginx, one instance is stopped with SIGTERM mid-turn, and its clients
+ * reconnect through nginx with their resume tokens and carry on, on the
+ * other instance, with their conversation.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
+import { metricValue, request, scrape } from '../helpers/http.js';
+import { connect, say, type TestClient } from '../helpers/realtime-client.js';
+import { within } from '../helpers/wait.js';
+import {
+  needs,
+  startInstance,
+  startNginx,
+  startRedis,
+  type Instance,
+  type NginxProc,
+  type RedisProc,
+} from './processes.js';
+
+const CLIENTS = 6;
+/** Long enough that the turns are surely running when the instance is stopped. */
+const TTFT_MS = 400;
+
+interface Conversation {
+  name: string;
+  client: TestClient;
+  sessionId: string;
+  token: string;
+}
+
+function tokenOf(created: Record<string, unknown>): string {
+  const troupe = (created.session as { troupe?: { resume_token?: string } }).troupe;
+  if (!troupe?.resume_token) throw new Error('session.created carries no resume token');
+  return troupe.resume_token;
+}
+
+function historyText(body: unknown): string {
+  return JSON.stringify((body as { messages?: unknown[] })?.messages ?? []);
+}
+
+describe.runIf(needs('nginx') && needs('redis-server'))(
+  'nginx in front of two instances sharing Redis',
+  () => {
+    let sim: Simulator;
+    let redis: RedisProc;
+    const instances: Instance[] = [];
+    let nginx: NginxProc;
+    const conversations: Conversation[] = [];
+
+    beforeAll(async () => {
+      sim = await startSimulator({
+        profile: 'vllm-hermes',
+        script: DEMO_SCRIPT,
+        latency: { ttftMs: TTFT_MS },
+      });
+      redis = await startRedis();
+      const env = { WORKERS: '1', LLM_BASE_URL: sim.url, REDIS_URL: redis.url };
+      instances.push(...(await Promise.all([startInstance(env), startInstance(env)])));
+      nginx = await startNginx(instances.map((i) => `127.0.0.1:${i.port}`));
+    }, 90_000);
+
+    afterAll(async () => {
+      for (const c of conversations) await c.client.close();
+      await nginx?.close();
+      for (const i of instances) await i.stop();
+      await redis?.close();
+      await sim?.close();
+    }, 60_000);
+
+    it('proxies /health and conversations to both instances', async () => {
+      const health = await request(`${nginx.url}/health`);
+      expect(health.status).toBe(200);
+      expect(health.json()).toMatchObject({ resume: { store: 'redis', ok: true } });
+      for (let i = 0; i < CLIENTS; i++) {
+        const client = await connect(`${nginx.wsUrl}?character=plain`);
+        const created = await client.next('session.created', undefined, 15_000);
+        const session = created.session as { id: string };
+        conversations.push({
+          name: `Visitor${i}`,
+          client,
+          sessionId: session.id,
+          token: tokenOf(created),
+        });
+      }
+      for (const c of conversations) say(c.client, `My name is ${c.name}.`);
+      for (const c of conversations) {
+        const done = await c.client.next('response.done', undefined, 20_000);
+        expect(done.response).toMatchObject({ status: 'completed' });
+      }
+      const served = instances.map(
+        (inst) =>
+          conversations.filter((c) =>
+            inst.logs().some((l) => l.msg === 'session opened' && l.session === c.sessionId),
+          ).length,
+      );
+      expect(served[0]! + served[1]!).toBe(CLIENTS);
+      expect(served.every((n) => n > 0)).toBe(true);
+    }, 60_000);
+
+    it('moves the clients of an instance stopped mid-turn to the other, conversation and all', async () => {
+      const [victim, survivor] = instances as [Instance, Instance];
+      const onVictim = conversations.filter((c) =>
+        victim.logs().some((l) => l.msg === 'session opened' && l.session === c.sessionId),
+      );
+      expect(onVictim.length).toBeGreaterThan(0);
+      for (const c of onVictim) say(c.client, 'Tell me something.');
+      for (const c of onVictim) await c.client.next('response.created', undefined, 10_000);
+
+      const exit = victim.stop();
+      const resumeMs: number[] = [];
+      const spentTokens: string[] = [];
+      for (const c of onVictim) {
+        // The running turn finishes (the drain), then the socket closes with 1001.
+        const done = await c.client.next('response.done', undefined, 20_000);
+        expect(done.response).toMatchObject({ status: 'completed' });
+        expect((await within(c.client.closed, 'the close after the drain', 20_000)).code).toBe(
+          1001,
+        );
+      }
+      expect(await within(exit, 'the stopped instance exit', 30_000)).toMatchObject({ code: 0 });
+
+      for (const c of onVictim) {
+        const started = performance.now();
+        const client = await connect(`${nginx.wsUrl}?resume=${c.token}`);
+        const created = await client.next('session.created', undefined, 15_000);
+        expect((created.session as { id: string }).id).toBe(c.sessionId);
+        const token = tokenOf(created);
+        expect(token).not.toBe(c.token);
+        // The items come back, announced again.
+        const items = [];
+        for (let i = 0; i < 4; i++) items.push(await client.next('conversation.item.added'));
+        expect(JSON.stringify(items)).toContain(`My name is ${c.name}.`);
+        expect(client.events.map((e) => e.type)).not.toContain('error');
+
+        say(client, `What is my name?`);
+        await client.next('response.output_text.delta', undefined, 15_000);
+        resumeMs.push(performance.now() - started);
+        const done = await client.next('response.done', undefined, 15_000);
+        expect(done.response).toMatchObject({ status: 'completed' });
+        // The LLM saw the whole conversation.
+        const last = [...sim.requests].reverse().find((r) => historyText(r.body).includes(c.name));
+        expect(historyText(last?.body)).toContain('What is my name?');
+        expect(
+          survivor.logs().some((l) => l.msg === 'session resumed' && l.session === c.sessionId),
+        ).toBe(true);
+        spentTokens.push(c.token);
+        c.client = client;
+        c.token = token;
+      }
+      resumeMs.sort((a, b) => a - b);
+      console.log(
+        `resume through nginx after SIGTERM: ${resumeMs.length} conversations, reconnect → first delta ms: ${resumeMs.map((m) => Math.round(m)).join(', ')}`,
+      );
+      // A spent token opens nothing.
+      const replay = await connect(`${nginx.wsUrl}?resume=${spentTokens[0]}`);
+      await replay.next('session.created');
+      expect((await replay.next('error')).error).toMatchObject({ code: 'resume_failed' });
+      await replay.close();
+      expect(
+        metricValue(await scrape(survivor.url), 'troupe_resume_attempts_total', {
+          outcome: 'resumed',
+        }),
+      ).toBe(onVictim.length);
+    }, 120_000);
+  },
+);

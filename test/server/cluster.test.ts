@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
+import { startInstance, type Instance } from '../deploy/processes.js';
+import { metricValue, request, scrape } from '../helpers/http.js';
+import { connect, say, type TestClient } from '../helpers/realtime-client.js';
+import { within } from '../helpers/wait.js';
+
+interface WorkerState {
+  id: number;
+  pid: number;
+  status: string;
+  sessions?: number;
+}
+
+async function workers(url: string): Promise<WorkerState[]> {
+  const health = (await request(`${url}/health`)).json<{ workers?: WorkerState[] }>();
+  return health.workers ?? [];
+}
+
+describe('npm start with WORKERS=2', () => {
+  let sim: Simulator;
+  let instance: Instance;
+  const clients: TestClient[] = [];
+  const tokens = new Map<TestClient, { id: string; token: string }>();
+
+  beforeAll(async () => {
+    sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
+    instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await instance?.stop();
+    await sim?.close();
+  }, 60_000);
+
+  it('runs two workers that share the port, each reported by /health', async () => {
+    const states = await workers(instance.url);
+    expect(states).toHaveLength(2);
+    expect(states.map((w) => w.status)).toEqual(['ok', 'ok']);
+    expect(new Set(states.map((w) => w.pid)).size).toBe(2);
+  });
+
+  it('spreads sessions over the workers and aggregates every worker in /metrics', async () => {
+    for (let i = 0; i < 4; i++) {
+      const c = await connect(`${instance.wsUrl}?character=plain`);
+      clients.push(c);
+      const created = await c.next('session.created');
+      const session = created.session as { id: string; troupe: { resume_token: string } };
+      tokens.set(c, { id: session.id, token: session.troupe.resume_token });
+    }
+    const states = await workers(instance.url);
+    // Round-robin: each worker took some of them.
+    expect(states.map((w) => w.sessions).every((n) => n !== undefined && n > 0)).toBe(true);
+    expect(states.reduce((n, w) => n + (w.sessions ?? 0), 0)).toBe(4);
+    const metrics = await scrape(instance.url);
+    expect(metricValue(metrics, 'troupe_sessions_active')).toBe(4);
+    expect(metricValue(metrics, 'troupe_sessions_total', { character: 'plain' })).toBe(4);
+  }, 30_000);
+
+  it('serves a turn on every worker', async () => {
+    for (const c of clients) say(c, 'Hello there!');
+    for (const c of clients) {
+      const done = await c.next('response.done', undefined, 15_000);
+      expect(done.response).toMatchObject({ status: 'completed' });
+    }
+  }, 30_000);
+
+  it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
+    const before = await workers(instance.url);
+    const victim = before[0]!;
+    const readyLines = () => instance.logs().filter((l) => l.msg === 'worker ready').length;
+    const readyBefore = readyLines();
+    process.kill(victim.pid, 'SIGKILL');
+    const closes = await within(
+      Promise.race(clients.map((c) => c.closed.then((x) => ({ c, ...x })))),
+      'the close of a client of the killed worker',
+      20_000,
+    );
+    expect(closes.code).toBe(1006);
+    await instance.proc.waitFor(
+      new RegExp(`("msg":"worker ready"[^\\n]*\\n[^]*){${readyBefore + 1}}`),
+      'the replacement worker ready',
+    );
+    expect(readyLines()).toBe(readyBefore + 1);
+    const after = await workers(instance.url);
+    expect(after).toHaveLength(2);
+    expect(after.map((w) => w.pid)).not.toContain(victim.pid);
+    expect(after.map((w) => w.status)).toEqual(['ok', 'ok']);
+
+    // Its clients resume on the workers left, through the primary's store.
+    const dropped = clients.filter((c) => c.ws.readyState !== c.ws.OPEN);
+    expect(dropped.length).toBeGreaterThan(0);
+    for (const c of dropped) {
+      const { id, token } = tokens.get(c)!;
+      const again = await connect(`${instance.wsUrl}?resume=${token}`);
+      const created = await again.next('session.created', undefined, 15_000);
+      expect((created.session as { id: string }).id).toBe(id);
+      await again.next('conversation.item.added', (e) =>
+        JSON.stringify(e.item).includes('Hello there!'),
+      );
+      expect(again.events.map((e) => e.type)).not.toContain('error');
+      clients[clients.indexOf(c)] = again;
+    }
+  }, 60_000);
+
+  it('drains every worker on SIGTERM: clients get 1001 and the primary exits 0', async () => {
+    const c = await connect(`${instance.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const open = clients.filter((x) => x.ws.readyState === x.ws.OPEN);
+    const exit = instance.stop();
+    const { code } = await within(c.closed, 'the close of a session on SIGTERM', 20_000);
+    expect(code).toBe(1001);
+    for (const x of open) expect((await within(x.closed, 'a close', 20_000)).code).toBe(1001);
+    expect(await within(exit, 'the primary exit', 30_000)).toMatchObject({ code: 0 });
+  }, 60_000);
+});

@@ -1,0 +1,256 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/server/logger.js';
+import { createResumer, newResumeToken, tokenKey, type Resumer } from '../../src/server/resume.js';
+import { createMemoryResumeStore, type ResumeStore } from '../../src/server/resume-store.js';
+import { freePort } from '../deploy/processes.js';
+import { metricValue, request, scrape } from '../helpers/http.js';
+import { connect, say } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const log = createLogger({ level: 'silent', content: false });
+
+/** A memory store that records every call. */
+function spyStore(): ResumeStore & { saves: string[]; claims: string[] } {
+  const inner = createMemoryResumeStore();
+  const saves: string[] = [];
+  const claims: string[] = [];
+  return {
+    ...inner,
+    kind: 'memory',
+    saves,
+    claims,
+    save(key, value, ttlS) {
+      saves.push(value);
+      return inner.save(key, value, ttlS);
+    },
+    claim(key, ttlS) {
+      claims.push(key);
+      return inner.claim(key, ttlS);
+    },
+  };
+}
+
+function resumer(store: ResumeStore, loadTimeoutMs = 2_000): Resumer {
+  return createResumer({ store, ttlS: 60, saveDelayMs: 5, loadTimeoutMs, log });
+}
+
+describe('resume tokens', () => {
+  it('are 256 random bits in base64url, never the same twice, stored only as a hash', () => {
+    const tokens = new Set(Array.from({ length: 1000 }, () => newResumeToken()));
+    expect(tokens.size).toBe(1000);
+    for (const t of tokens) expect(t).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const t = [...tokens][0]!;
+    expect(tokenKey(t)).not.toContain(t);
+    expect(tokenKey(t)).toBe(tokenKey(t));
+  });
+
+  it('open the conversation they were issued for, once', async () => {
+    const store = spyStore();
+    const r = resumer(store);
+    let state = { items: ['a'] };
+    const tracker = r.track('sess_1', { snapshot: () => state }, undefined, log);
+    await tracker.flush();
+    state = { items: ['a', 'b'] };
+    tracker.changed();
+    await tracker.flush();
+    expect(await r.claim(tracker.token, undefined)).toEqual({
+      ok: true,
+      sessionId: 'sess_1',
+      state: { items: ['a', 'b'] },
+    });
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: false,
+      reason: 'not_found',
+    });
+    // The session that is still closing cannot bring the record back.
+    await tracker.flush();
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({ ok: false });
+  });
+
+  it('write a burst of changes once, after the delay, off the caller', async () => {
+    const store = spyStore();
+    const r = resumer(store);
+    let reads = 0;
+    const tracker = r.track('sess_2', { snapshot: () => ++reads }, undefined, log);
+    for (let i = 0; i < 50; i++) tracker.changed();
+    // Nothing is read or written synchronously.
+    expect(reads).toBe(0);
+    expect(store.saves).toHaveLength(0);
+    await tracker.flush();
+    expect(store.saves).toHaveLength(1);
+    tracker.stop();
+  });
+
+  it('refuse a malformed token without asking the store', async () => {
+    const store = spyStore();
+    const r = resumer(store);
+    expect(await r.claim('../../etc/passwd', undefined)).toMatchObject({
+      ok: false,
+      reason: 'invalid_token',
+    });
+    expect(store.claims).toHaveLength(0);
+  });
+
+  it('only open for the auth token the session was opened with', async () => {
+    const r = resumer(createMemoryResumeStore());
+    const tracker = r.track('sess_3', { snapshot: () => ({}) }, 'secret-a', log);
+    await tracker.flush();
+    expect(await r.claim(tracker.token, 'secret-b')).toMatchObject({
+      ok: false,
+      reason: 'auth_mismatch',
+    });
+    const other = r.track('sess_4', { snapshot: () => ({}) }, 'secret-a', log);
+    await other.flush();
+    expect(await r.claim(other.token, 'secret-a')).toMatchObject({ ok: true });
+  });
+
+  it('give up on a store that does not answer, and say the store is unavailable', async () => {
+    const hanging: ResumeStore = {
+      ...createMemoryResumeStore(),
+      claim: () => new Promise(() => {}),
+    };
+    const r = resumer(hanging, 50);
+    expect(await r.claim(newResumeToken(), undefined)).toMatchObject({
+      ok: false,
+      reason: 'store_unavailable',
+    });
+  });
+});
+
+describe('the resume handshake', () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  it('answers a bad token with a fresh session, then a resume_failed error', async () => {
+    t = await startTestServer();
+    for (const token of ['nonsense', newResumeToken()]) {
+      const c = await connect(`${t.wsUrl}?character=plain&resume=${token}`);
+      await c.next('session.created');
+      const error = await c.next('error');
+      expect(error.error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'resume_failed',
+        param: 'resume',
+      });
+      expect((error.error as { message: string }).message).toMatch(/new session was started/);
+      // The fresh session works.
+      say(c, 'Hello there!');
+      expect((await c.next('response.done')).response).toMatchObject({ status: 'completed' });
+      await c.close();
+    }
+    const metrics = await scrape(t.url);
+    expect(metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'invalid_token' })).toBe(
+      1,
+    );
+    expect(metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'not_found' })).toBe(1);
+  });
+
+  it('keeps sessions working with Redis down, says degraded on /health and counts the errors', async () => {
+    const port = await freePort();
+    t = await startTestServer({ env: { REDIS_URL: `redis://127.0.0.1:${port}` } });
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    say(c, 'Hello there!');
+    expect((await c.next('response.done')).response).toMatchObject({ status: 'completed' });
+    const health = (await request(`${t.url}/health`)).json<Record<string, unknown>>();
+    expect(health).toMatchObject({
+      status: 'degraded',
+      resume: { store: 'redis', ok: false },
+    });
+    expect(
+      metricValue(await scrape(t.url), 'troupe_resume_store_errors_total', { op: 'connection' }),
+    ).toBeGreaterThanOrEqual(1);
+    await c.close();
+  });
+});
+
+describe('resuming a conversation', () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  function tokenOf(created: Record<string, unknown>): string {
+    return (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+  }
+
+  it('gives the conversation back under the same id, announces its items, and spends the token', async () => {
+    t = await startTestServer();
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const created = await first.next('session.created');
+    const token = tokenOf(created);
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    first.send({
+      type: 'session.update',
+      session: { type: 'realtime', instructions: 'Answer in one short line.' },
+    });
+    await first.next('session.updated');
+    say(first, 'My name is Ada.');
+    expect((await first.next('response.done')).response).toMatchObject({ status: 'completed' });
+    await first.close();
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    const resumed = await again.next('session.created');
+    expect((resumed.session as { id: string }).id).toBe((created.session as { id: string }).id);
+    expect((resumed.session as { instructions: string }).instructions).toBe(
+      'Answer in one short line.',
+    );
+    const next = tokenOf(resumed);
+    expect(next).not.toBe(token);
+    // Every item again (the greeting's too), the user's line among them.
+    await again.next('conversation.item.added', (e) =>
+      JSON.stringify(e.item).includes('My name is Ada.'),
+    );
+    say(again, 'What is my name?');
+    expect((await again.next('response.done')).response).toMatchObject({ status: 'completed' });
+    const history = JSON.stringify(t.simulator.requests.at(-1)?.body);
+    expect(history).toContain('My name is Ada.');
+    expect(history).toContain('What is my name?');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+
+    const replay = await connect(`${t.wsUrl}?resume=${token}`);
+    await replay.next('session.created');
+    expect((await replay.next('error')).error).toMatchObject({ code: 'resume_failed' });
+    await replay.close();
+    await again.close();
+  });
+
+  it('keeps what was said of a reply cut by the dropped connection', async () => {
+    t = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const token = tokenOf(await first.next('session.created'));
+    say(first, 'Hello there!');
+    const delta = await first.next('response.output_text.delta');
+    await first.close();
+    await t.waitForLog('session closed');
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    const { item_id: itemId, delta: said } = delta as unknown as { item_id: string; delta: string };
+    // The cut reply is there, under its id, with what had been sent of it.
+    const reply = await again.next(
+      'conversation.item.added',
+      (e) => (e.item as { id?: string }).id === itemId,
+    );
+    expect(reply.item).toMatchObject({ role: 'assistant' });
+    expect(JSON.stringify(reply.item)).toContain(said.trim());
+    await again.close();
+  });
+
+  it('only resumes for the auth token the session was opened with', async () => {
+    t = await startTestServer({ env: { AUTH_TOKEN: 'first-secret' } });
+    const c = await connect(`${t.wsUrl}?character=plain&token=first-secret`);
+    const token = tokenOf(await c.next('session.created'));
+    await c.close();
+    await t.waitForLog('session closed');
+    // Same server, same secret: a forged binding would need the hash of another one.
+    const again = await connect(`${t.wsUrl}?resume=${token}&token=first-secret`);
+    await again.next('session.created');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    await again.close();
+  });
+});
