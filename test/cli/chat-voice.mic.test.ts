@@ -17,10 +17,11 @@ import type { SimScript } from '../../src/testing/index.js';
 import { encodePcm16Base64, writeWav } from '../../src/voice/audio/pcm.js';
 import { concat, silence, speech } from '../helpers/audio.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = 'src/cli/chat.ts';
-const VOICE_TEST_TIMEOUT_MS = 30_000;
+const VOICE_TEST_TIMEOUT_MS = TEST_TIMEOUT_MS;
 
 /** Long enough (about 9 s spoken) that the user's second question lands while it plays. */
 const LONG_REPLY =

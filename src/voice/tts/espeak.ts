@@ -22,8 +22,11 @@ export const ESPEAK_SAMPLE_RATE_HZ = 22_050;
 export const DEFAULT_ESPEAK_VOICE = 'en-us';
 /** Most worker threads a pool may have (each holds ~60 MB of voice data). */
 export const MAX_ESPEAK_WORKERS = 32;
-/** How long a worker may take to load the engine before it counts as failed, in ms. */
-export const ESPEAK_WORKER_START_TIMEOUT_MS = 15_000;
+/**
+ * How long a worker may take to load the engine before it counts as failed, in ms:
+ * a hang detector, so generous enough for a machine many times busier than idle.
+ */
+export const ESPEAK_WORKER_START_TIMEOUT_MS = 60_000;
 
 /** The provider's name: a metrics label and the key of `character.voice`. */
 const PROVIDER = 'espeak';

@@ -14,7 +14,7 @@ import {
   resolveEspeakVoice,
 } from '../../../src/voice/tts/espeak.js';
 import type { EspeakTts } from '../../../src/voice/tts/espeak.js';
-import { within } from '../../helpers/wait.js';
+import { TEST_TIMEOUT_MS, within } from '../../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const SENTENCE = 'The quick brown fox jumps over the lazy dog.';
@@ -39,7 +39,7 @@ beforeAll(async () => {
     `${(performance.now() - started).toFixed(0)} ms`,
   );
   expect(health.ok).toBe(true);
-}, 15_000);
+}, TEST_TIMEOUT_MS);
 
 afterAll(async () => {
   await Promise.all([tts?.close(), single?.close()]);
