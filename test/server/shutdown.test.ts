@@ -104,7 +104,8 @@ describe('graceful shutdown', () => {
     t = await startTestServer();
     const c = await connect(`${t.wsUrl}?character=plain`);
     await c.next('session.created');
-    expect(await within(t.server.shutdown(5_000), 'shutdown', 2_000)).toBe(true);
+    // A grace far past the wait's bound: resolving at all proves it did not wait for the grace.
+    expect(await within(t.server.shutdown(3_600_000), 'shutdown')).toBe(true);
     expect((await within(c.closed, 'the close of an idle session')).code).toBe(1001);
   });
 });
