@@ -273,7 +273,7 @@ describe('eSpeak NG TTS', () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
       ['--import', 'tsx', '--input-type=module', '-e', script],
-      { cwd: ROOT, timeout: 10_000 },
+      { cwd: ROOT, timeout: TEST_TIMEOUT_MS - 30_000 },
     );
     expect(JSON.parse(stdout.trim()).samples).toBeGreaterThan(10_000);
   });
