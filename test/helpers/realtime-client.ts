@@ -17,7 +17,7 @@ export interface TestClient {
   send(event: object | string): void;
   /** Socket errors seen after the socket opened (a frame the client could not take, a reset). */
   readonly errors: Error[];
-  /** The next event of `type` (after those already taken) matching `where`, within `bound(timeoutMs)` (default 60 s). */
+  /** The next event of `type` (after those already taken) matching `where`, within `bound(timeoutMs)` (default 2 min). */
   next(type: string, where?: (e: Received) => boolean, timeoutMs?: number): Promise<Received>;
   /** Every event up to and including the next `response.done`. */
   untilDone(): Promise<Received[]>;

@@ -27,7 +27,7 @@ export interface TestServer {
   logs(): Array<Record<string, unknown>>;
   /**
    * The first log line (already written or still to come) with message `msg`
-   * and fields matching `where`; rejects after `bound(timeoutMs)` (default 60 s).
+   * and fields matching `where`; rejects after `bound(timeoutMs)` (default 2 min).
    */
   waitForLog(
     msg: string,
