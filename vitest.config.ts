@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { TEST_TIMEOUT_MS } from './test/helpers/wait.js';
 
 export default defineConfig({
   test: {
@@ -9,8 +10,10 @@ export default defineConfig({
     // Debian's flite and pocketsphinx, for the suites that speak and listen.
     globalSetup: ['test/setup/speech-packages.ts'],
     maxWorkers: 2,
-    testTimeout: 15_000,
-    hookTimeout: 15_000,
+    // Bounds turn a hang into a failure, sized for a machine ten times slower than idle
+    // (TEST_TIME_SCALE stretches them further): never something a passing test races.
+    testTimeout: TEST_TIMEOUT_MS,
+    hookTimeout: TEST_TIMEOUT_MS,
     server: {
       deps: {
         // Characters are imported by Node itself, as in the server (see native-import.mjs).

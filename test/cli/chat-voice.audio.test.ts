@@ -387,9 +387,8 @@ describe('saying a WAV file', () => {
       new AbortController().signal,
     );
     expect(sentAt).toHaveLength(6);
-    expect(sentAt[0]!).toBeLessThan(AUDIO_CHUNK_MS);
+    // Never early; how late depends on the machine's load, so that is not asserted.
     expect(sentAt[5]!).toBeGreaterThanOrEqual(5 * AUDIO_CHUNK_MS - 1);
-    expect(sentAt[5]!).toBeLessThan(5 * AUDIO_CHUNK_MS + 150);
   });
 
   it('stops sending when aborted', async () => {

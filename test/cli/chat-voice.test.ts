@@ -14,11 +14,12 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readWav } from '../../src/voice/audio/pcm.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = 'src/cli/chat.ts';
 /** tsx start-up, cold engines (2–3 s), 2.7 s of speech said in real time, a paced reply. */
-const VOICE_TEST_TIMEOUT_MS = 30_000;
+const VOICE_TEST_TIMEOUT_MS = TEST_TIMEOUT_MS;
 
 const children = new Set<ChildProcess>();
 let t: TestServer;

@@ -5,6 +5,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Socket } from 'node:net';
+import { bound } from './wait.js';
 
 /** An HTTP answer, body as text. */
 export interface HttpAnswer {
@@ -22,7 +23,7 @@ export interface RequestOptions {
   /** Trusted CA (PEM) for https URLs. */
   ca?: string;
   headers?: Record<string, string>;
-  /** @defaultValue 5000 */
+  /** How long the socket may stay silent; never shorter than `DEFAULT_WAIT_MS`. */
   timeoutMs?: number;
 }
 
@@ -50,7 +51,7 @@ export function request(url: string, options: RequestOptions = {}): Promise<Http
         headers: options.headers ?? {},
         agent: false,
         ...(options.ca ? { ca: options.ca } : {}),
-        timeout: options.timeoutMs ?? 5_000,
+        timeout: bound(options.timeoutMs),
       },
       (res) => {
         const chunks: Buffer[] = [];

@@ -3,12 +3,10 @@
  * ones a test names (bounded waits that say what they were waiting for).
  */
 import WebSocket, { type ClientOptions } from 'ws';
+import { bound, DEFAULT_WAIT_MS } from './wait.js';
 
 /** A server event as received. */
 export type Received = { type: string; event_id?: string } & Record<string, unknown>;
-
-/** How long a wait may take before the test fails with what it saw. */
-const WAIT_MS = 5_000;
 
 /** A connected test client. */
 export interface TestClient {
@@ -19,7 +17,7 @@ export interface TestClient {
   send(event: object | string): void;
   /** Socket errors seen after the socket opened (a frame the client could not take, a reset). */
   readonly errors: Error[];
-  /** The next event of `type` (after those already taken) matching `where`, within `timeoutMs` (default 5 s). */
+  /** The next event of `type` (after those already taken) matching `where`, within `bound(timeoutMs)` (default 2 min). */
   next(type: string, where?: (e: Received) => boolean, timeoutMs?: number): Promise<Received>;
   /** Every event up to and including the next `response.done`. */
   untilDone(): Promise<Received[]>;
@@ -65,8 +63,9 @@ export async function connect(
   function next(
     type: string,
     where: (e: Received) => boolean = () => true,
-    timeoutMs = WAIT_MS,
+    timeoutMs = DEFAULT_WAIT_MS,
   ): Promise<Received> {
+    const limit = bound(timeoutMs);
     return new Promise((resolve, reject) => {
       const check = (): boolean => {
         for (let i = cursor; i < events.length; i++) {
@@ -84,13 +83,13 @@ export async function connect(
         waiters.delete(waiter);
         reject(
           new Error(
-            `no ${type} within ${timeoutMs} ms; got: ${events
+            `no ${type} within ${limit} ms; got: ${events
               .slice(cursor)
               .map((e) => e.type)
               .join(', ')}`,
           ),
         );
-      }, timeoutMs);
+      }, limit);
       const waiter = () => {
         if (check()) {
           clearTimeout(timer);

@@ -3,6 +3,7 @@
  * LLM simulator, with logs captured in memory.
  */
 import { Writable } from 'node:stream';
+import { bound, DEFAULT_WAIT_MS } from './wait.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger, startServer, type TroupeServer } from '../../src/server/index.js';
 import type { ServerVoice } from '../../src/server/voice.js';
@@ -26,7 +27,7 @@ export interface TestServer {
   logs(): Array<Record<string, unknown>>;
   /**
    * The first log line (already written or still to come) with message `msg`
-   * and fields matching `where`; rejects after `timeoutMs`.
+   * and fields matching `where`; rejects after `bound(timeoutMs)` (default 2 min).
    */
   waitForLog(
     msg: string,
@@ -67,6 +68,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     CHARACTERS_WATCH: 'false',
     LOG_LEVEL: 'debug',
     SHUTDOWN_GRACE_MS: '5000',
+    // A tool's 100 ms default is a latency goal, not what a test checks: on a
+    // busy machine a quick handler can miss it. Tests of timeouts set their own.
+    TOOL_TIMEOUT_MS: '60000',
     STT_PROVIDER: 'none',
     TTS_PROVIDER: 'none',
     ...options.env,
@@ -101,7 +105,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     server,
     simulator,
     logs,
-    waitForLog(msg, where = () => true, timeoutMs = 5_000) {
+    waitForLog(msg, where = () => true, timeoutMs = DEFAULT_WAIT_MS) {
+      const limit = bound(timeoutMs);
       const find = () => logs().find((l) => l.msg === msg && where(l));
       return new Promise((resolve, reject) => {
         const found = find();
@@ -115,8 +120,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         };
         const timer = setTimeout(() => {
           listeners.delete(check);
-          reject(new Error(`no log line "${msg}" within ${timeoutMs} ms`));
-        }, timeoutMs);
+          reject(new Error(`no log line "${msg}" within ${limit} ms`));
+        }, limit);
         listeners.add(check);
       });
     },

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadtestReport } from '../../loadtest/report/model.js';
+import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 const SESSIONS = 20;
@@ -47,10 +48,10 @@ beforeAll(async () => {
     '--name',
     'smoke',
   ];
-  ({ stdout } = await run(process.execPath, args, { timeout: 90_000 }));
+  ({ stdout } = await run(process.execPath, args, { timeout: TEST_TIMEOUT_MS - 30_000 }));
   report = JSON.parse(await readFile(join(dir, 'smoke.json'), 'utf8')) as LoadtestReport;
   html = await readFile(join(dir, 'smoke.html'), 'utf8');
-}, 120_000);
+}, TEST_TIMEOUT_MS);
 
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });

@@ -160,8 +160,8 @@ describe('session snapshots', () => {
     );
     expect(announced.slice(0, storedItems.length)).toEqual(storedItems);
     original.close();
-    // A second Node process starting tsx on a busy machine: generous, never a timing goal.
-  }, 120_000);
+    // A second Node process starting tsx on a busy machine: the suite's generous test timeout.
+  });
 
   it('round-trips through JSON: a restored session has the same snapshot', async () => {
     const original = await open('weather');

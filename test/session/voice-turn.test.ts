@@ -206,7 +206,6 @@ describe('a server VAD turn', () => {
     expect(audioMs(out)).toBeLessThanOrEqual(ANSWER.length * MS_PER_CHAR + 100);
     expect(response.troupe.first_audio_ms).toEqual(expect.any(Number));
     expect(response.troupe.first_audio_ms!).toBeGreaterThan(0);
-    expect(response.troupe.first_audio_ms!).toBeLessThan(2_000);
 
     // The model heard the transcript as the user's message.
     expect(lastChat(v.simulator).messages.at(-1)).toEqual({ role: 'user', content: HEARD });

@@ -9,13 +9,14 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { chromium } from 'playwright-core';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startTestServer } from '../helpers/server.js';
+import { DEFAULT_WAIT_MS } from '../helpers/wait.js';
 
 type TestServer = Awaited<ReturnType<typeof startTestServer>>;
 
 /** Chromium to drive; Debian's package by default. */
 const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-/** How long a DOM condition may take before the test fails (well inside the 60 s test timeout). */
-const WAIT_MS = 10_000;
+/** How long a DOM condition may take before the test fails (well inside the test timeout). */
+const WAIT_MS = DEFAULT_WAIT_MS;
 const POLL = { timeout: WAIT_MS, interval: 50 };
 
 /** Demo-script lines (src/testing/scripts/demo.ts) and what the simulator answers. */

@@ -26,14 +26,15 @@ import { chromium } from 'playwright-core';
 import type { Browser, BrowserContext, Page, WebSocketRoute } from 'playwright-core';
 import type { SimReply, SimScript } from '../../src/testing/index.js';
 import type { TestServer } from '../helpers/server.js';
+import { DEFAULT_WAIT_MS } from '../helpers/wait.js';
 
 /** Chromium to drive; Debian's package by default. */
 const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /** How long a DOM condition may take before the test fails. */
-const WAIT_MS = 10_000;
+const WAIT_MS = DEFAULT_WAIT_MS;
 const POLL = { timeout: WAIT_MS, interval: 25 };
 /** End to end: speech, recognition, the model, the tool and speech again, all in real time. */
-const E2E_POLL = { timeout: 30_000, interval: 50 };
+const E2E_POLL = { timeout: DEFAULT_WAIT_MS, interval: 50 };
 
 /** What the fake microphone says (flite's kal16 voice is heard well by pocketsphinx). */
 const QUESTION = 'what is the weather like in paris';
@@ -113,7 +114,7 @@ function encodeWav(wav: Wav, data: Buffer): Buffer {
 async function speak(text: string, path: string): Promise<void> {
   const raw = `${path}.raw.wav`;
   await promisify(execFile)('flite', ['-voice', 'kal16', '-t', text, '-o', raw], {
-    timeout: 10_000,
+    timeout: DEFAULT_WAIT_MS,
   });
   const wav = parseWav(await readFile(raw));
   const bytesPerMs = (wav.sampleRate * wav.channels * wav.bitsPerSample) / 8 / 1000;

@@ -22,7 +22,7 @@ import { TtsEmitter } from './emitter.js';
 import type { TtsLogger } from './emitter.js';
 
 /** How long a worker may take to load the engine before it counts as failed, in ms. */
-export const SYNTH_WORKER_START_TIMEOUT_MS = 15_000;
+export const SYNTH_WORKER_START_TIMEOUT_MS = 60_000;
 
 /** A voice an engine has, as its worker lists them. */
 export interface SynthVoice {

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_TIMEOUT_MS } from '../../helpers/wait.js';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -47,7 +48,8 @@ describe('PocketsphinxSttProvider under tsx', () => {
     );
     const { stdout, stderr } = await run(join(ROOT, 'node_modules/.bin/tsx'), [script], {
       cwd: ROOT,
-      timeout: 30_000,
+      // Inside the test's own bound, so a hang fails with the child's output.
+      timeout: TEST_TIMEOUT_MS - 30_000,
     });
     const result = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
       text: string;
