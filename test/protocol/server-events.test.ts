@@ -93,6 +93,63 @@ describe('the event encoder', () => {
   });
 });
 
+describe('GA shapes the openai typings give', () => {
+  it('calls content_part parts "text" and "audio", while items keep output_text and output_audio', () => {
+    for (const [type, wire] of [
+      ['output_text', 'text'],
+      ['output_audio', 'audio'],
+    ] as const) {
+      for (const event of ['response.content_part.added', 'response.content_part.done'] as const) {
+        const part = type === 'output_text' ? { type, text: '' } : { type, transcript: '' };
+        expect(roundTrip('openai', { type: event, ...at, part })).toMatchObject({
+          type: event,
+          part: { type: wire },
+        });
+      }
+    }
+    expect(
+      roundTrip('openai', {
+        type: 'response.output_item.done',
+        response_id: 'resp_1',
+        output_index: 0,
+        item: message,
+      }),
+    ).toMatchObject({ item: { content: [{ type: 'output_text' }] } });
+  });
+
+  it('sends mcp_call items and their events in GA, and only the items in beta', () => {
+    const mcp: Item = {
+      id: 'item_3',
+      object: 'realtime.item',
+      type: 'mcp_call',
+      server_label: 'weather',
+      name: 'get_current_weather',
+      arguments: '{}',
+      output: '{"t":1}',
+      error: null,
+      approval_request_id: null,
+    };
+    const added: ServerEvent = {
+      type: 'response.output_item.added',
+      response_id: 'resp_1',
+      output_index: 0,
+      item: mcp,
+    };
+    const completed: ServerEvent = {
+      type: 'response.mcp_call.completed',
+      item_id: 'item_3',
+      output_index: 0,
+    };
+    expect(roundTrip('openai', added)).toMatchObject({ item: mcp });
+    expect(roundTrip('openai', completed)).toMatchObject(completed);
+    expect(roundTrip('openai-beta', added)).toMatchObject({ item: mcp });
+    expect(roundTrip('openai-beta', completed)).toBeNull();
+    expect(
+      roundTrip('openai-beta', { type: 'response.mcp_call_arguments.delta', ...at, delta: '{' }),
+    ).toBeNull();
+  });
+});
+
 describe('the openai-beta dialect', () => {
   it.each([
     ['response.output_text.delta', 'response.text.delta'],

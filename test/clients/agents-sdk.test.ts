@@ -1,0 +1,73 @@
+/**
+ * The OpenAI Agents SDK's `RealtimeSession` over WebSocket, with its default
+ * session config (spoken replies, `semantic_vad`, its own transcription and
+ * audio settings), against a Troupe server: its own tools, a character's
+ * server tools, audio out and its history, with no error on either side.
+ */
+import { RealtimeAgent, tool } from '@openai/agents-realtime';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
+import { connectSdk, type SdkClient } from '../helpers/agents-sdk.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { fakeVoice } from '../helpers/voice.js';
+
+/** The demo's lines, and one that makes the model call the client's clock. */
+const SCRIPT: SimScript = {
+  rules: [
+    {
+      when: { user: 'time in oslo', round: 0 },
+      reply: { parts: [{ toolCall: { name: 'get_local_time', arguments: { city: 'Oslo' } } }] },
+    },
+    {
+      when: { user: 'time in oslo', toolResult: '12:00' },
+      reply: { parts: [{ text: 'It is noon in Oslo.' }] },
+    },
+    ...DEMO_SCRIPT.rules,
+  ],
+};
+
+/** A tool the SDK runs itself, counting its calls. */
+function clockAgent(calls: string[]): RealtimeAgent {
+  const clock = tool({
+    name: 'get_local_time',
+    description: 'The local time in a city.',
+    parameters: z.object({ city: z.string() }),
+    execute: async ({ city }) => {
+      calls.push(city);
+      return `12:00 in ${city}`;
+    },
+  });
+  return new RealtimeAgent({ name: 'Assistant', instructions: 'Be brief.', tools: [clock] });
+}
+
+describe('the Agents SDK RealtimeSession with its default config', () => {
+  let t: TestServer;
+  let client: SdkClient | undefined;
+
+  beforeAll(async () => {
+    t = await startTestServer({ script: SCRIPT, voice: await fakeVoice() });
+  });
+  afterEach(() => {
+    client?.close();
+    client = undefined;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Server errors the SDK received, as text. */
+  const serverErrors = (c: SdkClient) =>
+    c.received.filter((e) => e.type === 'error').map((e) => JSON.stringify(e.error));
+
+  it('has its session.update taken whole: instructions, tools and spoken replies', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    const answers = await client.settled();
+    expect(answers.map((e) => e.type)).toEqual(['session.updated', 'session.updated']);
+    const session = answers.at(-1)!.session as Record<string, unknown>;
+    expect(session.output_modalities).toEqual(['audio']);
+    expect(session.tools).toEqual([expect.objectContaining({ name: 'get_local_time' })]);
+    expect(session.instructions).toBe('Be brief.');
+    expect(serverErrors(client)).toEqual([]);
+  });
+});
