@@ -118,6 +118,18 @@ export function requestUrl(target: string | undefined): URL | undefined {
 }
 
 /**
+ * Unmute's production frontend calls its backend under `/api/` on its own
+ * origin (`/api/v1/health`, `/api/v1/voices`, `/api/v1/realtime`): those
+ * paths are answered as their `/v1/` twins, so no proxy has to strip the prefix.
+ */
+export const UNMUTE_API_PREFIX = '/api';
+
+/** The route of a path: Unmute's `/api/v1/…` as `/v1/…`, any other path as it is. */
+export function unmuteRoute(path: string): string {
+  return path.startsWith(`${UNMUTE_API_PREFIX}/v1/`) ? path.slice(UNMUTE_API_PREFIX.length) : path;
+}
+
+/**
  * Creates the request handler.
  *
  * @example
@@ -159,7 +171,7 @@ export function createHttpHandler(ctx: RouteContext) {
       );
     }
     try {
-      switch (path) {
+      switch (unmuteRoute(path)) {
         case '/health':
           return json(res, 200, await health(ctx, speechHealth), head, cors);
         case '/metrics': {

@@ -124,6 +124,22 @@ describe('the openai SDK realtime client over wss', () => {
     expect(await within(closed, 'the SDK socket closing')).toBe(1000);
   });
 
+  it('picks the character its model names: new OpenAIRealtimeWS({model: "plain"})', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${t.url}/v1` });
+    const rt = new OpenAIRealtimeWS({ model: 'plain', options: { ca } }, client);
+    const { next } = record(rt);
+    expect((await next('session.created')).session).toMatchObject({ character: 'plain' });
+    rt.close({ code: 1000, reason: 'done' });
+  });
+
+  it("ignores a model that names no character: the server's default character serves", async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${t.url}/v1` });
+    const rt = new OpenAIRealtimeWS({ model: 'gpt-realtime', options: { ca } }, client);
+    const { next } = record(rt);
+    expect((await next('session.created')).session).toMatchObject({ character: 'weather' });
+    rt.close({ code: 1000, reason: 'done' });
+  });
+
   it('is refused with 1008 when the SDK has the wrong API key', async () => {
     const client = new OpenAI({ apiKey: 'wrong', baseURL: `${t.url}/v1` });
     const rt = new OpenAIRealtimeWS({ model: 'troupe', options: { ca } }, client);
