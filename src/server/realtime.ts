@@ -174,7 +174,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     // Only Unmute's production frontend dials /api/v1/realtime: its dialect from the start
     // (so it gets no session.created it does not know). Elsewhere, without ?dialect=, the
     // client's first session.update (or an Unmute-only event) tells.
-    const impliedDialect = url.pathname === '/v1/realtime' ? undefined : 'unmute';
+    // Beta-protocol clients announce themselves with OpenAI's `OpenAI-Beta: realtime=v1` header.
+    const impliedDialect =
+      url.pathname !== '/v1/realtime'
+        ? 'unmute'
+        : /\brealtime=v1\b/.test(String(req.headers['openai-beta'] ?? ''))
+          ? 'openai-beta'
+          : undefined;
     let dialect = picked.dialect ?? impliedDialect ?? 'openai';
     let detecting = picked.dialect === undefined && impliedDialect === undefined;
     accepted = true;
