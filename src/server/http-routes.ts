@@ -5,7 +5,7 @@
  * allowed origins may read every route (CORS), as Unmute's frontend, served
  * from its own origin, does.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { CharacterRegistry } from '../characters/registry.js';
@@ -14,6 +14,7 @@ import type { Metrics } from '../metrics/index.js';
 import { unmuteVoiceList, type UnmuteVoice } from '../protocol/index.js';
 import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { ServerLlm } from './llm.js';
+import { serveUnmuteFrontend } from './unmute-frontend.js';
 
 /** The web client's folder (served at `/`). */
 export const WEB_DIR = fileURLToPath(new URL('../web/', import.meta.url));
@@ -56,6 +57,11 @@ export interface RouteContext {
    * @defaultValue [] (same-origin pages only)
    */
   allowedOrigins?: '*' | string[];
+  /**
+   * A built Unmute frontend to serve at `/unmute` (`config.server.unmuteFrontendDir`).
+   * @defaultValue none
+   */
+  unmuteFrontendDir?: string;
   /**
    * How long a speech engine's health answer is reused (`config.server.healthCacheMs`).
    * @defaultValue DEFAULT_HEALTH_CACHE_MS (5000)
@@ -193,9 +199,13 @@ export function createHttpHandler(ctx: RouteContext) {
           return await serveStatic(res, 'index.html', head, cors);
         default: {
           const name = path.slice(1);
-          if (STATIC_NAME.test(name) && extension(name) in CONTENT_TYPES) {
+          const ours = STATIC_NAME.test(name) && extension(name) in CONTENT_TYPES;
+          const dir = ctx.unmuteFrontendDir;
+          // The web client's own files first; then Unmute's page and assets, when served.
+          if (ours && (!dir || (await webFileExists(name)))) {
             return await serveStatic(res, name, head, cors);
           }
+          if (dir && (await serveUnmuteFrontend(res, dir, path, head, cors))) return;
           return notFound(res, path, head, cors);
         }
       }
@@ -379,6 +389,15 @@ function characters(registry: CharacterRegistry): object {
     })),
     errors: registry.errors().length,
   };
+}
+
+async function webFileExists(name: string): Promise<boolean> {
+  try {
+    await access(`${WEB_DIR}${name}`);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function serveStatic(

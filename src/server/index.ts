@@ -129,6 +129,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
     healthCacheMs: config.server.healthCacheMs,
+    ...(config.server.unmuteFrontendDir
+      ? { unmuteFrontendDir: config.server.unmuteFrontendDir }
+      : {}),
   });
   const tls = config.server.tls;
   let server: Server;
