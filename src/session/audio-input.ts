@@ -1,8 +1,6 @@
 /**
- * A session's microphone side: client audio (base64 PCM16 or Ogg/Opus) is
- * decoded to 24 kHz, watched by the turn detector (server VAD) and fed to the
- * STT stream — only the speech with its prefix padding for per-utterance
- * engines, everything for streaming ones that predict pauses.
+ * Audio input: client audio decoded to 24 kHz, watched by the turn detector (server VAD) and
+ * fed to STT (speech with prefix padding for per-utterance engines, everything for streaming).
  */
 import type { Logger } from 'pino';
 import { AudioFormatError } from '../errors.js';

@@ -1,8 +1,6 @@
 /**
- * What a session takes in and gives out. The vocabulary is the OpenAI
- * Realtime API's (GA names and shapes), which Troupe uses internally; the
- * session never sees JSON, event ids or dialects — `protocol/` parses client
- * frames into {@link ClientEvent}s and encodes {@link ServerEvent}s per dialect.
+ * The session's vocabulary: client and server events, items and the session object, in the
+ * OpenAI Realtime API's GA names and shapes (`protocol/` parses and encodes them per dialect).
  */
 import type { ToolOutcome } from '../tools/types.js';
 

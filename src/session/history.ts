@@ -1,12 +1,10 @@
 /**
- * A conversation's history: the items the client sees and the chat messages
- * the model sees, kept in groups. A group starts with a user message and holds
- * everything that answers it (assistant text, tool calls and their results),
- * so trimming to the context budget drops whole groups and never parts a tool
- * call from its result.
+ * Conversation history: items the client sees and messages the model sees, in groups (a user
+ * message and all that answers it), so trimming never parts a tool call from its result.
  */
 import type { ChatMessage } from '../llm/chunk.js';
 import type { Item } from './events.js';
+import type { HistoryState, MessagePlace } from './session-state.js';
 
 /** One exchange: a user message (absent for the opening) and what followed. */
 export interface HistoryGroup {
@@ -53,6 +51,46 @@ export class History {
   #groups: HistoryGroup[] = [];
   /** Messages that stand for exactly one item (client messages, the greeting): deletable. */
   #single = new Map<string, ChatMessage>();
+
+  /** A history from its data (see {@link History.toState}); the data is taken, not copied. */
+  static fromState(state: HistoryState): History {
+    const history = new History();
+    history.#groups = state.groups;
+    for (const s of state.singles) {
+      const message = state.groups[s.group]?.messages[s.message];
+      if (message) history.#single.set(s.item, message);
+    }
+    return history;
+  }
+
+  /** The history as data (messages that stand for one item are told by place). */
+  toState(): HistoryState {
+    const singles: HistoryState['singles'] = [];
+    for (const [item, message] of this.#single) {
+      const place = this.placeOf(message);
+      if (place) singles.push({ item, ...place });
+    }
+    return { groups: this.#groups, singles };
+  }
+
+  /** Where a message is: its group and index. */
+  placeOf(message: ChatMessage): MessagePlace | undefined {
+    for (const [group, g] of this.#groups.entries()) {
+      const at = g.messages.indexOf(message);
+      if (at !== -1) return { group, message: at };
+    }
+    return undefined;
+  }
+
+  /** The one message an item stands for (client messages, the greeting). */
+  messageOf(itemId: string): ChatMessage | undefined {
+    return this.#single.get(itemId);
+  }
+
+  /** The message at a place. */
+  messageAt(place: MessagePlace): ChatMessage | undefined {
+    return this.#groups[place.group]?.messages[place.message];
+  }
 
   /** Every item, oldest first. */
   get items(): Item[] {

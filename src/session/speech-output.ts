@@ -1,9 +1,6 @@
 /**
- * A response's voice: reply text is cut into clauses, spoken by the TTS
- * engine, and sent to the client paced to a playback clock — a little ahead
- * of real time, never a whole reply at once — with each word of the
- * transcript sent when its audio plays. So the transcript matches what was
- * heard, and a barge-in knows exactly what the user heard.
+ * Speech of one response: clauses spoken by the TTS engine, paced to a playback clock, each word
+ * of transcript sent as its audio plays — so a barge-in knows exactly what the user heard.
  */
 import type { Logger } from 'pino';
 import { SpeechProviderError } from '../errors.js';

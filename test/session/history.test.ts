@@ -268,3 +268,40 @@ describe('History.delete and lastItemId', () => {
     expect(h.lastItemId()).toBeNull();
   });
 });
+
+describe('History.toState and fromState', () => {
+  it('round-trips through JSON, keeping which items stand for one message', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addToolTurn(h, 2);
+    addTurn(h, 3);
+    const state = JSON.parse(JSON.stringify(h.toState())) as ReturnType<History['toState']>;
+    const back = History.fromState(state);
+    expect(back.items).toEqual(h.items);
+    expect(back.trim(1e9, 0).messages).toEqual(h.trim(1e9, 0).messages);
+    expect(back.messageOf('u2')).toEqual({ role: 'user', content: 'tool question 2' });
+    // The user message stands for one chat message: deletable; a response's item is not.
+    expect(back.delete('a1')).toBe(false);
+    expect(back.delete('u3')).toBe(true);
+    expect(contents(back.trim(1e9, 0).messages)).toEqual([
+      'question 1',
+      'x'.repeat(40),
+      'tool question 2',
+      'calls:call_2',
+      'tool:call_2',
+      'It is noon.',
+      'x'.repeat(40),
+    ]);
+  });
+
+  it('tells where a message is and finds it there again', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addToolTurn(h, 2);
+    const message = h.messageOf('u2')!;
+    const place = h.placeOf(message)!;
+    expect(place).toEqual({ group: 1, message: 0 });
+    const back = History.fromState(JSON.parse(JSON.stringify(h.toState())));
+    expect(back.messageAt(place)).toEqual(message);
+  });
+});

@@ -107,4 +107,37 @@ describe('the greeting', () => {
     ]);
     await c.close();
   });
+
+  it("runs a client's response.create sent during the greeting right after it, without an error", async () => {
+    const c = await openSession(t, 'character=greeter');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    const greeting = (await c.next('response.created')).response as { id: string };
+    c.send({ type: 'response.create', event_id: 'early' });
+    const greetingDone = (await c.next('response.done')).response as { id: string; status: string };
+    expect(greetingDone).toMatchObject({ id: greeting.id, status: 'completed' });
+    const created = (await c.next('response.created')).response as { id: string };
+    expect(created.id).not.toBe(greeting.id);
+    const events = await c.untilDone();
+    const done = events.at(-1)!.response as { id: string; status: string };
+    expect(done).toMatchObject({ id: created.id, status: 'completed' });
+    expect(spokenText(events)).toBe('I am the greeter.');
+    expect(c.events.some((e) => e.type === 'error')).toBe(false);
+    await c.close();
+  });
+
+  it('still refuses a second response.create while the queued one waits', async () => {
+    const c = await openSession(t, 'character=greeter');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('response.created');
+    c.send({ type: 'response.create' });
+    c.send({ type: 'response.create', event_id: 'second' });
+    const error = (await c.next('error')).error as { code: string; event_id: string };
+    expect(error).toMatchObject({
+      code: 'conversation_already_has_active_response',
+      event_id: 'second',
+    });
+    await c.next('response.done');
+    await c.untilDone();
+    await c.close();
+  });
 });

@@ -1,0 +1,384 @@
+/**
+ * The conversation: its items and history, client calls awaiting output, the
+ * greeting, and `conversation.item.*` (create, retrieve, delete, truncate).
+ */
+import type { Logger } from 'pino';
+import type { CharacterTurnSettings } from '../characters/conversation.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import { toolResultMessages } from '../llm/turn-runner.js';
+import type {
+  ClientItem,
+  FunctionCallOutputItem,
+  Item,
+  MessageItem,
+  ServerEvent,
+} from './events.js';
+import { History, type HistoryGroup, type TrimResult } from './history.js';
+import { itemNotFound, messageItem, newId, plainMessage, textOf, toChatMessage } from './items.js';
+import type { ConversationState } from './session-state.js';
+
+/** Options of {@link Conversation}. */
+export interface ConversationOptions {
+  send: (event: ServerEvent) => void;
+  /** The session's logger now (it changes with the character). */
+  log: () => Logger;
+  /** Text as logs may show it. */
+  content: (text: string) => string | { chars: number };
+  /** The newest item of the running response, if one runs and has items. */
+  responseLastItemId: () => string | null | undefined;
+}
+
+/** A client-side call awaiting output, and the assistant message that made it. */
+interface PendingCall {
+  name: string;
+  owner: ChatMessage | undefined;
+}
+
+/** An assistant message whose text was spoken in one or more items. */
+export interface SpokenRound {
+  message: ChatMessage;
+  items: Array<{ item: MessageItem; transcript: string }>;
+}
+
+/** Spoken items a late `conversation.item.truncate` can still cut. */
+const MAX_SPOKEN_ITEMS = 64;
+
+/** A conversation's items and what the model sees of them. */
+export class Conversation {
+  readonly #o: ConversationOptions;
+  #history: History;
+  /** Legacy and prompt tool formats carry no call ids: outputs follow their owner message. */
+  readonly #pending = new Map<string, PendingCall>();
+  /** The greeting as history holds it, so a barge-in can cut it to what was heard. */
+  #greeting: { item: MessageItem; message: ChatMessage } | undefined;
+  #greetingSpoken = false;
+  /** Spoken items and the message that holds their text, for truncation after the fact. */
+  readonly #spoken = new Map<string, SpokenRound>();
+  /** The character's turn settings: tool results are written in its tool format. */
+  #turn: CharacterTurnSettings = {};
+
+  constructor(options: ConversationOptions, state?: ConversationState) {
+    this.#o = options;
+    this.#history = state ? History.fromState(state.history) : new History();
+    if (!state) return;
+    for (const p of state.pendingCalls) {
+      const owner = p.owner ? this.#history.messageAt(p.owner) : undefined;
+      this.#pending.set(p.callId, { name: p.name, owner });
+    }
+    if (state.greeting) {
+      const item = this.#history.find(state.greeting.itemId);
+      const message = this.#history.messageOf(state.greeting.itemId);
+      if (item?.type === 'message' && message) this.#greeting = { item, message };
+      this.#greetingSpoken = state.greeting.spoken;
+    }
+  }
+
+  /** The conversation as data (the live objects: clone before keeping). */
+  toState(): ConversationState {
+    const pendingCalls: ConversationState['pendingCalls'] = [];
+    for (const [callId, { name, owner }] of this.#pending) {
+      pendingCalls.push({
+        callId,
+        name,
+        owner: owner ? (this.#history.placeOf(owner) ?? null) : null,
+      });
+    }
+    const g = this.#greeting;
+    return {
+      history: this.#history.toState(),
+      pendingCalls,
+      greeting: g ? { itemId: g.item.id, spoken: this.#greetingSpoken } : null,
+    };
+  }
+
+  get items(): Item[] {
+    return this.#history.items;
+  }
+
+  /** The newest item in history (a running response's items join it when it ends). */
+  lastItemId(): string | null {
+    return this.#history.lastItemId();
+  }
+
+  /** The newest item the client has seen: the running response's, else history's. */
+  newestItemId(): string | null {
+    return this.#o.responseLastItemId() ?? this.#history.lastItemId();
+  }
+
+  find(id: string): Item | undefined {
+    return this.#history.find(id);
+  }
+
+  /** Sends every item, as a new client (or one after a change of character) learns them. */
+  announce(): void {
+    let previous: string | null = null;
+    for (const item of this.#history.items) {
+      this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+      this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+      previous = item.id;
+    }
+  }
+
+  /** A new character starts a new conversation: everything goes, its greeting comes. */
+  restart(character: LoadedCharacter): void {
+    for (const item of this.#history.clear()) {
+      this.#o.send({ type: 'conversation.item.deleted', item_id: item.id });
+    }
+    this.#pending.clear();
+    this.#spoken.clear();
+    this.addGreeting(character);
+  }
+
+  /** Puts the character's greeting (if any) first. */
+  addGreeting(character: LoadedCharacter): void {
+    this.#greeting = undefined;
+    this.#greetingSpoken = false;
+    if (!character.greeting) return;
+    const item = messageItem('assistant', [{ type: 'output_text', text: character.greeting }]);
+    const message: ChatMessage = { role: 'assistant', content: character.greeting };
+    this.#history.addMessageItem(this.#history.current(), item, message);
+    this.#greeting = { item, message };
+  }
+
+  /** The greeting to speak: not spoken yet and still the conversation's last word. */
+  greetingToSpeak(): MessageItem | undefined {
+    const g = this.#greeting;
+    if (this.#greetingSpoken || !g || this.#history.lastItemId() !== g.item.id) return undefined;
+    return g.item;
+  }
+
+  markGreetingSpoken(): void {
+    this.#greetingSpoken = true;
+  }
+
+  /** History keeps what the user heard of an interrupted greeting. */
+  greetingHeard(transcript: string): void {
+    const g = this.#greeting;
+    if (!g) return;
+    g.message.content = transcript;
+    g.item.content = [{ type: 'output_audio', transcript }];
+    g.item.status = 'incomplete';
+    this.#spoken.set(g.item.id, { message: g.message, items: [{ item: g.item, transcript }] });
+  }
+
+  /** `conversation.item.create`; returns the error to send, if any. */
+  create(
+    item: ClientItem,
+    previousItemId: string | null | undefined,
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const err = (code: string, message: string, param: string | null) =>
+      new ProtocolError(code, message, { param, eventId });
+    const newest = this.newestItemId();
+    if (previousItemId != null && previousItemId !== newest) {
+      return err(
+        'invalid_value',
+        `conversation.item.create: previous_item_id: items are added at the end of the conversation; expected ${JSON.stringify(newest)} or nothing, got "${previousItemId}".`,
+        'previous_item_id',
+      );
+    }
+    if (item.id !== undefined && this.#history.find(item.id)) {
+      return err(
+        'invalid_value',
+        `conversation.item.create: item.id: an item "${item.id}" already exists.`,
+        'item.id',
+      );
+    }
+    if (item.type === 'function_call_output') {
+      const pending = this.#pending.get(item.call_id);
+      if (pending === undefined) {
+        const waiting = this.#pending.size
+          ? `; waiting: ${[...this.#pending.keys()].join(', ')}`
+          : '';
+        return err(
+          'invalid_value',
+          `conversation.item.create: item.call_id: no client-side function call "${item.call_id}" is waiting for output${waiting}.`,
+          'item.call_id',
+        );
+      }
+      this.#pending.delete(item.call_id);
+      this.#addCallOutput(item.call_id, pending, item.output, item.id);
+      return undefined;
+    }
+    const problem = checkMessage(item, eventId);
+    if (problem) return problem;
+    const stored = messageItem(item.role, item.content, item.id);
+    const group = item.role === 'user' ? this.#history.startGroup() : this.#history.current();
+    // A user message added while a response runs comes after the response's
+    // items (not in history until it ends): it follows the newest of them.
+    const previous = item.role === 'user' ? newest : this.#history.lastItemId();
+    this.#history.addMessageItem(group, stored, toChatMessage(item.role, item.content));
+    this.#o
+      .log()
+      .debug(
+        { item: stored.id, role: item.role, text: this.#o.content(textOf(item.content)) },
+        'item added',
+      );
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
+    return undefined;
+  }
+
+  /** `conversation.item.retrieve`. */
+  retrieve(itemId: string, eventId: string | null): ProtocolError | undefined {
+    const item = this.#history.find(itemId);
+    if (!item) return itemNotFound('conversation.item.retrieve', itemId, eventId);
+    this.#o.send({ type: 'conversation.item.retrieved', item });
+    return undefined;
+  }
+
+  /** `conversation.item.delete`: only messages outside responses, and not while one runs. */
+  delete(itemId: string, responding: boolean, eventId: string | null): ProtocolError | undefined {
+    if (!this.#history.find(itemId))
+      return itemNotFound('conversation.item.delete', itemId, eventId);
+    if (responding || !this.#history.delete(itemId)) {
+      return new ProtocolError(
+        'item_not_deletable',
+        `conversation.item.delete: item "${itemId}" is part of a response (or one is running); only messages outside responses can be deleted, so tool calls stay paired with their results.`,
+        { param: 'item_id', eventId },
+      );
+    }
+    this.#o.send({ type: 'conversation.item.deleted', item_id: itemId });
+    return undefined;
+  }
+
+  /** Client calls never answered get a stand-in before the next response, so history stays valid. */
+  settlePendingCalls(): void {
+    for (const [callId, pending] of this.#pending) {
+      this.#o.log().warn({ callId, tool: pending.name }, 'client call without output');
+      this.#addCallOutput(callId, pending, 'Error: the client sent no output for this call.');
+    }
+    this.#pending.clear();
+  }
+
+  /** The character's tool format, which tool results are written in. */
+  setTurnSettings(turn: CharacterTurnSettings): void {
+    this.#turn = turn;
+  }
+
+  /** Records a client-side call's output (or a stand-in) right after its call. */
+  #addCallOutput(
+    callId: string,
+    { name, owner }: PendingCall,
+    output: string,
+    itemId?: string,
+  ): void {
+    const turn = this.#turn;
+    const item: FunctionCallOutputItem = {
+      id: itemId ?? newId('item'),
+      object: 'realtime.item',
+      type: 'function_call_output',
+      call_id: callId,
+      output,
+    };
+    const mode = turn.toolMode ?? 'native';
+    const legacy = turn.toolFormat === 'functions';
+    const messages = toolResultMessages([{ callId, name, outcome: 'ok', output }], mode, legacy);
+    const previous = this.#history.insertToolResults(callId, item, messages, owner);
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+  }
+
+  /** The group a response adds to: the newest exchange. */
+  responseGroup(): HistoryGroup {
+    return this.#history.current();
+  }
+
+  /** The messages to send within the budget (oldest exchanges dropped for good). */
+  trim(budgetTokens: number, reservedTokens: number): TrimResult {
+    return this.#history.trim(budgetTokens, reservedTokens);
+  }
+
+  /** A response's messages and items join history; its client calls await output. */
+  addResponse(
+    group: HistoryGroup,
+    messages: readonly ChatMessage[],
+    items: readonly Item[],
+    clientCalls: ReadonlyArray<{ id: string; name: string }>,
+    owner: ChatMessage | undefined,
+  ): void {
+    group.messages.push(...messages);
+    group.items.push(...items);
+    for (const call of clientCalls) this.#pending.set(call.id, { name: call.name, owner });
+  }
+
+  /** Records which message holds each spoken item; truncation reaches back a few replies. */
+  recordSpoken(itemId: string, round: SpokenRound): void {
+    this.#spoken.set(itemId, round);
+    for (const id of this.#spoken.keys()) {
+      if (this.#spoken.size <= MAX_SPOKEN_ITEMS) break;
+      this.#spoken.delete(id);
+    }
+  }
+
+  /** A spoken item cut to what was heard (`conversation.item.truncate` after its response). */
+  cutToHeard(itemId: string, heard: string): void {
+    const round = this.#spoken.get(itemId);
+    if (!round) return;
+    for (const entry of round.items) {
+      if (entry.item.id !== itemId) continue;
+      entry.transcript = heard;
+      entry.item.content = [{ type: 'output_audio', transcript: heard }];
+      entry.item.status = 'incomplete';
+    }
+    round.message.content = round.items
+      .map((i) => i.transcript)
+      .filter(Boolean)
+      .join(' ');
+  }
+
+  /** A transcribed utterance: it starts a new exchange. */
+  addUtterance(item: MessageItem, transcript: string): void {
+    this.#history.addMessageItem(this.#history.startGroup(), item, {
+      role: 'user',
+      content: transcript,
+    });
+  }
+
+  /** The chat history as the model will see it, in Unmute's plain shape. */
+  plainHistory(system: string): Array<{ role: string; content: string }> {
+    const messages = this.#history.trim(Number.MAX_SAFE_INTEGER, 0).messages;
+    return [{ role: 'system', content: system }, ...messages.map(plainMessage)];
+  }
+}
+
+/** A client message's content: no audio, images only from the user, the right text parts. */
+function checkMessage(
+  item: Extract<ClientItem, { type: 'message' }>,
+  eventId: string | null,
+): ProtocolError | undefined {
+  const err = (code: string, message: string, param: string) =>
+    new ProtocolError(code, message, { param, eventId });
+  const audioAt = item.content.findIndex(
+    (p) => p.type === 'input_audio' || p.type === 'output_audio',
+  );
+  if (audioAt !== -1) {
+    return err(
+      'unsupported_content',
+      `conversation.item.create: item.content[${audioAt}]: audio content needs a voice session, which this server does not offer yet; send input_text.`,
+      `item.content[${audioAt}]`,
+    );
+  }
+  const imageAt = item.content.findIndex((p) => p.type === 'input_image');
+  if (imageAt !== -1 && item.role !== 'user') {
+    return err(
+      'invalid_value',
+      `conversation.item.create: item.content[${imageAt}]: images are only taken in user messages.`,
+      `item.content[${imageAt}]`,
+    );
+  }
+  const wrongText = item.content.findIndex((p) =>
+    item.role === 'assistant' ? p.type === 'input_text' : p.type === 'output_text',
+  );
+  if (wrongText !== -1) {
+    const want = item.role === 'assistant' ? 'output_text' : 'input_text';
+    return err(
+      'invalid_value',
+      `conversation.item.create: item.content[${wrongText}].type: a ${item.role} message takes "${want}" parts.`,
+      `item.content[${wrongText}].type`,
+    );
+  }
+  return undefined;
+}

@@ -1,0 +1,107 @@
+/**
+ * Ids, items and the small shared errors of a session: what every part
+ * builds items and protocol errors with. Owns no state but the id counter.
+ */
+import { randomUUID } from 'node:crypto';
+import { ProtocolError, type TroupeError } from '../errors.js';
+import type { ChatMessage, UserContentPart } from '../llm/chunk.js';
+import type { ToolDescription } from '../tools/types.js';
+import type { ClientTool, ContentPart, ErrorPayload, MessageItem } from './events.js';
+
+let itemCounter = 0;
+/** Item and response ids: short, unique within the process, OpenAI-looking. */
+export function newId(prefix: string): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 12)}${(itemCounter++).toString(36)}`;
+}
+
+/** A message item. */
+export function messageItem(
+  role: MessageItem['role'],
+  content: ContentPart[],
+  id?: string,
+  status: MessageItem['status'] = 'completed',
+): MessageItem {
+  return {
+    id: id ?? newId('item'),
+    object: 'realtime.item',
+    type: 'message',
+    status,
+    role,
+    content,
+  };
+}
+
+/** The text parts of a message, joined. */
+export function textOf(parts: readonly ContentPart[]): string {
+  return parts.map((p) => ('text' in p ? p.text : '')).join('');
+}
+
+/** A client message as the model sees it; images become `image_url` parts. */
+export function toChatMessage(
+  role: MessageItem['role'],
+  parts: readonly ContentPart[],
+): ChatMessage {
+  if (role !== 'user' || !parts.some((p) => p.type === 'input_image')) {
+    return { role, content: textOf(parts) };
+  }
+  const content: UserContentPart[] = [];
+  for (const p of parts) {
+    if (p.type === 'input_text') content.push({ type: 'text', text: p.text });
+    else if (p.type === 'input_image') {
+      content.push({
+        type: 'image_url',
+        image_url: { url: p.image_url, ...(p.detail ? { detail: p.detail } : {}) },
+      });
+    }
+  }
+  return { role: 'user', content };
+}
+
+/** A client tool as the turn runner takes it. */
+export function toDescription(t: ClientTool): ToolDescription {
+  return { name: t.name, description: t.description, parameters: t.parameters };
+}
+
+/** A chat message as plain role and text (Unmute's chat history shape). */
+export function plainMessage(m: ChatMessage): { role: string; content: string } {
+  const c = m.content;
+  if (typeof c === 'string') return { role: m.role, content: c };
+  if (Array.isArray(c)) {
+    return {
+      role: m.role,
+      content: c.map((p) => ('text' in p && typeof p.text === 'string' ? p.text : '')).join(''),
+    };
+  }
+  return { role: m.role, content: '' };
+}
+
+export function audioUnsupported(param: string, eventId: string | null): ProtocolError {
+  return new ProtocolError(
+    'audio_not_supported',
+    `${param}: this server has no text-to-speech engine (TTS_PROVIDER=none); use ["text"].`,
+    { param, eventId },
+  );
+}
+
+export function itemNotFound(type: string, itemId: string, eventId: string | null): ProtocolError {
+  return new ProtocolError('item_not_found', `${type}: no item "${itemId}" in the conversation.`, {
+    param: 'item_id',
+    eventId,
+  });
+}
+
+/** An LLM failure as the client sees it: what failed and whether retrying may help. */
+export function llmErrorPayload(err: TroupeError): ErrorPayload {
+  return {
+    type: 'llm_error',
+    code: err.code === 'E_CONFIG' ? 'llm_unavailable' : 'llm_stream_error',
+    message: `${err.message}${err.retryable ? ' (retrying may help)' : ''}`,
+    param: null,
+    event_id: null,
+  };
+}
+
+/** Milliseconds to a tenth. */
+export function round(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}

@@ -1,0 +1,155 @@
+/**
+ * The response queue: decides what runs next — a client `response.create`, the
+ * greeting, a voice turn — one conversation response at a time; cancellation.
+ */
+import type { SpeechOutput } from './speech-output.js';
+
+/**
+ * Where a response comes from. `background` (a background tool's result,
+ * issue 17) and out-of-band responses (beside the conversation response)
+ * are to come: each kind gets its own policy in {@link ResponseQueue.request}.
+ */
+export type ResponseKind = 'client' | 'greeting' | 'voice';
+
+/** Why a response was stopped. */
+export type StopReason = 'client_cancelled' | 'turn_detected';
+
+/** A response that runs (or ran). */
+export interface RunningResponse {
+  id: string;
+  kind: ResponseKind;
+  controller: AbortController;
+  done: Promise<void>;
+  /** Its newest output item: history takes the response's items when it ends. */
+  lastItemId?: () => string | null;
+  /** Its speech, when it speaks. */
+  speech?: SpeechOutput;
+  /** Why it was stopped, when it was. */
+  stoppedBy?: StopReason;
+  /** Response start (or end of the user's speech) → first audio sent, ms. */
+  firstAudioMs?: number;
+  /** End of the user's speech → transcript, for responses their speech started. */
+  sttMs?: number;
+  /** What the client says it played of its items (`conversation.item.truncate`). */
+  truncations: Map<string, string>;
+}
+
+/** A request for a response. */
+export interface ResponseRequest {
+  kind: ResponseKind;
+  /** Runs the response; it ends when the promise settles. */
+  run: (response: RunningResponse) => Promise<void>;
+  /** Called when the run throws (a bug): the queue goes on. */
+  onError: (err: unknown) => void;
+  sttMs?: number;
+}
+
+/** What became of a request. */
+export type RequestOutcome =
+  | { outcome: 'started' | 'queued'; started: Promise<RunningResponse> }
+  | { outcome: 'refused'; activeId: string };
+
+/**
+ * One conversation response at a time. Policies: a client `response.create`
+ * is refused while a client or voice response runs or waits (as OpenAI's API
+ * does) and queued behind a server-started greeting; a voice turn waits for
+ * whatever runs; the greeting starts only when nothing else runs or waits.
+ */
+export class ResponseQueue {
+  #active: RunningResponse | undefined;
+  readonly #waiting: Array<{ request: ResponseRequest; start: (r: RunningResponse) => void }> = [];
+  readonly #newId: () => string;
+  #closed = false;
+
+  constructor(newId: () => string) {
+    this.#newId = newId;
+  }
+
+  /** The conversation response that runs, if any. */
+  get active(): RunningResponse | undefined {
+    return this.#active;
+  }
+
+  /** Whether a response runs or waits. */
+  get busy(): boolean {
+    return this.#active !== undefined || this.#waiting.length > 0;
+  }
+
+  /**
+   * The response that stops the conversation from changing (a new
+   * character): any that runs or waits, except the greeting alone.
+   */
+  blocking(): string | undefined {
+    if (this.#active && this.#active.kind !== 'greeting') return this.#active.id;
+    if (this.#waiting.length > 0) return 'a queued response';
+    return undefined;
+  }
+
+  /** Why a request of this kind would be refused now: the response in the way, if any. */
+  refusal(kind: ResponseKind): string | undefined {
+    const active = this.#active;
+    const inTheWay = active?.id ?? 'a queued response';
+    if (this.#closed) return active?.id ?? 'none';
+    if (kind === 'greeting' && this.busy) return inTheWay;
+    if (kind !== 'client') return undefined;
+    const waitingClient = this.#waiting.some((w) => w.request.kind !== 'greeting');
+    if ((active && active.kind !== 'greeting') || waitingClient) return inTheWay;
+    return undefined;
+  }
+
+  /** Asks for a response: it starts now, waits its turn, or is refused. */
+  request(request: ResponseRequest): RequestOutcome {
+    const refused = this.refusal(request.kind);
+    if (refused !== undefined) return { outcome: 'refused', activeId: refused };
+    if (!this.busy) return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
+    const started = new Promise<RunningResponse>((start) => this.#waiting.push({ request, start }));
+    return { outcome: 'queued', started };
+  }
+
+  /** Stops the running response (its run ends it as cancelled). */
+  stop(reason: StopReason): RunningResponse | undefined {
+    const active = this.#active;
+    if (!active || active.controller.signal.aborted) return undefined;
+    active.stoppedBy = reason;
+    active.controller.abort();
+    return active;
+  }
+
+  /** Resolves when nothing runs or waits. */
+  async idle(): Promise<void> {
+    while (this.#active) await this.#active.done;
+  }
+
+  /** Stops what runs; what waits never starts. */
+  close(): void {
+    this.#closed = true;
+    this.#waiting.length = 0;
+    this.#active?.controller.abort();
+  }
+
+  #start(request: ResponseRequest): RunningResponse {
+    const response: RunningResponse = {
+      id: this.#newId(),
+      kind: request.kind,
+      controller: new AbortController(),
+      done: Promise.resolve(),
+      truncations: new Map(),
+      ...(request.sttMs !== undefined ? { sttMs: request.sttMs } : {}),
+    };
+    this.#active = response;
+    response.done = request
+      .run(response)
+      .catch(request.onError)
+      .finally(() => {
+        if (this.#active === response) this.#active = undefined;
+        this.#next();
+      });
+    return response;
+  }
+
+  #next(): void {
+    if (this.#active || this.#closed) return;
+    const next = this.#waiting.shift();
+    if (next) next.start(this.#start(next.request));
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * A response's report: the `response.done` it ends with (status, usage,
+ * Troupe's timings and tools) and the metrics it records.
+ */
+import type { LoadedCharacter } from '../characters/types.js';
+import type { TroupeError } from '../errors.js';
+import type { RoundTiming, TurnSummary } from '../llm/turn-runner.js';
+import type { SessionMetrics } from '../metrics/index.js';
+import type { ToolResult } from '../tools/types.js';
+import type { Item, ResponseObject, ResponseRound, VoiceTimings } from './events.js';
+import { round } from './items.js';
+
+/** What a finished response reports. */
+export interface ResponseOutcome {
+  base: ResponseObject;
+  status: ResponseObject['status'];
+  summary: TurnSummary | undefined;
+  failure: TroupeError | undefined;
+  stoppedBy: string | undefined;
+  items: Item[];
+  character: LoadedCharacter;
+  variant: string;
+  receivedAt: number;
+  ttftMs: number | null;
+  llmTtftMs: number | null;
+  firstAudioMs: number | undefined;
+  voice: VoiceTimings | undefined;
+}
+
+/** The `response.done` response of a conversation response. */
+export function doneResponse(o: ResponseOutcome): ResponseObject {
+  const { summary } = o;
+  const usage = summary?.usage;
+  return {
+    ...o.base,
+    status: o.status,
+    status_details: statusDetails(o.status, summary?.reason, o.failure, o.stoppedBy),
+    output: o.items,
+    usage: usage
+      ? {
+          total_tokens: usage.total_tokens,
+          input_tokens: usage.prompt_tokens,
+          output_tokens: usage.completion_tokens,
+        }
+      : null,
+    troupe: {
+      character: o.character.id,
+      variant: o.variant,
+      ttft_ms: o.ttftMs === null ? null : round(o.ttftMs),
+      llm_ttft_ms: o.llmTtftMs === null ? null : round(o.llmTtftMs),
+      duration_ms: round(performance.now() - o.receivedAt),
+      ...(o.firstAudioMs !== undefined ? { first_audio_ms: round(o.firstAudioMs) } : {}),
+      ...(o.voice ? { voice: o.voice } : {}),
+      tool_rounds: summary?.toolRounds ?? 0,
+      llm_requests: summary?.requests ?? 0,
+      rounds: responseRounds(summary?.rounds ?? []),
+      tools: [
+        ...(summary?.toolCalls ?? []).map((t) => ({
+          call_id: t.callId,
+          name: t.name,
+          outcome: t.outcome,
+          duration_ms: round(t.durationMs),
+        })),
+        ...(summary?.clientCalls ?? []).map((c) => ({
+          call_id: c.id,
+          name: c.name,
+          outcome: 'pending_client' as const,
+          duration_ms: 0,
+        })),
+      ],
+    },
+  };
+}
+
+/** Records a finished response in the session metrics. */
+export function recordResponse(
+  metrics: SessionMetrics | undefined,
+  o: Pick<ResponseOutcome, 'status' | 'summary' | 'ttftMs' | 'llmTtftMs' | 'character' | 'variant'>,
+): void {
+  if (!metrics) return;
+  const c = o.character.id;
+  const { summary } = o;
+  metrics.turns.inc({ character: c, status: o.status });
+  if (o.ttftMs !== null) metrics.ttft.observe({ character: c }, o.ttftMs / 1000);
+  if (o.llmTtftMs !== null) metrics.llmTtft.observe({ character: c }, o.llmTtftMs / 1000);
+  if (!summary) return;
+  metrics.toolRounds.observe({ character: c }, summary.toolRounds);
+  metrics.tokens.inc({ character: c, kind: 'prompt' }, summary.usage.prompt_tokens);
+  metrics.tokens.inc({ character: c, kind: 'completion' }, summary.usage.completion_tokens);
+  for (const t of summary.toolCalls) recordTool(metrics, o.character, t);
+  for (const _ of summary.clientCalls) {
+    metrics.toolCalls.inc({ character: c, tool: 'client', variant: o.variant, outcome: 'ok' });
+  }
+}
+
+function recordTool(metrics: SessionMetrics, character: LoadedCharacter, t: ToolResult): void {
+  // A name the model made up is not a label value: it could be anything.
+  const tool = t.outcome === 'unknown_tool' ? 'unknown' : t.name;
+  const labels = { character: character.id, tool, variant: t.variant };
+  metrics.toolCalls.inc({ ...labels, outcome: t.outcome });
+  metrics.toolLatency.observe(labels, t.durationMs / 1000);
+  metrics.unmute.toolCalls.inc({ character_name: character.name, tool_name: tool });
+  metrics.unmute.toolLatency.observe({ tool_name: tool }, t.durationMs / 1000);
+  if (t.outcome !== 'ok') metrics.unmute.toolErrors.inc({ error_type: t.outcome });
+}
+
+function statusDetails(
+  status: ResponseObject['status'],
+  reason: string | undefined,
+  failure: TroupeError | undefined,
+  stoppedBy: string | undefined,
+): ResponseObject['status_details'] {
+  if (status === 'completed' || status === 'in_progress') return null;
+  if (status === 'cancelled') return { type: 'cancelled', reason: stoppedBy ?? 'client_cancelled' };
+  if (status === 'incomplete') {
+    const r = reason === 'length' ? 'max_output_tokens' : (reason ?? 'unknown');
+    return { type: 'incomplete', reason: r };
+  }
+  return {
+    type: 'failed',
+    error: {
+      type: 'llm_error',
+      code: failure?.code === 'E_CONFIG' ? 'llm_unavailable' : 'llm_stream_error',
+      message: failure?.message ?? 'the response failed',
+    },
+  };
+}
+
+/** Rounds of a response as `response.done` reports them, to the microsecond (overheads are sub-ms). */
+function responseRounds(rounds: readonly RoundTiming[]): ResponseRound[] {
+  const us = (ms: number): number => Math.round(ms * 1000) / 1000;
+  return rounds.map((r, i) => {
+    const next = rounds[i + 1];
+    return {
+      llm_ttft_ms: r.firstChunkAt === null ? null : us(r.firstChunkAt - r.requestAt),
+      llm_ms:
+        r.firstChunkAt === null || r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
+      handler_ms: us(r.handlerMs),
+      overhead_ms:
+        next === undefined || r.lastChunkAt === null
+          ? null
+          : us(Math.max(0, next.requestAt - r.lastChunkAt - r.handlerMs)),
+    };
+  });
+}

@@ -1,0 +1,281 @@
+/**
+ * Runs a response the queue started: a conversation response (LLM turn →
+ * writer → history → `response.done`) or the spoken greeting.
+ */
+import type { Logger } from 'pino';
+import type { CharacterOpening } from '../characters/conversation.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import type { TroupeError } from '../errors.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import type { LlmClient } from '../llm/client.js';
+import { runTurn, type TurnOptions, type TurnSummary } from '../llm/turn-runner.js';
+import type { SessionMetrics } from '../metrics/index.js';
+import type { Conversation } from './conversation.js';
+import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
+import { estimateTokens } from './history.js';
+import { llmErrorPayload, round, toDescription } from './items.js';
+import type { RunningResponse } from './response-queue.js';
+import { doneResponse, recordResponse } from './response-report.js';
+import { FillerTimers, ResponseWriter } from './response-writer.js';
+import type { SessionConfig } from './session-settings.js';
+import type { SpeechPlace } from './speech-output.js';
+import { keepHeard, voiceTimings, type VoiceOutput } from './voice-output.js';
+
+/** How sessions run turns (from config). */
+export interface SessionSettings {
+  /** Handler timeout of tools that set none. @defaultValue 100 */
+  toolTimeoutMs: number;
+  /** Tool rounds per turn unless the character sets its own. @defaultValue 10 */
+  maxToolRounds: number;
+  /** History budget in estimated tokens. @defaultValue 6000 */
+  contextTokens: number;
+}
+
+/** What a response runs with: the session's parts, read when the response starts. */
+export interface ResponseContext {
+  sessionId: string;
+  send: (event: ServerEvent) => void;
+  settings: SessionSettings;
+  llm: () => Promise<LlmClient>;
+  log: () => Logger;
+  character: () => LoadedCharacter;
+  opening: () => CharacterOpening;
+  /** `ctx.session.state` of the character's tools. */
+  characterState: Record<string, unknown>;
+  config: SessionConfig;
+  conversation: Conversation;
+  voice: VoiceOutput | undefined;
+  metrics: SessionMetrics | undefined;
+  content: (text: string) => string | { chars: number };
+  /** Counts the response; returns its turn number. */
+  nextTurn: () => number;
+  /** Sends Unmute's frontend the chat history (when it asked for it). */
+  shareHistory: () => void;
+  /** The conversation changed (items, state): the session tells its listeners. */
+  changed: () => void;
+}
+
+/** Runs a conversation response to its `response.done`. */
+export async function runResponse(
+  ctx: ResponseContext,
+  response: RunningResponse,
+  r: ResponseOptions,
+  receivedAt: number,
+): Promise<void> {
+  const turnLog = ctx.log().child({ turn: ctx.nextTurn() });
+  const character = ctx.character();
+  const opening = ctx.opening();
+  const modalities = r.output_modalities ?? ctx.config.current.outputModalities;
+  // Audio out needs an engine; without one the reply is text (checked at update).
+  const voice = modalities.includes('audio') && ctx.voice?.canSpeak ? ctx.voice : undefined;
+  const group = ctx.conversation.responseGroup();
+  const systemMessage: ChatMessage = {
+    role: 'system',
+    content: r.instructions ?? ctx.config.systemPrompt(opening),
+  };
+  const base: ResponseObject = {
+    object: 'realtime.response',
+    id: response.id,
+    status: 'in_progress',
+    status_details: null,
+    output: [],
+    output_modalities: modalities,
+    usage: null,
+    metadata: r.metadata ?? null,
+  };
+  const messages = trimmed(ctx, turnLog, systemMessage, 'history trimmed to the context budget');
+  ctx.send({ type: 'response.created', response: base });
+
+  const speech = voice?.speechFor(response, turnLog, receivedAt);
+  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech);
+  const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
+  let requestAt: number | undefined;
+  response.lastItemId = () => out.items.at(-1)?.id ?? null;
+  let firstDeltaAt: number | null = null;
+  let summary: TurnSummary | undefined;
+  let failure: TroupeError | undefined;
+
+  let llm: LlmClient | undefined;
+  try {
+    llm = await ctx.llm();
+  } catch (err) {
+    failure = err as TroupeError;
+  }
+  if (llm) {
+    const events = runTurn(turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages));
+    for await (const e of events) {
+      if (e.type === 'text.delta' && firstDeltaAt === null) {
+        out.apply(e);
+        firstDeltaAt = performance.now();
+        continue;
+      }
+      if (e.type === 'error') failure = e.error;
+      if (e.type === 'finish') summary = e.summary;
+      if (speech) fillers.apply(e, response.controller.signal);
+      if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
+      out.apply(e);
+    }
+  }
+  fillers.clear();
+  let status = summary?.status ?? 'failed';
+  out.finish(status);
+  // A spoken reply ends when its last word has played (or was cut off).
+  const spokenItems = await out.spoken();
+  // Speech cut short is a cancelled reply, even when the LLM had finished.
+  if (response.stoppedBy) status = 'cancelled';
+
+  // History: the turn's messages and the items that stand for them.
+  if (summary) {
+    const kept = speech
+      ? keepHeard(summary.messages, spokenItems, response.truncations, (id, spoken) =>
+          ctx.conversation.recordSpoken(id, spoken),
+        )
+      : summary.messages;
+    // A turn with client calls ends right after the round that made them: its last assistant message.
+    const owner = summary.messages.findLast((m) => m.role === 'assistant');
+    ctx.conversation.addResponse(group, kept, out.items, summary.clientCalls, owner);
+  }
+  const ttftMs = firstDeltaAt === null ? null : firstDeltaAt - receivedAt;
+  const first = summary?.rounds[0];
+  const llmTtftMs =
+    first && first.firstChunkAt !== null ? first.firstChunkAt - first.requestAt : null;
+  if (failure) {
+    ctx.send({ type: 'error', error: llmErrorPayload(failure) });
+    turnLog.warn({ code: failure.code, err: failure.message }, 'response failed');
+  }
+  const outcome = {
+    base,
+    status,
+    summary,
+    failure,
+    stoppedBy: response.stoppedBy,
+    items: out.items,
+    character,
+    variant: opening.variant,
+    receivedAt,
+    ttftMs,
+    llmTtftMs,
+    firstAudioMs: response.firstAudioMs,
+    voice: speech ? voiceTimings(response, speech, requestAt) : undefined,
+  };
+  ctx.send({ type: 'response.done', response: doneResponse(outcome) });
+  recordResponse(ctx.metrics, outcome);
+  ctx.shareHistory();
+  ctx.changed();
+  turnLog.info(
+    {
+      response: response.id,
+      status,
+      ttftMs: ttftMs === null ? null : round(ttftMs),
+      toolRounds: summary?.toolRounds ?? 0,
+      tools: summary?.toolCalls.map((t) => `${t.name}:${t.outcome}`),
+      text: ctx.content(summary?.text ?? ''),
+    },
+    'response done',
+  );
+}
+
+/** History within the context budget, the system prompt reserved. */
+function trimmed(
+  ctx: ResponseContext,
+  log: Logger,
+  system: ChatMessage,
+  message: string,
+  added: readonly ChatMessage[] = [],
+): ChatMessage[] {
+  const reserved = [system, ...added].reduce((n, m) => n + estimateTokens(m), 0);
+  const trim = ctx.conversation.trim(ctx.settings.contextTokens, reserved);
+  if (trim.droppedGroups > 0) {
+    log.info(
+      {
+        droppedTurns: trim.droppedGroups,
+        droppedItems: trim.droppedItems,
+        budget: ctx.settings.contextTokens,
+      },
+      message,
+    );
+  }
+  return trim.messages;
+}
+
+/** The turn runner's options: the character's, the session's, the response's. */
+function turnOptions(
+  ctx: ResponseContext,
+  llm: LlmClient,
+  r: ResponseOptions,
+  response: RunningResponse,
+  log: Logger,
+  system: ChatMessage,
+  messages: ChatMessage[],
+): TurnOptions {
+  const s = ctx.config.current;
+  const opening = ctx.opening();
+  const max = r.max_output_tokens ?? s.maxOutputTokens;
+  const temp = r.temperature ?? s.temperature ?? undefined;
+  const choice = r.tool_choice ?? s.toolChoice;
+  const request: TurnOptions['request'] = {
+    ...opening.turn.request,
+    ...(temp !== undefined ? { temperature: temp } : {}),
+    ...(max !== 'inf' ? { max_tokens: max } : {}),
+    ...(choice !== 'auto'
+      ? {
+          tool_choice:
+            typeof choice === 'object'
+              ? { type: 'function' as const, function: { name: choice.name } }
+              : choice,
+        }
+      : {}),
+  };
+  return {
+    llm,
+    messages: [system, ...messages],
+    // Tool rounds grow the request: older exchanges make room for them.
+    fitHistory: (added) => [
+      system,
+      ...trimmed(ctx, log, system, 'history trimmed between tool rounds', added),
+    ],
+    toolset: opening.toolset,
+    signal: response.controller.signal,
+    session: { id: ctx.sessionId, character: ctx.character().id, state: ctx.characterState },
+    log,
+    toolTimeoutMs: ctx.settings.toolTimeoutMs,
+    maxToolRounds: ctx.settings.maxToolRounds,
+    ...opening.turn,
+    request,
+    clientTools: s.tools.map(toDescription),
+  };
+}
+
+/** Speaks the greeting (a voice session hears it once, before anything else is said). */
+export async function runGreeting(ctx: ResponseContext, response: RunningResponse): Promise<void> {
+  const item = ctx.conversation.greetingToSpeak()!;
+  ctx.conversation.markGreetingSpoken();
+  const base: ResponseObject = {
+    object: 'realtime.response',
+    id: response.id,
+    status: 'in_progress',
+    status_details: null,
+    output: [],
+    output_modalities: ['audio'],
+    usage: null,
+    metadata: { troupe: 'greeting' },
+  };
+  ctx.send({ type: 'response.created', response: base });
+  const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());
+  const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
+  const spoken = await speech.say(place, ctx.character().greeting ?? '');
+  // History keeps what the user heard of the greeting.
+  if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
+  const status = response.stoppedBy ? 'cancelled' : 'completed';
+  ctx.send({
+    type: 'response.done',
+    response: {
+      ...base,
+      status,
+      status_details:
+        status === 'cancelled' ? { type: 'cancelled', reason: response.stoppedBy } : null,
+      output: [item],
+    },
+  });
+  ctx.changed();
+}

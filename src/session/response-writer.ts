@@ -1,0 +1,354 @@
+/**
+ * The response writer: turns a response's turn events into Realtime output
+ * events and items, and speaks tool filler lines while tools run.
+ */
+import type { TurnEvent } from '../llm/turn-runner.js';
+import type { Toolset } from '../tools/library.js';
+import type { ToolCall, ToolResult } from '../tools/types.js';
+import { cleanForSpeech } from '../voice/chunker.js';
+import type {
+  ContentPart,
+  FunctionCallItem,
+  FunctionCallOutputItem,
+  Item,
+  MessageItem,
+  ResponseObject,
+  ServerEvent,
+} from './events.js';
+import { messageItem, newId, round } from './items.js';
+import type { SpeechOutput, SpokenItem } from './speech-output.js';
+
+/** Where an item stands in a response, as output events give it. */
+interface ItemPlace {
+  response_id: string;
+  item_id: string;
+  output_index: number;
+}
+
+/** A spoken item of a response: its round (-1 for a filler), the model's text and what was heard. */
+export interface SpokenEntry {
+  item: MessageItem;
+  round: number;
+  raw: string;
+  spoken: SpokenItem;
+}
+
+/**
+ * Turns a response's turn events into Realtime output events and items: a
+ * message item per stretch of text, a function_call item per tool call, a
+ * function_call_output item per server-side result.
+ */
+export class ResponseWriter {
+  readonly items: Item[] = [];
+  /**
+   * The open stretch of text, with its place in the output worked out once:
+   * nothing is added before it or taken out while it is open (a tool call
+   * closes it first), and every text delta needs it.
+   */
+  #text: { item: MessageItem; text: string; at: ItemPlace; round: number } | undefined;
+  #calls = new Map<string, FunctionCallItem>();
+  #outputIndex = 0;
+  readonly #responseId: string;
+  readonly #send: (event: ServerEvent) => void;
+  /** The conversation's last item when the response began: its first item follows it. */
+  readonly #before: string | null;
+  /** Spoken replies: text becomes speech, and items end when their audio has played. */
+  readonly #speech: SpeechOutput | undefined;
+  readonly #spoken: Array<Promise<SpokenEntry>> = [];
+
+  constructor(
+    responseId: string,
+    send: (event: ServerEvent) => void,
+    before: string | null,
+    speech?: SpeechOutput,
+  ) {
+    this.#responseId = responseId;
+    this.#send = send;
+    this.#before = before;
+    this.#speech = speech;
+  }
+
+  /** The spoken items, once each has played or been cut off. */
+  spoken(): Promise<SpokenEntry[]> {
+    return Promise.all(this.#spoken);
+  }
+
+  /** Speaks a tool's filler line as an item of its own (the model never sees it). */
+  filler(text: string): void {
+    const speech = this.#speech;
+    if (!speech || this.#text) return;
+    const item = messageItem('assistant', [], undefined, 'in_progress');
+    this.#added(item);
+    const at = this.#at(item);
+    this.#send({
+      type: 'response.content_part.added',
+      ...at,
+      content_index: 0,
+      part: { type: 'output_audio', transcript: '' },
+    });
+    this.#spoken.push(
+      speech
+        .say(at, cleanForSpeech(text))
+        .then((spoken) => this.#spokenDone(item, at, spoken, 'completed', -1, '')),
+    );
+  }
+
+  apply(e: TurnEvent): void {
+    switch (e.type) {
+      case 'text.delta':
+        return this.#delta(e.delta, e.round);
+      case 'tool_call.start':
+        this.closeText();
+        this.#startCall(e.callId, e.name);
+        return;
+      case 'tool_call.arguments.delta': {
+        const item = this.#calls.get(e.callId);
+        if (!item) return;
+        item.arguments += e.delta;
+        this.#send({
+          type: 'response.function_call_arguments.delta',
+          ...this.#at(item),
+          call_id: e.callId,
+          delta: e.delta,
+        });
+        return;
+      }
+      case 'tool_call.done':
+        return this.#doneCall(e.call);
+      case 'tool_calls.discarded':
+        for (const call of e.calls) this.#discard(call);
+        return;
+      case 'tool.result':
+        return this.#result(e.result);
+      case 'round.end':
+        this.closeText();
+        return;
+      default:
+        return;
+    }
+  }
+
+  #at(item: Item): ItemPlace {
+    return {
+      response_id: this.#responseId,
+      item_id: item.id,
+      output_index: this.items.indexOf(item),
+    };
+  }
+
+  #added(item: Item): void {
+    const previous = this.items.at(-1)?.id ?? this.#before;
+    this.items.push(item);
+    this.#outputIndex = this.items.length - 1;
+    this.#send({
+      type: 'response.output_item.added',
+      response_id: this.#responseId,
+      output_index: this.#outputIndex,
+      item: { ...item },
+    });
+    this.#send({ type: 'conversation.item.added', previous_item_id: previous, item: { ...item } });
+  }
+
+  #done(item: Item): void {
+    const index = this.items.indexOf(item);
+    this.#send({
+      type: 'response.output_item.done',
+      response_id: this.#responseId,
+      output_index: index,
+      item,
+    });
+    const previous = index > 0 ? this.items[index - 1]!.id : this.#before;
+    this.#send({ type: 'conversation.item.done', previous_item_id: previous, item });
+  }
+
+  #delta(delta: string, round: number): void {
+    const speech = this.#speech;
+    if (!this.#text) {
+      const item = messageItem('assistant', [], undefined, 'in_progress');
+      this.#added(item);
+      this.#text = { item, text: '', at: this.#at(item), round };
+      this.#send({
+        type: 'response.content_part.added',
+        ...this.#text.at,
+        content_index: 0,
+        part: speech ? { type: 'output_audio', transcript: '' } : { type: 'output_text', text: '' },
+      });
+      speech?.begin(this.#text.at);
+    }
+    this.#text.text += delta;
+    if (speech) {
+      speech.text(delta);
+      this.#send({ type: 'unmute.response.text.delta.ready', delta });
+      return;
+    }
+    this.#send({
+      type: 'response.output_text.delta',
+      ...this.#text.at,
+      content_index: 0,
+      delta,
+    });
+  }
+
+  /** Ends the open stretch of text, if any. */
+  closeText(status: MessageItem['status'] = 'completed'): void {
+    const open = this.#text;
+    if (!open) return;
+    this.#text = undefined;
+    const { item, text, at } = open;
+    if (this.#speech) {
+      // The item ends when its speech has played; the turn goes on meanwhile.
+      this.#spoken.push(
+        this.#speech
+          .end()
+          .then((spoken) => this.#spokenDone(item, at, spoken, status, open.round, text)),
+      );
+      return;
+    }
+    this.#send({ type: 'response.output_text.done', ...at, content_index: 0, text });
+    const part: ContentPart = { type: 'output_text', text };
+    this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
+    item.content = [part];
+    item.status = status;
+    this.#done(item);
+  }
+
+  #spokenDone(
+    item: MessageItem,
+    at: ItemPlace,
+    spoken: SpokenItem,
+    status: MessageItem['status'],
+    round: number,
+    raw: string,
+  ): SpokenEntry {
+    const part: ContentPart = { type: 'output_audio', transcript: spoken.transcript };
+    this.#send({ type: 'response.content_part.done', ...at, content_index: 0, part });
+    item.content = [part];
+    item.status = spoken.interrupted ? 'incomplete' : status;
+    this.#done(item);
+    return { item, round, raw, spoken };
+  }
+
+  /**
+   * Ends the response's output: open text is closed (`incomplete` when the
+   * response was cut short), and calls whose stream broke before they were
+   * complete are taken out, as the model never made them whole and none ran.
+   */
+  finish(status: ResponseObject['status']): void {
+    this.closeText(status === 'completed' ? 'completed' : 'incomplete');
+    for (const item of this.#calls.values()) {
+      if (item.status === 'in_progress') this.#drop(item);
+    }
+  }
+
+  #startCall(callId: string, name: string): FunctionCallItem {
+    const item: FunctionCallItem = {
+      id: newId('item'),
+      object: 'realtime.item',
+      type: 'function_call',
+      status: 'in_progress',
+      call_id: callId,
+      name,
+      arguments: '',
+    };
+    this.#calls.set(callId, item);
+    this.#added(item);
+    return item;
+  }
+
+  #doneCall(call: ToolCall): void {
+    this.closeText();
+    const item = this.#calls.get(call.id) ?? this.#startCall(call.id, call.name);
+    item.name = call.name;
+    item.arguments = call.arguments;
+    item.status = 'completed';
+    this.#send({
+      type: 'response.function_call_arguments.done',
+      ...this.#at(item),
+      call_id: call.id,
+      name: call.name,
+      arguments: call.arguments,
+    });
+    this.#done(item);
+  }
+
+  #discard(call: ToolCall): void {
+    const item = this.#calls.get(call.id) ?? this.#startCall(call.id, call.name);
+    item.arguments = call.arguments;
+    this.#drop(item);
+  }
+
+  /** Ends a call as incomplete and takes it out of the conversation. */
+  #drop(item: FunctionCallItem): void {
+    item.status = 'incomplete';
+    this.#done(item);
+    // Not in history (the model is not told it ran): take it out of the client's view too.
+    this.items.splice(this.items.indexOf(item), 1);
+    this.#send({ type: 'conversation.item.deleted', item_id: item.id });
+  }
+
+  #result(result: ToolResult): void {
+    const call = this.#calls.get(result.callId);
+    const item: FunctionCallOutputItem = {
+      id: newId('item'),
+      object: 'realtime.item',
+      type: 'function_call_output',
+      call_id: result.callId,
+      output: result.output,
+    };
+    this.#send({
+      type: 'troupe.tool_call.result',
+      response_id: this.#responseId,
+      item_id: call?.id ?? item.id,
+      output_index: call ? this.items.indexOf(call) : this.items.length,
+      call_id: result.callId,
+      name: result.name,
+      outcome: result.outcome,
+      output: result.output,
+      duration_ms: round(result.durationMs),
+    });
+    this.#added(item);
+    this.#done(item);
+  }
+}
+
+/**
+ * Tool filler lines ("Let me check that…"): spoken when a tool with a
+ * filler has not finished after its `afterMs`, dropped when its result
+ * comes first. At most one per round.
+ */
+export class FillerTimers {
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #toolset: Toolset;
+  readonly #say: (text: string) => void;
+  #saidInRound = -1;
+
+  constructor(toolset: Toolset, say: (text: string) => void) {
+    this.#toolset = toolset;
+    this.#say = say;
+  }
+
+  apply(e: TurnEvent, signal: AbortSignal): void {
+    if (e.type === 'tool_call.done') {
+      const filler = this.#toolset.tools.get(e.call.name)?.filler;
+      if (!filler) return;
+      const round = e.round;
+      this.#timers.set(
+        e.call.id,
+        setTimeout(() => {
+          this.#timers.delete(e.call.id);
+          if (signal.aborted || this.#saidInRound === round) return;
+          this.#saidInRound = round;
+          this.#say(filler.text);
+        }, filler.afterMs),
+      );
+    } else if (e.type === 'tool.result') {
+      clearTimeout(this.#timers.get(e.result.callId));
+      this.#timers.delete(e.result.callId);
+    }
+  }
+
+  clear(): void {
+    for (const timer of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+  }
+}

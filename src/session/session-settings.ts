@@ -1,0 +1,310 @@
+/**
+ * Session settings: validates `session.update`, holds what it set, and gives
+ * the effective session object (`session.created` / `session.updated`).
+ */
+import type { CharacterOpening } from '../characters/conversation.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
+import type {
+  AudioFormat,
+  SessionObject,
+  SessionUpdate,
+  ToolChoice,
+  TurnDetection,
+} from './events.js';
+import type { SettingsState, TurnSettings } from './session-state.js';
+import type { AudioEncoding, SessionVoice, VoiceSettings } from './voice-settings.js';
+
+/** A voice frontend's defaults (see `Session.configureVoice`). */
+export interface VoiceDefaults {
+  format: AudioEncoding;
+  outputModalities: Array<'text' | 'audio'>;
+}
+
+/** What a session's settings start as. */
+export function defaultSettings(kit: SessionVoice | undefined): SettingsState {
+  return {
+    instructions: null,
+    tools: [],
+    toolChoice: 'auto',
+    temperature: null,
+    maxOutputTokens: 'inf',
+    voice: null,
+    outputModalities: ['text'],
+    inputEncoding: 'pcm16',
+    outputEncoding: 'pcm16',
+    turnDetection: kit ? defaultTurn(kit.settings) : null,
+    shareHistory: false,
+  };
+}
+
+function defaultTurn(settings: VoiceSettings): TurnSettings {
+  return { ...settings.vad, createResponse: true, interruptResponse: true };
+}
+
+/** What an applied update changed that other parts must hear of. */
+export interface SettingsChange {
+  inputEncoding: boolean;
+  turnDetection: boolean;
+}
+
+/** A session's settings: `session.update` checked and applied. */
+export class SessionConfig {
+  readonly #state: SettingsState;
+  readonly #kit: SessionVoice | undefined;
+
+  constructor(state: SettingsState, kit: SessionVoice | undefined) {
+    this.#state = state;
+    this.#kit = kit;
+  }
+
+  /** The settings now (read-only: change them through `apply`). */
+  get current(): Readonly<SettingsState> {
+    return this.#state;
+  }
+
+  /**
+   * Checks an update against the character that will serve after it: audio
+   * settings, client tools (no clash with the character's, no duplicates)
+   * and a tool_choice that names a tool.
+   */
+  check(
+    u: SessionUpdate,
+    next: LoadedCharacter,
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const err = (code: string, message: string, param: string) =>
+      new ProtocolError(code, message, { param, eventId });
+    const audioProblem = checkAudioUpdate(u, this.#kit, eventId);
+    if (audioProblem) return audioProblem;
+    const serverTools = new Set(next.toolNames);
+    // The client tools and tool_choice in effect after the update: a new
+    // character or a new tool list can leave old ones clashing or dangling,
+    // which the LLM would refuse on the next turn.
+    const tools = u.tools ?? this.#state.tools;
+    const seen = new Set<string>();
+    for (const [i, t] of tools.entries()) {
+      if (serverTools.has(t.name)) {
+        if (u.tools === undefined) {
+          return err(
+            'invalid_value',
+            `session.update: session.character: the session's client tool "${t.name}" has the name of a tool of character "${next.id}", run by the server; send session.tools without it in the same update.`,
+            'session.character',
+          );
+        }
+        return err(
+          'invalid_value',
+          `session.update: session.tools[${i}].name: "${t.name}" is a tool of the character, run by the server; give the client's tool another name.`,
+          `session.tools[${i}].name`,
+        );
+      }
+      if (seen.has(t.name)) {
+        return err(
+          'invalid_value',
+          `session.update: session.tools[${i}].name: "${t.name}" is listed twice.`,
+          `session.tools[${i}].name`,
+        );
+      }
+      seen.add(t.name);
+    }
+    return checkToolChoice(
+      u,
+      u.tool_choice ?? this.#state.toolChoice,
+      [...serverTools, ...tools.map((t) => t.name)],
+      eventId,
+    );
+  }
+
+  /** Applies a checked update; says what changed that voice input must follow. */
+  apply(u: SessionUpdate): SettingsChange {
+    const s = this.#state;
+    if (u.instructions !== undefined) s.instructions = u.instructions || null;
+    if (u.tools !== undefined) s.tools = u.tools;
+    if (u.tool_choice !== undefined) s.toolChoice = u.tool_choice;
+    if (u.temperature !== undefined) s.temperature = u.temperature;
+    if (u.max_output_tokens !== undefined) s.maxOutputTokens = u.max_output_tokens;
+    if (u.voice !== undefined) s.voice = u.voice || null;
+    if (u.output_modalities !== undefined) s.outputModalities = u.output_modalities;
+    if (u.input_audio_format !== undefined) s.inputEncoding = encodingOf(u.input_audio_format);
+    if (u.output_audio_format !== undefined) s.outputEncoding = encodingOf(u.output_audio_format);
+    if (u.turn_detection !== undefined) this.#setTurnDetection(u.turn_detection);
+    return {
+      inputEncoding: u.input_audio_format !== undefined,
+      turnDetection: u.turn_detection !== undefined && this.#kit !== undefined,
+    };
+  }
+
+  /** A new character starts without the old one's instructions. */
+  resetInstructions(): void {
+    this.#state.instructions = null;
+  }
+
+  /** A voice frontend's defaults (the unmute dialect: Ogg/Opus both ways, spoken replies). */
+  applyVoiceDefaults(defaults: VoiceDefaults): void {
+    const s = this.#state;
+    s.shareHistory = true;
+    s.inputEncoding = defaults.format;
+    s.outputEncoding = defaults.format;
+    s.outputModalities = this.#kit?.tts ? defaults.outputModalities : ['text'];
+  }
+
+  #setTurnDetection(t: TurnDetection | null): void {
+    const kit = this.#kit;
+    if (!kit) return;
+    if (t === null) {
+      this.#state.turnDetection = null;
+      return;
+    }
+    const base = this.#state.turnDetection ?? defaultTurn(kit.settings);
+    this.#state.turnDetection = {
+      threshold: t.threshold ?? base.threshold,
+      prefixPaddingMs: t.prefix_padding_ms ?? base.prefixPaddingMs,
+      silenceDurationMs: t.silence_duration_ms ?? base.silenceDurationMs,
+      createResponse: t.create_response ?? base.createResponse,
+      interruptResponse: t.interrupt_response ?? base.interruptResponse,
+    };
+  }
+
+  /** The TTS voice: the client's choice, else the character's for this engine. */
+  ttsVoice(character: LoadedCharacter): string | undefined {
+    const tts = this.#kit?.tts;
+    const voice = this.#state.voice ?? undefined;
+    if (!tts) return voice;
+    return voice ?? character.voice[tts.name];
+  }
+
+  /** The system prompt in effect: the client's instructions, else the character's. */
+  systemPrompt(opening: CharacterOpening): string {
+    return this.#state.instructions ?? opening.systemPrompt;
+  }
+
+  /** The session as `session.created` and `session.updated` show it. */
+  sessionObject(id: string, character: LoadedCharacter, opening: CharacterOpening): SessionObject {
+    const s = this.#state;
+    const turn = s.turnDetection;
+    return {
+      type: 'realtime',
+      object: 'realtime.session',
+      id,
+      model: character.llm.model ?? 'troupe',
+      character: character.id,
+      instructions: this.systemPrompt(opening),
+      output_modalities: s.outputModalities,
+      tools: s.tools,
+      tool_choice: s.toolChoice,
+      temperature: s.temperature ?? character.llm.temperature ?? null,
+      max_output_tokens: s.maxOutputTokens,
+      audio: {
+        input: {
+          format: formatObject(s.inputEncoding),
+          turn_detection: turn && {
+            type: 'server_vad',
+            threshold: turn.threshold,
+            prefix_padding_ms: turn.prefixPaddingMs,
+            silence_duration_ms: turn.silenceDurationMs,
+            create_response: turn.createResponse,
+            interrupt_response: turn.interruptResponse,
+          },
+        },
+        output: { format: formatObject(s.outputEncoding), voice: this.ttsVoice(character) ?? null },
+      },
+      troupe: {
+        character: {
+          id: character.id,
+          name: character.name,
+          description: character.description ?? '',
+          variant: opening.variant,
+          tools: [...character.toolNames],
+          greeting: character.greeting ?? null,
+        },
+      },
+    };
+  }
+}
+
+function checkToolChoice(
+  u: SessionUpdate,
+  choice: ToolChoice,
+  toolNames: readonly string[],
+  eventId: string | null,
+): ProtocolError | undefined {
+  if (typeof choice !== 'object') return undefined;
+  const names = new Set(toolNames);
+  if (names.has(choice.name)) return undefined;
+  const available = [...names].join(', ') || 'none';
+  if (u.tool_choice === undefined) {
+    return new ProtocolError(
+      'invalid_value',
+      `session.update: session.tool_choice: the session's tool_choice names "${choice.name}", which this update takes away; tools: ${available}. Send a tool_choice in the same update.`,
+      { param: 'session.tool_choice', eventId },
+    );
+  }
+  return new ProtocolError(
+    'invalid_value',
+    `session.update: session.tool_choice.name: no tool "${choice.name}"; tools: ${available}.`,
+    { param: 'session.tool_choice.name', eventId },
+  );
+}
+
+function checkAudioUpdate(
+  u: SessionUpdate,
+  kit: SessionVoice | undefined,
+  eventId: string | null,
+): ProtocolError | undefined {
+  const err = (code: string, message: string, param: string) =>
+    new ProtocolError(code, message, { param, eventId });
+  if (u.output_modalities?.includes('audio') && !kit?.tts) {
+    return err(
+      'audio_not_supported',
+      'session.update: session.output_modalities: this server has no text-to-speech engine (TTS_PROVIDER=none); use ["text"].',
+      'session.output_modalities',
+    );
+  }
+  if (u.turn_detection && !kit) {
+    return err(
+      'audio_not_supported',
+      'session.update: session.audio.input.turn_detection: this server takes no audio; send text.',
+      'session.audio.input.turn_detection',
+    );
+  }
+  if (u.turn_detection && u.turn_detection.type !== 'server_vad') {
+    return err(
+      'invalid_value',
+      `session.update: session.audio.input.turn_detection.type: "${u.turn_detection.type}" is not offered; use "server_vad", or null to commit turns yourself.`,
+      'session.audio.input.turn_detection.type',
+    );
+  }
+  for (const [key, param] of [
+    ['input_audio_format', 'session.audio.input.format'],
+    ['output_audio_format', 'session.audio.output.format'],
+  ] as const) {
+    const f = u[key];
+    if (!f) continue;
+    if (f.type === 'audio/ogg') continue;
+    if (f.type !== 'audio/pcm') {
+      return err(
+        'invalid_value',
+        `session.update: ${param}.type: "${f.type}" is not offered; use "audio/pcm" (PCM16 24 kHz) or "audio/ogg" (Ogg/Opus).`,
+        `${param}.type`,
+      );
+    }
+    if (f.rate !== undefined && f.rate !== 24000) {
+      return err(
+        'invalid_value',
+        `session.update: ${param}.rate: audio/pcm is taken at 24000 Hz only, got ${f.rate}; resample on the client.`,
+        `${param}.rate`,
+      );
+    }
+  }
+  return undefined;
+}
+
+function formatObject(encoding: AudioEncoding): AudioFormat {
+  return encoding === 'pcm16'
+    ? { type: 'audio/pcm', rate: 24000 }
+    : { type: 'audio/ogg', rate: 24000 };
+}
+
+function encodingOf(format: AudioFormat): AudioEncoding {
+  return format.type === 'audio/ogg' ? 'ogg_opus' : 'pcm16';
+}

@@ -1,0 +1,75 @@
+/**
+ * A conversation as data: the one plain, typed object a session's snapshot
+ * is, which round-trips through JSON (`snapshot()` / `restoreSession`).
+ */
+import type { ChatMessage } from '../llm/chunk.js';
+import type { VadSettings } from './audio-input.js';
+import type { ClientTool, Item, ToolChoice } from './events.js';
+import type { AudioEncoding } from './voice-settings.js';
+
+/** The snapshot format; a restore refuses any other. */
+export const SNAPSHOT_VERSION = 1;
+
+/** Server VAD settings of a session (`turn_detection`), with Realtime's two flags. */
+export interface TurnSettings extends VadSettings {
+  createResponse: boolean;
+  interruptResponse: boolean;
+}
+
+/** What `session.update` sets (null = not set: the character's or engine's default). */
+export interface SettingsState {
+  instructions: string | null;
+  tools: ClientTool[];
+  toolChoice: ToolChoice;
+  temperature: number | null;
+  maxOutputTokens: number | 'inf';
+  voice: string | null;
+  outputModalities: Array<'text' | 'audio'>;
+  inputEncoding: AudioEncoding;
+  outputEncoding: AudioEncoding;
+  /** Server VAD; null = the client commits turns. */
+  turnDetection: TurnSettings | null;
+  /** Unmute's frontend is sent the chat history after each change. */
+  shareHistory: boolean;
+}
+
+/** A chat message by its place in history: group, then message index. */
+export interface MessagePlace {
+  group: number;
+  message: number;
+}
+
+/** Items and messages, in groups (see `History`), as data. */
+export interface HistoryState {
+  groups: Array<{ items: Item[]; messages: ChatMessage[] }>;
+  /** Items that stand for exactly one message (deletable), with that message's place. */
+  singles: Array<{ item: string } & MessagePlace>;
+}
+
+/** The conversation: history, client calls awaiting output, the greeting. */
+export interface ConversationState {
+  history: HistoryState;
+  /** Client-side calls awaiting `function_call_output`, with the message that made each. */
+  pendingCalls: Array<{ callId: string; name: string; owner: MessagePlace | null }>;
+  /** The greeting item, and whether it has been spoken (a voice session speaks it once). */
+  greeting: { itemId: string; spoken: boolean } | null;
+}
+
+/** Everything a conversation is; `JSON.parse(JSON.stringify(state))` is the same state. */
+export interface SessionState {
+  version: typeof SNAPSHOT_VERSION;
+  id: string;
+  /** The character serving the session and its tool variant. */
+  character: string;
+  variant: string;
+  /** The prompt generator's output when the conversation began (it may depend on the time). */
+  systemPrompt: string;
+  /** Passed to the prompt generator. */
+  metadata: Record<string, unknown>;
+  /** The characters' per-session state (`ctx.session.state`): JSON values only. */
+  characterState: Record<string, unknown>;
+  /** Responses run so far (log field `turn`). */
+  turns: number;
+  settings: SettingsState;
+  conversation: ConversationState;
+}

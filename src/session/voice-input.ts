@@ -1,0 +1,349 @@
+/**
+ * Voice input: audio → utterances → commits → transcripts → user items, and
+ * the barge-in decision (speech long enough while the character speaks).
+ */
+import type { Logger } from 'pino';
+import { AudioFormatError, ProtocolError } from '../errors.js';
+import type { SessionMetrics } from '../metrics/index.js';
+import { AudioInput, type AudioInputEvent, type VadSettings } from './audio-input.js';
+import type { Conversation } from './conversation.js';
+import type { ServerEvent } from './events.js';
+import { messageItem, newId } from './items.js';
+import type { SessionConfig } from './session-settings.js';
+import type { SessionVoice } from './voice-settings.js';
+
+/** Options of {@link VoiceInput}. */
+export interface VoiceInputOptions {
+  kit: SessionVoice;
+  send: (event: ServerEvent) => void;
+  log: () => Logger;
+  content: (text: string) => string | { chars: number };
+  config: SessionConfig;
+  conversation: Conversation;
+  metrics?: SessionMetrics['voice'] | undefined;
+  /** Whether a response runs (speech over it may interrupt it). */
+  responding: () => boolean;
+  /** The user talked over the response: stop it. */
+  bargeIn: () => void;
+  /** Answers a committed utterance (server VAD); resolves once the response has started. */
+  respond: (speechEndedAt: number, sttMs: number | undefined) => Promise<void>;
+  /** A user item was added. */
+  changed: () => void;
+}
+
+/** A user utterance from its first sound to its commit. */
+interface Utterance {
+  itemId: string;
+  /** Where the utterance starts on the input clock, prefix padding included. */
+  audioStartMs: number;
+  /** Where its first sound is: barge-in measures from here. */
+  speechStartMs: number;
+  /** Transcript text already sent as deltas (streaming engines). */
+  streamed: string;
+}
+
+/** Less audio than this cannot be a turn (the Realtime API's own floor). */
+const MIN_COMMIT_MS = 100;
+
+/** A session's ears: `input_audio_buffer.*` and what server VAD hears. */
+export class VoiceInput {
+  readonly #o: VoiceInputOptions;
+  #input: AudioInput | undefined;
+  /** The user's utterance in progress (speech started, not yet committed). */
+  #utterance: Utterance | undefined;
+  /** Speech that may interrupt the character once it lasts `bargeInMinMs`. */
+  #tentative: Utterance | undefined;
+  /** Committed utterances are transcribed and answered one after another. */
+  #turnChain: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(options: VoiceInputOptions) {
+    this.#o = options;
+  }
+
+  /** The settings changed: the input follows its encoding and turn detection. */
+  configure(change: { inputEncoding: boolean; turnDetection: boolean }): void {
+    const s = this.#o.config.current;
+    if (change.turnDetection && s.turnDetection === null) {
+      this.#tentative = undefined;
+      this.#utterance = undefined;
+    }
+    if (!this.#input) return;
+    if (change.inputEncoding) this.#input.encoding = s.inputEncoding;
+    if (change.turnDetection) this.#input.turnDetection = s.turnDetection && vadOf(s.turnDetection);
+  }
+
+  #audioInput(): AudioInput {
+    const { kit, config } = this.#o;
+    const turn = config.current.turnDetection;
+    this.#input ??= new AudioInput({
+      stt: kit.stt,
+      vad: kit.vad,
+      vadSettings: vadOf(turn ?? { ...kit.settings.vad }),
+      pauseThreshold: kit.settings.pauseThreshold,
+      maxUtteranceMs: kit.settings.maxUtteranceMs,
+      log: this.#o.log(),
+      onEvent: (e) => this.#onInputEvent(e),
+    });
+    this.#input.encoding = config.current.inputEncoding;
+    if (turn === null) this.#input.turnDetection = null;
+    return this.#input;
+  }
+
+  /** `input_audio_buffer.append`. */
+  append(audio: string, eventId: string | null): ProtocolError | undefined {
+    const { kit, metrics } = this.#o;
+    if (!kit.stt) {
+      return new ProtocolError(
+        'audio_not_supported',
+        'input_audio_buffer.append: this server has no speech-to-text engine (STT_PROVIDER=none); send conversation.item.create with input_text.',
+        { eventId },
+      );
+    }
+    const inp = this.#audioInput();
+    const before = inp.totalMs;
+    try {
+      inp.append(audio);
+    } catch (err) {
+      if (!(err instanceof AudioFormatError)) throw err;
+      metrics?.errors.inc({ kind: 'input_audio', provider: this.#o.config.current.inputEncoding });
+      return new ProtocolError(
+        'invalid_audio',
+        `input_audio_buffer.append: audio: ${err.message}`,
+        {
+          param: 'audio',
+          eventId,
+        },
+      );
+    }
+    metrics?.audioSeconds.inc(
+      { direction: 'in', provider: kit.stt.name },
+      (inp.totalMs - before) / 1000,
+    );
+    this.#confirmTentative();
+    return undefined;
+  }
+
+  /** `input_audio_buffer.clear`. */
+  clear(): void {
+    this.#input?.clear();
+    this.#utterance = undefined;
+    this.#tentative = undefined;
+    this.#o.send({ type: 'input_audio_buffer.cleared' });
+  }
+
+  /** `input_audio_buffer.commit`: the client ends the turn (turn_detection null, or early). */
+  commit(eventId: string | null): ProtocolError | undefined {
+    const inp = this.#input;
+    if (!inp || inp.utteranceMs < MIN_COMMIT_MS) {
+      return new ProtocolError(
+        'input_audio_buffer_commit_empty',
+        `input_audio_buffer.commit: the buffer holds ${Math.round(inp?.utteranceMs ?? 0)} ms of audio; at least ${MIN_COMMIT_MS} ms is needed. Send input_audio_buffer.append first.`,
+        { eventId },
+      );
+    }
+    const u = this.#utterance ?? {
+      itemId: newId('item'),
+      audioStartMs: 0,
+      speechStartMs: 0,
+      streamed: '',
+    };
+    this.#utterance = undefined;
+    this.#tentative = undefined;
+    this.#commitUtterance(u, this.#o.config.current.turnDetection !== null);
+    return undefined;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#input?.close();
+  }
+
+  #onInputEvent(e: AudioInputEvent): void {
+    if (this.#closed) return;
+    const { send } = this.#o;
+    switch (e.type) {
+      case 'speech_started': {
+        const u: Utterance = {
+          itemId: newId('item'),
+          audioStartMs: e.audioStartMs,
+          speechStartMs: e.speechStartMs,
+          streamed: '',
+        };
+        this.#utterance = u;
+        if (this.#o.responding() && this.#o.config.current.turnDetection?.interruptResponse) {
+          // Maybe a cough: it interrupts only once it has lasted bargeInMinMs.
+          this.#tentative = u;
+          this.#confirmTentative();
+          return;
+        }
+        send({
+          type: 'input_audio_buffer.speech_started',
+          audio_start_ms: Math.round(e.audioStartMs),
+          item_id: u.itemId,
+        });
+        return;
+      }
+      case 'speech_stopped': {
+        const u = this.#utterance;
+        this.#utterance = undefined;
+        if (!u) return;
+        if (this.#tentative === u) {
+          this.#tentative = undefined;
+          this.#o
+            .log()
+            .debug({ ms: Math.round(e.audioEndMs - u.audioStartMs) }, 'false start ignored');
+          this.#input?.clear();
+          return;
+        }
+        send({
+          type: 'input_audio_buffer.speech_stopped',
+          audio_end_ms: Math.round(e.audioEndMs),
+          item_id: u.itemId,
+        });
+        this.#commitUtterance(u, true);
+        return;
+      }
+      case 'transcript': {
+        const u = this.#utterance ?? this.#tentative;
+        if (!u) return;
+        u.streamed += e.text;
+        send({
+          type: 'conversation.item.input_audio_transcription.delta',
+          item_id: u.itemId,
+          content_index: 0,
+          delta: e.text,
+          ...(e.startMs !== undefined ? { start_time: e.startMs / 1000 } : {}),
+        });
+        return;
+      }
+      case 'stt_error':
+        this.#o.metrics?.errors.inc({ kind: 'stt', provider: this.#o.kit.stt?.name ?? 'none' });
+        send({
+          type: 'error',
+          error: {
+            type: 'server_error',
+            code: 'stt_failed',
+            message: `Speech recognition failed: ${e.error.message}`,
+            param: null,
+            event_id: null,
+          },
+        });
+        return;
+    }
+  }
+
+  /** The barge-in decision: speech that has lasted long enough while the character speaks interrupts it. */
+  #confirmTentative(): void {
+    const u = this.#tentative;
+    if (!u || !this.#input?.speaking) return;
+    if (this.#input.speechSoFar(u.speechStartMs) < this.#o.kit.settings.bargeInMinMs) return;
+    this.#tentative = undefined;
+    this.#o.send({
+      type: 'input_audio_buffer.speech_started',
+      audio_start_ms: Math.round(u.audioStartMs),
+      item_id: u.itemId,
+    });
+    this.#o.bargeIn();
+  }
+
+  /** Ends an utterance: its item, its transcript, and (server VAD) the answer. */
+  #commitUtterance(u: Utterance, auto: boolean): void {
+    const speechEndedAt = performance.now();
+    this.#o.send({
+      type: 'input_audio_buffer.committed',
+      previous_item_id: this.#o.conversation.newestItemId(),
+      item_id: u.itemId,
+    });
+    const transcript = this.#input!.commit();
+    this.#turnChain = this.#turnChain
+      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt))
+      .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'));
+  }
+
+  async #finishUtterance(
+    u: Utterance,
+    pending: Promise<string>,
+    auto: boolean,
+    speechEndedAt: number,
+  ): Promise<void> {
+    const { send, conversation } = this.#o;
+    const item = messageItem(
+      'user',
+      [{ type: 'input_audio', transcript: null }],
+      u.itemId,
+      'in_progress',
+    );
+    const previous = conversation.newestItemId();
+    send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    const { transcript, sttMs, failed } = await this.#transcribe(u, pending, speechEndedAt);
+    if (this.#closed) return;
+    if (transcript && !u.streamed) {
+      send({
+        type: 'conversation.item.input_audio_transcription.delta',
+        item_id: u.itemId,
+        content_index: 0,
+        delta: transcript,
+      });
+    }
+    // `failed` and `completed` are alternatives, as in the Realtime API.
+    if (!failed) {
+      send({
+        type: 'conversation.item.input_audio_transcription.completed',
+        item_id: u.itemId,
+        content_index: 0,
+        transcript,
+      });
+    }
+    if (transcript === '') {
+      // Nothing was understood: no message for the model, and no answer to nothing.
+      this.#o.log().info('utterance without words');
+      send({ type: 'conversation.item.deleted', item_id: u.itemId });
+      return;
+    }
+    item.content = [{ type: 'input_audio', transcript }];
+    item.status = 'completed';
+    conversation.addUtterance(item, transcript);
+    this.#o
+      .log()
+      .debug({ item: item.id, text: this.#o.content(transcript) }, 'utterance transcribed');
+    send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    this.#o.changed();
+    if (!auto || !this.#o.config.current.turnDetection?.createResponse) return;
+    // An interrupted response is still winding down: the answer waits its turn in the queue.
+    await this.#o.respond(speechEndedAt, sttMs);
+  }
+
+  async #transcribe(
+    u: Utterance,
+    pending: Promise<string>,
+    speechEndedAt: number,
+  ): Promise<{ transcript: string; sttMs: number | undefined; failed: boolean }> {
+    const stt = this.#o.kit.stt?.name ?? 'none';
+    const metrics = this.#o.metrics;
+    try {
+      const transcript = (await pending).trim();
+      const sttMs = performance.now() - speechEndedAt;
+      metrics?.sttLatency.observe({ provider: stt }, sttMs / 1000);
+      return { transcript, sttMs, failed: false };
+    } catch (err) {
+      metrics?.errors.inc({ kind: 'stt', provider: stt });
+      this.#o.log().warn({ err: (err as Error).message, provider: stt }, 'transcription failed');
+      this.#o.send({
+        type: 'conversation.item.input_audio_transcription.failed',
+        item_id: u.itemId,
+        content_index: 0,
+        error: { type: 'server_error', code: 'stt_failed', message: (err as Error).message },
+      });
+      return { transcript: '', sttMs: undefined, failed: true };
+    }
+  }
+}
+
+function vadOf(t: VadSettings): VadSettings {
+  return {
+    threshold: t.threshold,
+    prefixPaddingMs: t.prefixPaddingMs,
+    silenceDurationMs: t.silenceDurationMs,
+  };
+}

@@ -1,0 +1,184 @@
+/**
+ * Speech output: a response's voice (engine, encoding, metrics, errors), the
+ * newest speech a late truncate reads against, and what the user heard of it.
+ */
+import type { Logger } from 'pino';
+import type { LoadedCharacter } from '../characters/types.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import type { SessionMetrics } from '../metrics/index.js';
+import { OggOpusEncoder } from '../voice/audio/ogg-opus.js';
+import { encodePcm16Base64 } from '../voice/audio/pcm.js';
+import type { ServerEvent, VoiceTimings } from './events.js';
+import { round } from './items.js';
+import type { SpokenRound } from './conversation.js';
+import type { RunningResponse } from './response-queue.js';
+import type { SpokenEntry } from './response-writer.js';
+import type { SessionConfig } from './session-settings.js';
+import { SpeechOutput } from './speech-output.js';
+import type { SessionVoice } from './voice-settings.js';
+
+/** Options of {@link VoiceOutput}. */
+export interface VoiceOutputOptions {
+  kit: SessionVoice;
+  send: (event: ServerEvent) => void;
+  config: SessionConfig;
+  character: () => LoadedCharacter;
+  metrics?: SessionMetrics['voice'] | undefined;
+}
+
+/** The session's speech: one {@link SpeechOutput} per spoken response. */
+export class VoiceOutput {
+  readonly #o: VoiceOutputOptions;
+  #ogg: OggOpusEncoder | undefined;
+  #last: SpeechOutput | undefined;
+
+  constructor(options: VoiceOutputOptions) {
+    this.#o = options;
+  }
+
+  /** Whether replies can be spoken at all (a TTS engine is configured). */
+  get canSpeak(): boolean {
+    return this.#o.kit.tts != null;
+  }
+
+  /** The newest response's speech: a late `conversation.item.truncate` is read against it. */
+  get lastSpeech(): SpeechOutput | undefined {
+    return this.#last;
+  }
+
+  #encode = (pcm: Int16Array): string => {
+    if (this.#o.config.current.outputEncoding === 'pcm16') return encodePcm16Base64(pcm);
+    this.#ogg ??= new OggOpusEncoder({ sampleRate: 24000 });
+    return Buffer.from(this.#ogg.push(pcm)).toString('base64');
+  };
+
+  /** A response's speech, wired to metrics and the client; `from` starts its first-audio clock. */
+  speechFor(response: RunningResponse, log: Logger, from: number): SpeechOutput {
+    const { kit, send, config } = this.#o;
+    const metrics = this.#o.metrics;
+    const tts = kit.tts!;
+    const ogg = config.current.outputEncoding === 'ogg_opus';
+    let first = true;
+    const speech = new SpeechOutput({
+      tts,
+      voice: config.ttsVoice(this.#o.character()),
+      signal: response.controller.signal,
+      leadMs: kit.settings.audioLeadMs,
+      encode: this.#encode,
+      // Opus pages hold two 20 ms frames: only whole pages go out.
+      padTo: ogg ? 1920 : 1,
+      frameSamples: ogg ? 3840 : 2400,
+      send,
+      log,
+      onTtsFirstAudio: (ms) => metrics?.ttsFirstAudio.observe({ provider: tts.name }, ms / 1000),
+      onAudioSent: (samples) => {
+        metrics?.audioSeconds.inc({ direction: 'out', provider: tts.name }, samples / 24000);
+        if (!first) return;
+        first = false;
+        response.firstAudioMs = performance.now() - from;
+        metrics?.speechToAudio.observe(
+          { stt: kit.stt?.name ?? 'none', tts: tts.name },
+          response.firstAudioMs / 1000,
+        );
+      },
+      onTtsError: (error) => {
+        metrics?.errors.inc({ kind: 'tts', provider: tts.name });
+        send({
+          type: 'error',
+          error: {
+            type: 'server_error',
+            code: 'tts_failed',
+            message: `${error.message} The rest of the reply is sent as transcript only.`,
+            param: null,
+            event_id: null,
+          },
+        });
+      },
+    });
+    response.speech = speech;
+    this.#last = speech;
+    return speech;
+  }
+
+  close(): void {
+    this.#ogg?.close();
+  }
+}
+
+/**
+ * The model's messages cut to what the user heard: a reply interrupted (or
+ * truncated by the client) keeps the words that played, so the model knows
+ * what was actually said. Tells `record` which message holds each spoken item.
+ */
+export function keepHeard(
+  messages: ChatMessage[],
+  entries: readonly SpokenEntry[],
+  truncations: ReadonlyMap<string, string>,
+  record: (itemId: string, round: SpokenRound) => void,
+): ChatMessage[] {
+  const byRound = new Map<number, SpokenEntry[]>();
+  for (const e of entries) {
+    if (e.round < 0) continue;
+    byRound.set(e.round, [...(byRound.get(e.round) ?? []), e]);
+  }
+  const out = [...messages];
+  const used = new Set<ChatMessage>();
+  for (const list of byRound.values()) {
+    const raw = list.map((e) => e.raw).join('');
+    const message = out.find((m) => m.role === 'assistant' && !used.has(m) && m.content === raw);
+    if (!message) continue;
+    used.add(message);
+    const spoken: SpokenRound = { message, items: [] };
+    let whole = true;
+    for (const e of list) {
+      const cut = truncations.get(e.item.id);
+      if (cut !== undefined) {
+        e.item.content = [{ type: 'output_audio', transcript: cut }];
+        e.item.status = 'incomplete';
+      }
+      if (cut !== undefined || e.spoken.interrupted) whole = false;
+      spoken.items.push({ item: e.item, transcript: cut ?? e.spoken.transcript });
+      record(e.item.id, spoken);
+    }
+    if (whole) continue;
+    const heard = spoken.items
+      .map((i) => i.transcript)
+      .filter(Boolean)
+      .join(' ');
+    if (heard === '' && !('tool_calls' in message) && !('function_call' in message)) {
+      out.splice(out.indexOf(message), 1);
+      continue;
+    }
+    message.content = heard;
+  }
+  return out;
+}
+
+/**
+ * Where a spoken response's time to first audio went: STT (end of speech →
+ * transcript), LLM (request → the first clause complete), TTS (clause → its
+ * first audio), and what is left: Troupe's own share.
+ */
+export function voiceTimings(
+  response: RunningResponse,
+  speech: SpeechOutput,
+  requestAt: number | undefined,
+): VoiceTimings {
+  const { firstTextAt, firstEngineAudioAt } = speech.timings;
+  const stt = response.sttMs ?? 0;
+  const llm = requestAt !== undefined && firstTextAt !== undefined ? firstTextAt - requestAt : null;
+  const tts =
+    firstTextAt !== undefined && firstEngineAudioAt !== undefined
+      ? firstEngineAudioAt - firstTextAt
+      : null;
+  const total = response.firstAudioMs;
+  return {
+    stt_ms: response.sttMs === undefined ? null : round(stt),
+    llm_ms: llm === null ? null : round(llm),
+    tts_ms: tts === null ? null : round(tts),
+    troupe_ms:
+      total === undefined || llm === null || tts === null
+        ? null
+        : round(Math.max(0, total - stt - llm - tts)),
+  };
+}

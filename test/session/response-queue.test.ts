@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ResponseQueue,
+  type ResponseKind,
+  type RunningResponse,
+} from '../../src/session/response-queue.js';
+
+/** A queue whose runs end when the test says so. */
+function setup() {
+  let n = 0;
+  const queue = new ResponseQueue(() => `resp_${++n}`);
+  const ends = new Map<string, () => void>();
+  const order: string[] = [];
+  const ask = (kind: ResponseKind) =>
+    queue.request({
+      kind,
+      run: (r: RunningResponse) => {
+        order.push(`${kind}:${r.id}`);
+        return new Promise<void>((resolve) => ends.set(r.id, resolve));
+      },
+      onError: () => {},
+    });
+  return { queue, ends, order, ask };
+}
+
+describe('ResponseQueue', () => {
+  it('starts a response at once when nothing runs', () => {
+    const { queue, ask, order } = setup();
+    expect(ask('client').outcome).toBe('started');
+    expect(order).toEqual(['client:resp_1']);
+    expect(queue.busy).toBe(true);
+  });
+
+  it('refuses a client response while a client response runs, as OpenAI does', () => {
+    const { ask } = setup();
+    ask('client');
+    expect(ask('client')).toEqual({ outcome: 'refused', activeId: 'resp_1' });
+  });
+
+  it('queues a client response behind the greeting and starts it when the greeting ends', async () => {
+    const { queue, ask, ends, order } = setup();
+    ask('greeting');
+    const client = ask('client');
+    expect(client.outcome).toBe('queued');
+    expect(queue.blocking()).toBe('a queued response');
+    expect(ask('client').outcome).toBe('refused');
+    ends.get('resp_1')!();
+    const started = client.outcome === 'refused' ? undefined : await client.started;
+    expect(started?.kind).toBe('client');
+    expect(order).toEqual(['greeting:resp_1', 'client:resp_2']);
+  });
+
+  it('lets voice turns wait their turn, in order, and idles only when all have run', async () => {
+    const { queue, ask, ends, order } = setup();
+    ask('client');
+    expect(ask('voice').outcome).toBe('queued');
+    expect(ask('voice').outcome).toBe('queued');
+    let idle = false;
+    const idled = queue.idle().then(() => (idle = true));
+    ends.get('resp_1')!();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(order).toEqual(['client:resp_1', 'voice:resp_2']);
+    ends.get('resp_2')!();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(idle).toBe(false);
+    ends.get('resp_3')!();
+    await idled;
+    expect(order).toEqual(['client:resp_1', 'voice:resp_2', 'voice:resp_3']);
+    expect(queue.busy).toBe(false);
+  });
+
+  it('starts the greeting only when nothing runs or waits', () => {
+    const { ask } = setup();
+    ask('voice');
+    expect(ask('greeting').outcome).toBe('refused');
+  });
+
+  it('stops the running response with a reason, once', () => {
+    const { queue, ask } = setup();
+    ask('client');
+    const stopped = queue.stop('client_cancelled');
+    expect(stopped?.stoppedBy).toBe('client_cancelled');
+    expect(stopped?.controller.signal.aborted).toBe(true);
+    expect(queue.stop('turn_detected')).toBeUndefined();
+  });
+
+  it('drops what waits when closed, and starts nothing after', async () => {
+    const { queue, ask, ends, order } = setup();
+    ask('client');
+    ask('voice');
+    queue.close();
+    ends.get('resp_1')!();
+    await queue.idle();
+    expect(order).toEqual(['client:resp_1']);
+    expect(ask('client').outcome).toBe('refused');
+  });
+});
