@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError, type TroupeError } from '../errors.js';
 import type { ChatMessage, UserContentPart } from '../llm/chunk.js';
 import type { ToolDescription } from '../tools/types.js';
-import type { ClientTool, ContentPart, ErrorPayload, MessageItem } from './events.js';
+import type { ClientTool, ContentPart, ErrorPayload, Item, MessageItem } from './events.js';
 
 let itemCounter = 0;
 /** Item and response ids: short, unique within the process, OpenAI-looking. */
@@ -104,4 +104,9 @@ export function llmErrorPayload(err: TroupeError): ErrorPayload {
 /** Milliseconds to a tenth. */
 export function round(ms: number): number {
   return Math.round(ms * 10) / 10;
+}
+
+/** Whether an item is a server-run tool call that has its result (or its error). */
+export function finishedMcpCall(item: Item): boolean {
+  return item.type === 'mcp_call' && (item.output !== null || item.error !== null);
 }

@@ -87,10 +87,16 @@ export async function runResponse(
   ctx.send({ type: 'response.created', response: base });
 
   const speech = voice?.speechFor(response, turnLog, receivedAt);
-  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech);
+  // Every call but the client's own tools is the server's to run (unknown ones are answered too).
+  const clientNames = new Set(ctx.config.current.tools.map((t) => t.name));
+  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech, {
+    serverLabel: character.id,
+    runs: (name) => !clientNames.has(name),
+  });
   const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
   let requestAt: number | undefined;
   response.lastItemId = () => out.items.at(-1)?.id ?? null;
+  response.findItem = (id) => out.find(id);
   let firstDeltaAt: number | null = null;
   let summary: TurnSummary | undefined;
   let failure: TroupeError | undefined;

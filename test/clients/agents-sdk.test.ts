@@ -8,7 +8,7 @@ import { RealtimeAgent, tool } from '@openai/agents-realtime';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
-import { connectSdk, type SdkClient } from '../helpers/agents-sdk.js';
+import { connectSdk, hasReply, itemText, type SdkClient } from '../helpers/agents-sdk.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { fakeVoice } from '../helpers/voice.js';
 
@@ -69,5 +69,41 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(session.tools).toEqual([expect.objectContaining({ name: 'get_local_time' })]);
     expect(session.instructions).toBe('Be brief.');
     expect(serverErrors(client)).toEqual([]);
+  });
+
+  it('runs its own tool and hears the spoken reply that follows', async () => {
+    const calls: string[] = [];
+    client = await connectSdk(t, clockAgent(calls), 'character=weather');
+    client.session.sendMessage("What's the time in Oslo?");
+    const history = await client.historyWhere('the reply after the clock', (h) =>
+      hasReply(h, 'It is noon in Oslo.'),
+    );
+    expect(calls).toEqual(['Oslo']);
+    const call = history.find((i) => i.type === 'function_call');
+    expect(call && itemText(call)).toContain('get_local_time');
+    expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+
+  it("sees the character's server tool as an mcp_call it never answers", async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    client.session.sendMessage('Celsius, please.');
+    const history = await client.historyWhere('the reply after the weather tool', (h) =>
+      hasReply(h, "That's the weather in Glasgow right now."),
+    );
+    const call = history.find((i) => i.type === 'mcp_call');
+    expect(call).toMatchObject({ name: 'get_current_weather', status: 'completed' });
+    expect(call && itemText(call)).toMatch(/temperature/);
+    // The SDK answered no tool call: Troupe ran it.
+    const answers = client.sent.filter(
+      (e) =>
+        e.type === 'conversation.item.create' &&
+        (e.item as { type?: string }).type === 'function_call_output',
+    );
+    expect(answers).toEqual([]);
+    expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
   });
 });

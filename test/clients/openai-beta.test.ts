@@ -97,4 +97,27 @@ describe('a beta-protocol client', () => {
     }
     c.close();
   });
+
+  it("sees the character's server tool as an mcp_call item it does not answer, and every item done", async () => {
+    const c = betaClient(t, 'weather');
+    await c.next('session.created');
+    c.say('Celsius, please.');
+    const done = await c.next('response.done');
+    expect(done.response).toMatchObject({ status: 'completed' });
+    await c.next('troupe.tool_call.result');
+    const output = (done.response as { output: Array<{ type: string; name?: string }> }).output;
+    expect(output).toContainEqual(
+      expect.objectContaining({ type: 'mcp_call', name: 'get_current_weather' }),
+    );
+    expect(output.map((i) => i.type)).not.toContain('function_call_output');
+    expect(c.answered).toEqual([]);
+    // Every item announced in the response is done in it.
+    const added = c.events.filter((e) => e.type === 'response.output_item.added');
+    const finished = c.events.filter((e) => e.type === 'response.output_item.done');
+    expect(finished.map((e) => (e.item as { id: string }).id)).toEqual(
+      added.map((e) => (e.item as { id: string }).id),
+    );
+    expect(c.events.filter((e) => e.type === 'error')).toEqual([]);
+    c.close();
+  });
 });

@@ -110,12 +110,17 @@ describe('the openai SDK realtime client over wss', () => {
     const result = await next('troupe.tool_call.result');
     expect(result).toMatchObject({ name: 'get_current_weather', outcome: 'ok' });
     expect(String(result.output)).toMatch(/temperature/);
+    // The character's tool, which the server ran: GA's mcp_call item, labelled with the character.
     const call = events.find(
       (e) =>
-        e.type === 'response.output_item.done' &&
-        (e.item as { type: string }).type === 'function_call',
+        e.type === 'response.output_item.done' && (e.item as { type: string }).type === 'mcp_call',
     );
-    expect(call?.item).toMatchObject({ name: 'get_current_weather', call_id: result.call_id });
+    expect(call?.item).toMatchObject({
+      id: result.item_id,
+      name: 'get_current_weather',
+      server_label: 'weather',
+      output: result.output,
+    });
     expect(deltas.join('')).toContain('Checking Glasgow.');
     expect(deltas.join('')).toContain("That's the weather in Glasgow right now.");
     expect(errors).toEqual([]);
