@@ -10,7 +10,13 @@ import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import { audioUnsupported, finishedMcpCall, itemNotFound, newId } from './items.js';
+import {
+  audioUnsupported,
+  finishedMcpCall,
+  itemNotFound,
+  newId,
+  responseOptionNotOffered,
+} from './items.js';
 import { ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
@@ -496,6 +502,8 @@ class ConversationSession implements Session {
     if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
       return audioUnsupported('response.output_modalities', eventId);
     }
+    const notOffered = responseOptionNotOffered(r, eventId);
+    if (notOffered) return notOffered;
     if (typeof r.tool_choice === 'object') {
       const names = [
         ...this.#character.toolNames,
