@@ -246,6 +246,16 @@ export interface ResponseUsage {
   total_tokens: number;
   input_tokens: number;
   output_tokens: number;
+  /** The LLM reads text: every input token is a text token (speech is transcribed first). */
+  input_token_details: {
+    text_tokens: number;
+    audio_tokens: 0;
+    image_tokens: 0;
+    cached_tokens: 0;
+    cached_tokens_details: { text_tokens: 0; audio_tokens: 0; image_tokens: 0 };
+  };
+  /** The LLM writes text: speech is made from it by the TTS engine, outside the token count. */
+  output_token_details: { text_tokens: number; audio_tokens: 0 };
 }
 
 /** One server-side or client-side tool call of a response, as `response.done` reports it. */
@@ -319,6 +329,8 @@ export interface ResponseObject {
   output_modalities: Array<'text' | 'audio'>;
   usage: ResponseUsage | null;
   metadata: Record<string, string> | null;
+  /** The session's one conversation. */
+  conversation_id?: string;
   troupe?: ResponseTroupeInfo;
 }
 

@@ -151,3 +151,8 @@ export function responseOptionNotOffered(
   }
   return undefined;
 }
+
+/** The id of a session's one conversation (`response.conversation_id`). */
+export function conversationId(sessionId: string): string {
+  return `conv_${sessionId.replace(/^sess_/, '')}`;
+}

@@ -13,7 +13,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
-import { llmErrorPayload, round, toDescription } from './items.js';
+import { conversationId, llmErrorPayload, round, toDescription } from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import { doneResponse, recordResponse } from './response-report.js';
 import { FillerTimers, ResponseWriter } from './response-writer.js';
@@ -82,6 +82,7 @@ export async function runResponse(
     output_modalities: modalities,
     usage: null,
     metadata: r.metadata ?? null,
+    conversation_id: conversationId(ctx.sessionId),
   };
   const messages = trimmed(ctx, turnLog, systemMessage, 'history trimmed to the context budget');
   ctx.send({ type: 'response.created', response: base });
@@ -265,6 +266,7 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
     output_modalities: ['audio'],
     usage: null,
     metadata: { troupe: 'greeting' },
+    conversation_id: conversationId(ctx.sessionId),
   };
   ctx.send({ type: 'response.created', response: base });
   const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());

@@ -56,7 +56,19 @@ const response: ResponseObject = {
   status_details: null,
   output: [message, call],
   output_modalities: ['text'],
-  usage: { total_tokens: 3, input_tokens: 2, output_tokens: 1 },
+  usage: {
+    total_tokens: 3,
+    input_tokens: 2,
+    output_tokens: 1,
+    input_token_details: {
+      text_tokens: 2,
+      audio_tokens: 0,
+      image_tokens: 0,
+      cached_tokens: 0,
+      cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+    },
+    output_token_details: { text_tokens: 1, audio_tokens: 0 },
+  },
   metadata: null,
 };
 

@@ -135,10 +135,13 @@ describe('a text turn', () => {
     expect(response).toMatchObject({
       status: 'completed',
       status_details: null,
+      conversation_id: expect.stringMatching(/^conv_/),
       usage: {
         total_tokens: expect.any(Number),
         input_tokens: expect.any(Number),
         output_tokens: expect.any(Number),
+        input_token_details: { text_tokens: expect.any(Number), audio_tokens: 0 },
+        output_token_details: { text_tokens: expect.any(Number), audio_tokens: 0 },
       },
       troupe: {
         character: 'weather',
