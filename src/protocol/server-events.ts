@@ -162,6 +162,9 @@ function betaSession(s: SessionObject): object {
     input_audio_format: BETA_FORMATS[audio.input.format.type],
     output_audio_format: BETA_FORMATS[audio.output.format.type],
     turn_detection: audio.input.turn_detection,
+    input_audio_transcription: audio.input.transcription,
+    input_audio_noise_reduction: audio.input.noise_reduction,
+    speed: audio.output.speed,
     max_response_output_tokens: max_output_tokens,
   };
 }

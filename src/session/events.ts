@@ -359,10 +359,32 @@ export interface SessionObject {
   temperature: number | null;
   max_output_tokens: number | 'inf';
   audio: {
-    input: { format: AudioFormat; turn_detection: TurnDetection | null };
-    output: { format: AudioFormat; voice: string | null };
+    input: {
+      format: AudioFormat;
+      turn_detection: TurnDetection | null;
+      transcription: TranscriptionSettings | null;
+      noise_reduction: NoiseReduction | null;
+    };
+    output: { format: AudioFormat; voice: string | null; speed: number };
   };
+  truncation: Truncation;
+  include: Array<'item.input_audio_transcription.logprobs'>;
+  prompt: PromptReference | null;
+  tracing: TracingSetting | null;
+  /** Unix seconds; 0: a Troupe session does not expire. */
+  expires_at: number;
   troupe: { character: SessionCharacterInfo };
+}
+
+/** GA settings a session takes and shows back, which Troupe's engines decide for themselves. */
+export interface GaSessionSettings {
+  transcription: TranscriptionSettings | null;
+  noiseReduction: NoiseReduction | null;
+  speed: number;
+  truncation: Truncation;
+  include: Array<'item.input_audio_transcription.logprobs'>;
+  prompt: PromptReference | null;
+  tracing: TracingSetting | null;
 }
 
 /** The error payload of an `error` event. */

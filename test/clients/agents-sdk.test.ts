@@ -68,6 +68,18 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(session.output_modalities).toEqual(['audio']);
     expect(session.tools).toEqual([expect.objectContaining({ name: 'get_local_time' })]);
     expect(session.instructions).toBe('Be brief.');
+    // The GA settings it sent come back as given (the engines are the server's own).
+    expect(session).toMatchObject({
+      audio: {
+        input: { transcription: { model: 'gpt-4o-mini-transcribe' }, noise_reduction: null },
+        output: { speed: 1 },
+      },
+      tracing: 'auto',
+      truncation: 'auto',
+      include: [],
+      prompt: null,
+      expires_at: 0,
+    });
     expect(serverErrors(client)).toEqual([]);
   });
 

@@ -34,9 +34,19 @@ const session: SessionObject = {
   temperature: null,
   max_output_tokens: 'inf',
   audio: {
-    input: { format: { type: 'audio/pcm', rate: 24000 }, turn_detection: null },
-    output: { format: { type: 'audio/pcmu' }, voice: 'alloy' },
+    input: {
+      format: { type: 'audio/pcm', rate: 24000 },
+      turn_detection: null,
+      transcription: null,
+      noise_reduction: null,
+    },
+    output: { format: { type: 'audio/pcmu' }, voice: 'alloy', speed: 1 },
   },
+  truncation: 'auto',
+  include: [],
+  prompt: null,
+  tracing: null,
+  expires_at: 0,
   troupe: {
     character: {
       id: 'plain',

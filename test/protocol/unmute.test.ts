@@ -26,9 +26,19 @@ const session: SessionObject = {
   temperature: null,
   max_output_tokens: 'inf',
   audio: {
-    input: { format: { type: 'audio/ogg', rate: 24000 }, turn_detection: null },
-    output: { format: { type: 'audio/ogg', rate: 24000 }, voice: null },
+    input: {
+      format: { type: 'audio/ogg', rate: 24000 },
+      turn_detection: null,
+      transcription: null,
+      noise_reduction: null,
+    },
+    output: { format: { type: 'audio/ogg', rate: 24000 }, voice: null, speed: 1 },
   },
+  truncation: 'auto',
+  include: [],
+  prompt: null,
+  tracing: null,
+  expires_at: 0,
   troupe: {
     character: {
       id: 'plain',
