@@ -271,7 +271,22 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
   ctx.send({ type: 'response.created', response: base });
   const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());
   const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
+  // Announced like any response's item, so clients know what its audio belongs to.
+  ctx.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
+  ctx.send({
+    type: 'response.content_part.added',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: '' },
+  });
   const spoken = await speech.say(place, ctx.character().greeting ?? '');
+  ctx.send({
+    type: 'response.content_part.done',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: spoken.transcript },
+  });
+  ctx.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
   // History keeps what the user heard of the greeting.
   if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
   const status = response.stoppedBy ? 'cancelled' : 'completed';
