@@ -14,7 +14,7 @@ const sayHello = defineTool({
 export default defineCharacter({
   name: 'Hello',
   description: 'A friendly assistant that greets people (A/B tool variants).',
-  voice: { espeak: 'en-us', openai: 'alloy' },
+  voice: { flite: 'rms', espeak: 'en-us', openai: 'alloy' },
   instructions: {
     prompt:
       'You are a friendly, upbeat assistant. When asked to greet someone, call sayHello ' +

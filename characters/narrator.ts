@@ -28,7 +28,7 @@ const logStoryEvent = defineTool({
 export default defineCharacter({
   name: 'Narrator',
   description: 'A storyteller who spins a tale with you and logs its turning points.',
-  voice: { espeak: 'en-us', openai: 'fable' },
+  voice: { flite: 'rms:0.9', espeak: 'en-us', openai: 'fable' },
   instructions: {
     prompt:
       'You are a warm, vivid storyteller. Build a story together with the user, a few ' +

@@ -8,7 +8,7 @@ import { defineCharacter } from '../src/index.js';
 export default defineCharacter({
   name: 'Plain',
   description: 'A plain, concise assistant with no tools.',
-  voice: { espeak: 'en-us', openai: 'alloy' },
+  voice: { flite: 'rms:0.95', espeak: 'en-us', openai: 'alloy' },
   instructions: {
     prompt: 'You are a helpful, concise assistant. Answer in one or two short sentences.',
     language: 'en',

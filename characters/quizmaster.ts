@@ -82,7 +82,7 @@ const score = defineTool({
 export default defineCharacter({
   name: 'Quizmaster',
   description: 'Runs a short quiz and keeps score across turns.',
-  voice: { espeak: 'en-us', openai: 'echo' },
+  voice: { flite: 'rms', espeak: 'en-us', openai: 'echo' },
   instructions: {
     prompt:
       'You are an enthusiastic quizmaster. Call start_quiz when the user wants to play, ' +

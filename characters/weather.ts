@@ -53,7 +53,7 @@ function reading(location: string, day: number, format: Format) {
 export default defineCharacter({
   name: 'Weather',
   description: 'Tells the (made-up) weather and forecasts; asks when a request is ambiguous.',
-  voice: { espeak: 'en-us', openai: 'nova' },
+  voice: { flite: 'rms:0.9', espeak: 'en-us', openai: 'nova' },
   instructions: {
     prompt:
       "Don't make assumptions about what values to plug into functions. " +

@@ -40,14 +40,35 @@ export class ToolBindingError extends TroupeError {
   }
 }
 
-/** The LLM endpoint failed: HTTP error, broken stream, error event mid-stream. */
+/**
+ * The LLM endpoint failed: HTTP error, broken stream, error event mid-stream.
+ * The message is short and fixed (clients see it); what the server said, and
+ * where, is in `detail`, with credentials removed, for logs only.
+ */
 export class LlmStreamError extends TroupeError {
   override name = 'LlmStreamError';
   /** HTTP status when the server answered with one. */
   readonly status: number | undefined;
-  constructor(message: string, options: TroupeErrorOptions & { status?: number } = {}) {
+  /** The upstream detail (URL, error body), credentials redacted: for logs, never for clients. */
+  readonly detail: string | undefined;
+  constructor(
+    message: string,
+    options: TroupeErrorOptions & { status?: number; detail?: string } = {},
+  ) {
     super('E_LLM_STREAM', message, options);
     this.status = options.status;
+    this.detail = options.detail === undefined ? undefined : redactSecrets(options.detail);
+  }
+}
+
+/**
+ * The LLM's stream ended with neither `[DONE]` nor a `finish_reason`: the
+ * reply is cut short (a proxy or server that dropped the connection cleanly).
+ */
+export class LlmTruncatedError extends LlmStreamError {
+  override name = 'LlmTruncatedError';
+  constructor(message = 'The LLM stream ended before the reply was complete.') {
+    super(message, { retryable: true });
   }
 }
 
@@ -211,4 +232,56 @@ export class ProtocolError extends TroupeError {
       event_id: this.eventId,
     };
   }
+}
+
+/** `scheme://user:pass@` in a URL. */
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@'"]+@/gi;
+/** Bearer tokens and API-key-looking words (`sk-…`, `key=…`). */
+const SECRET_WORDS =
+  /\b(bearer\s+)[\w.~+/=-]{8,}|\bsk-[\w-]{8,}|\b((?:api[_-]?key|token|password|secret)=)[^\s&'"]+/gi;
+
+/**
+ * Removes credentials from text bound for logs or people: `user:pass@` in
+ * URLs, bearer tokens, `sk-…` keys and `key=`/`token=`/`password=` values.
+ *
+ * @example redactSecrets('http://u:p@host/v1') // 'http://[redacted]@host/v1'
+ */
+export function redactSecrets(text: string): string {
+  return text
+    .replace(URL_CREDENTIALS, '$1[redacted]@')
+    .replace(SECRET_WORDS, (match, bearer?: string, key?: string) =>
+      bearer ? `${bearer}[redacted]` : key ? `${key}[redacted]` : '[redacted]',
+    );
+}
+
+/**
+ * A URL without its `user:pass@` (or `user@`): for logs, `/health` and errors.
+ * Text that is not a URL gets {@link redactSecrets}.
+ *
+ * @example redactUrl('https://me:pw@llm.example/v1') // 'https://llm.example/v1'
+ */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.username === '' && u.password === '') return url;
+    u.username = '';
+    u.password = '';
+    return u.href;
+  } catch {
+    return redactSecrets(url);
+  }
+}
+
+/** Absolute file paths (POSIX, `file://`, Windows), with the file's own name kept. */
+const FILE_PATHS =
+  /(?:file:\/\/|(?<![\w.:/\\-]))(?:[a-zA-Z]:[\\/]|\/)(?:[^\s'"`:;,()<>[\]{}\\/]+[\\/])+([^\s'"`:;,()<>[\]{}\\/]*)/g;
+
+/**
+ * Replaces absolute file paths by their last part (`/srv/app/data/x.json` →
+ * `…/x.json`): an error still says which file, not where the server keeps it.
+ *
+ * @example redactPaths("ENOENT: open '/srv/a/x.json'") // "ENOENT: open '…/x.json'"
+ */
+export function redactPaths(text: string): string {
+  return text.replace(FILE_PATHS, (_m, last: string) => `…/${last}`);
 }

@@ -9,7 +9,8 @@ import { loadCharacters, type CharacterRegistry } from './registry.js';
 /** One character file in the report. */
 export interface CheckRow {
   id: string;
-  name: string;
+  /** `null` when the file did not load. */
+  name: string | null;
   tools: readonly string[];
   /** `ok`, or the kinds of error found in its file. */
   status: string;
@@ -20,6 +21,17 @@ export interface CheckReport {
   dir: string;
   rows: CheckRow[];
   errors: readonly CharacterError[];
+  /** Things that are not errors but are likely mistakes (an empty folder). */
+  warnings: string[];
+}
+
+/** Options of {@link checkCharacters}. */
+export interface CheckOptions {
+  /**
+   * The setting that named the directory, for the message when it does not
+   * exist (`CHARACTERS_DIR`); absent when the user gave the path itself.
+   */
+  dirSetting?: string;
 }
 
 /**
@@ -30,8 +42,16 @@ export interface CheckReport {
  * const report = await checkCharacters('characters');
  * process.exitCode = report.errors.length ? 1 : 0;
  */
-export async function checkCharacters(dir: string): Promise<CheckReport> {
-  const registry = await loadCharacters({ dir });
+export async function checkCharacters(
+  dir: string,
+  options: CheckOptions = {},
+): Promise<CheckReport> {
+  const registry = await loadCharacters({
+    dir,
+    dirHint: options.dirSetting
+      ? `set ${options.dirSetting} to the folder holding your character files`
+      : 'give the folder holding your character files',
+  });
   await registry.close();
   return reportOf(registry);
 }
@@ -51,10 +71,18 @@ export function reportOf(registry: CharacterRegistry): CheckReport {
     failed.set(id, (failed.get(id) ?? new Set()).add(e.kind));
   }
   for (const [id, kinds] of failed) {
-    rows.push({ id, name: '-', tools: [], status: `error: ${[...kinds].join(', ')}` });
+    rows.push({ id, name: null, tools: [], status: `error: ${[...kinds].join(', ')}` });
   }
   rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { dir: shownPath(registry.dir), rows, errors };
+  const dir = shownPath(registry.dir);
+  const warnings =
+    rows.length === 0
+      ? [
+          `no character files in ${dir}: a character is a .ts, .js or .mjs file at the top of ` +
+            'the folder (not a test, not starting with _ or .); see characters/README.md',
+        ]
+      : [];
+  return { dir, rows, errors, warnings };
 }
 
 /** The report as text: a table, then every error. */
@@ -62,7 +90,7 @@ export function formatCheckReport(report: CheckReport): string {
   const header: CheckRow = { id: 'id', name: 'name', tools: [], status: 'status' };
   const cells = (r: CheckRow, isHeader = false) => [
     r.id,
-    r.name,
+    r.name ?? '-',
     isHeader ? 'tools' : r.tools.join(', ') || '-',
     r.status,
   ];
@@ -85,5 +113,6 @@ export function formatCheckReport(report: CheckReport): string {
   if (report.errors.length > 0) {
     out.push('', ...report.errors.map((e) => `error [${e.kind}] ${e.message}`));
   }
+  if (report.warnings.length > 0) out.push('', ...report.warnings.map((w) => `warning: ${w}`));
   return out.join('\n');
 }

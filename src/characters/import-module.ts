@@ -77,7 +77,8 @@ export async function describeImportError(
   if (transformed) {
     const [, where, line, col, what] = transformed;
     const at = where === file ? shown : where;
-    return `syntax error at ${at}:${line}:${col}: ${what}`;
+    // esbuild counts columns from 0; editors (and the .js branch below) from 1.
+    return `syntax error at ${at}:${line}:${Number(col) + 1}: ${what}`;
   }
   if (e.name === 'SyntaxError') {
     const located = await locateSyntaxError(file);

@@ -36,6 +36,11 @@ export interface CharacterRegistryOptions {
    * @defaultValue false
    */
   strict?: boolean;
+  /**
+   * What to tell the user when `dir` is not a directory.
+   * @defaultValue 'set CHARACTERS_DIR to the folder holding your character files'
+   */
+  dirHint?: string;
   /** Reload characters when their files change. @defaultValue false */
   watch?: boolean;
   log?: ToolLogger;
@@ -99,7 +104,7 @@ export async function loadCharacters(
   if (!info?.isDirectory()) {
     throw new ConfigError(
       `characters directory ${shownPath(dir)} does not exist or is not a directory; ` +
-        'set CHARACTERS_DIR to the folder holding your character files.',
+        `${options.dirHint ?? 'set CHARACTERS_DIR to the folder holding your character files'}.`,
     );
   }
   const { log, metrics } = options;

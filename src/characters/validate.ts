@@ -8,6 +8,7 @@ import { CharacterError, type CharacterErrorKind } from '../errors.js';
 import { TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
+import { closest } from './closest.js';
 import {
   MAX_CHARACTER_TOOL_ROUNDS,
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
@@ -443,36 +444,6 @@ function kindOf(issue: z.core.$ZodIssue, path: FieldPath): CharacterErrorKind {
     return 'json_schema';
   }
   return 'shape';
-}
-
-/** The known word nearest to a typo, if it is near enough to be a likely meaning. */
-function closest(word: string, known: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Infinity;
-  for (const k of known) {
-    const d = editDistance(word.toLowerCase(), k.toLowerCase());
-    if (d < bestDistance) {
-      best = k;
-      bestDistance = d;
-    }
-  }
-  return bestDistance <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(
-        (prev[j] ?? 0) + 1,
-        (cur[j - 1] ?? 0) + 1,
-        (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    prev = cur;
-  }
-  return prev[b.length] ?? 0;
 }
 
 /** Ties problems to a file. */

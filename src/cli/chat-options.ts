@@ -4,6 +4,7 @@
  * variables belong to the server's config (src/config/), not to this client.
  */
 import { parseArgs } from 'node:util';
+import { closest } from '../characters/closest.js';
 
 /** Where the client connects when `--url` is not given. */
 export const DEFAULT_CHAT_URL = 'ws://127.0.0.1:8080/v1/realtime';
@@ -77,6 +78,30 @@ export class ChatUsageError extends Error {
   readonly code = 'E_USAGE';
 }
 
+/** The chat client's long flags, for "did you mean" and the list of flags. */
+const CHAT_FLAGS = [
+  'character',
+  'url',
+  'token',
+  'no-color',
+  'voice',
+  'voice-out',
+  'wav',
+  'mic',
+  'help',
+] as const;
+
+/** Adds the nearest flag and the list of flags to parseArgs's "Unknown option" message. */
+function withFlagHint(message: string): string {
+  const unknown = /^Unknown option '--?([^'=]+)'\.$/.exec(message);
+  if (!unknown) return message;
+  const guess = closest(unknown[1]!, CHAT_FLAGS);
+  return (
+    `${message.slice(0, -1)}${guess ? `; did you mean --${guess}?` : '.'}\n` +
+    `Flags: ${CHAT_FLAGS.map((f) => `--${f}`).join(', ')}.`
+  );
+}
+
 /**
  * Parses the chat client's flags.
  *
@@ -106,7 +131,7 @@ export function parseChatArgs(argv: readonly string[]): ChatOptions {
     // parseArgs's messages already name the flag ("Unknown option '--x'"); drop its hint
     // about "--" since this client takes no positional arguments at all.
     const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '');
-    throw new ChatUsageError(message.endsWith('.') ? message : `${message}.`);
+    throw new ChatUsageError(withFlagHint(message.endsWith('.') ? message : `${message}.`));
   }
   const help = values.help === true;
   if (help) {

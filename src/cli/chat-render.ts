@@ -15,6 +15,9 @@
  * reply's transcript prints exactly as a text reply does.
  */
 
+/** `event_id` prefix of the client's audio events, so an `error` about one can be told apart. */
+export const AUDIO_EVENT_ID_PREFIX = 'evt_audio';
+
 /** A server event as it came off the wire: a JSON object with a `type`. */
 export interface ServerEvent {
   type: string;
@@ -34,6 +37,12 @@ export interface Output {
 export interface ChatRendererOptions {
   /** Paint with ANSI colours (only when stdout is a terminal). @defaultValue false */
   color?: boolean;
+  /**
+   * Cut tool arguments and successful outputs to one short line (a terminal);
+   * `false` shows them whole (piped output, logs). A failed call's output is
+   * never cut: its end often says what went wrong. @defaultValue true
+   */
+  cutPreviews?: boolean;
 }
 
 /** Turns server events into text; one per connection. */
@@ -185,6 +194,9 @@ function messageText(item: Record<string, unknown>): string {
  */
 export function createChatRenderer(options: ChatRendererOptions = {}): ChatRenderer {
   const paint = painter(options.color ?? false);
+  const cut = options.cutPreviews ?? true;
+  /** Errors about the client's audio events seen so far, by code. */
+  const audioErrors = new Map<string, number>();
   let characterName = 'assistant';
   let responding = false;
   /** stdout's cursor is not at the start of a line. */
@@ -251,7 +263,7 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     const call = calls.get(callId);
     if (call === undefined || call.shown) return [];
     call.shown = true;
-    const args = shorten(call.args, MAX_ARGUMENTS_PREVIEW_CHARS);
+    const args = cut ? shorten(call.args, MAX_ARGUMENTS_PREVIEW_CHARS) : call.args;
     return line(`  ${paint.cyan('[tool]')} ${paint.cyan(call.name)} ${paint.dim(args || '{}')}`);
   }
 
@@ -281,7 +293,11 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
     const colour = outcome === 'ok' ? paint.green : outcome === 'error' ? paint.red : paint.yellow;
     const ms =
       typeof event.duration_ms === 'number' ? ` in ${formatDuration(event.duration_ms)}` : '';
-    const output = shorten(compact(event.output), MAX_OUTPUT_PREVIEW_CHARS);
+    const full = compact(event.output);
+    const output =
+      cut && outcome === 'ok'
+        ? shorten(full, MAX_OUTPUT_PREVIEW_CHARS)
+        : full.replace(/\s+/g, ' ').trim();
     result.push(
       ...line(
         `  ${paint.cyan('[tool]')} ${paint.cyan(name)} → ${colour(outcome)}${ms}` +
@@ -451,6 +467,18 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       case 'error': {
         const error = record(event.error);
         const code = str(error.code) ?? str(error.type) ?? 'error';
+        // Audio sent before the first refusal arrived is refused too, chunk by chunk:
+        // one line says so, instead of one error per 40 ms chunk.
+        if (str(error.event_id)?.startsWith(AUDIO_EVENT_ID_PREFIX)) {
+          const seen = audioErrors.get(code) ?? 0;
+          audioErrors.set(code, seen + 1);
+          if (seen === 1) {
+            return errLine(
+              paint.dim(`(the same ${code} error for the audio already sent is not repeated)`),
+            );
+          }
+          if (seen > 1) return [];
+        }
         const message = str(error.message) ?? 'the server reported an error without a message';
         const param = str(error.param);
         return errLine(

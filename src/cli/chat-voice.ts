@@ -24,7 +24,10 @@ import {
   type WavAudio,
 } from '../voice/audio/pcm.js';
 import { createResampler } from '../voice/audio/resample.js';
-import type { ServerEvent } from './chat-render.js';
+import { AUDIO_EVENT_ID_PREFIX, type ServerEvent } from './chat-render.js';
+
+export { AUDIO_EVENT_ID_PREFIX };
+import { collectStderr, describeExit } from './player-check.js';
 
 /** The wire's sample rate, in Hz: what players play and recorders record. */
 export const VOICE_SAMPLE_RATE_HZ = PCM16_SAMPLE_RATE;
@@ -34,10 +37,6 @@ export const AUDIO_CHUNK_MS = 40;
 export const TRAILING_SILENCE_MS = 1_000;
 /** How long a player may take to exit after the last audio has played, in ms, before it is killed. */
 export const PLAYER_DRAIN_GRACE_MS = 3_000;
-/** Most player or recorder stderr kept for an error message, in characters. */
-const MAX_STDERR_CHARS = 600;
-/** `event_id` prefix of the client's audio events, so an `error` about one can be told apart. */
-export const AUDIO_EVENT_ID_PREFIX = 'evt_audio';
 
 const BYTES_PER_SAMPLE = 2;
 const SAMPLES_PER_CHUNK = (VOICE_SAMPLE_RATE_HZ * AUDIO_CHUNK_MS) / 1000;
@@ -156,22 +155,6 @@ export function choosePlayer(searchPath?: string): AudioCommand | undefined {
  */
 export function chooseRecorder(searchPath?: string): AudioCommand | undefined {
   return findCommand(RECORDERS, searchPath);
-}
-
-/** The tail of a child's stderr, kept for error messages. */
-function collectStderr(child: ChildProcess): () => string {
-  let text = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (chunk: string) => {
-    text = (text + chunk).slice(-MAX_STDERR_CHARS);
-  });
-  return () => text.replace(/\s+/g, ' ').trim();
-}
-
-/** Says how a child process ended, with what it printed. */
-function describeExit(code: number | null, signal: NodeJS.Signals | null, stderr: string): string {
-  const how = signal !== null ? `was stopped by ${signal}` : `exited with code ${String(code)}`;
-  return stderr === '' ? how : `${how}: ${stderr}`;
 }
 
 // ── playback ────────────────────────────────────────────────────────────────

@@ -28,6 +28,7 @@ import {
   type AudioCommand,
   type SpeechFile,
 } from './chat-voice.js';
+import { checkPlayer } from './player-check.js';
 import {
   CHAT_USAGE,
   ChatUsageError,
@@ -347,11 +348,20 @@ async function prepareVoice(options: ChatOptions): Promise<VoiceSetup | undefine
     throw new VoiceSetupError((err as Error).message);
   }
   // --voice-out alone writes the file only; with --voice the speech plays as well.
-  const player = options.voice ? choosePlayer() : undefined;
+  let player = options.voice ? choosePlayer() : undefined;
   if (options.voice && player === undefined && out === undefined) {
     process.stderr.write(`chat: ${NO_PLAYER_MESSAGE}\n`);
   }
-  return { spoken, player, out, speech, recorder };
+  // Asked now, so a box without sound says so once, before the conversation.
+  const problem = player === undefined ? undefined : await checkPlayer(player);
+  if (problem !== undefined) {
+    const keep = out === undefined ? '; --voice-out FILE keeps the speech in a file' : '';
+    process.stderr.write(`chat: --voice: ${problem}; replies are text only${keep}.\n`);
+    player = undefined;
+  }
+  // Nothing to play the speech on and no file to keep it: ask for text replies.
+  const speaks = spoken && (player !== undefined || out !== undefined);
+  return { spoken: speaks, player, out, speech, recorder };
 }
 
 /** The voice half of a running session. */
@@ -793,7 +803,8 @@ async function converse(options: ChatOptions, setup: VoiceSetup | undefined): Pr
   // --wav and --mic take no typed lines, whatever stdin is.
   const interactive = process.stdin.isTTY === true && !speaks;
   const color = process.stdout.isTTY === true && !options.noColor;
-  const renderer = createChatRenderer({ color });
+  // Piped output keeps tool arguments and outputs whole; a terminal gets one short line.
+  const renderer = createChatRenderer({ color, cutPreviews: process.stdout.isTTY === true });
   if (process.stdin.isTTY === true) writePlain(renderer.note(`connecting to ${options.url}…`));
 
   let sink: Sink = writePlain;

@@ -16,7 +16,9 @@ import type { TroupeServer } from '../server/index.js';
 import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
 import { startSimulator } from '../testing/simulator/index.js';
 import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
+import { readCommandLine } from './command-line.js';
 import { serve } from './serve.js';
+import { DEMO_COMMAND } from './start-options.js';
 
 /** The demo's port unless PORT says otherwise (a free one when it is taken). */
 const DEMO_PORT = 8080;
@@ -26,6 +28,7 @@ const bold = (s: string) => (out.isTTY ? `\x1b[1m${s}\x1b[0m` : s);
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
+  readCommandLine(argv, DEMO_COMMAND, 'demo');
   const check = argv.includes('--check');
   const sim = await startSimulator({
     script: DEMO_SCRIPT,
@@ -57,6 +60,14 @@ async function main(): Promise<void> {
   out.write("Lines the simulated model answers (each uses the character's tools):\n");
   for (const [id, lines] of Object.entries(DEMO_LINES)) {
     out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);
+  }
+  // Characters the script has no lines for (the user's own) improvise from their tools.
+  const others = server.registry.list().filter((c) => !(c.id in DEMO_LINES));
+  if (others.length > 0) {
+    out.write('Other characters improvise: a line that names one of their tools calls it.\n');
+    for (const c of others) {
+      out.write(`  ${c.id.padEnd(11)} ${c.tools.length ? c.tools.join(', ') : '(no tools)'}\n`);
+    }
   }
   out.write('\nPoint LLM_BASE_URL at vLLM or OpenAI and run `npm start` for a real model.\n');
 

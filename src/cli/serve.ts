@@ -12,6 +12,8 @@ import { createLogger, startServer, type TroupeServer } from '../server/index.js
 export interface ServeOptions {
   env?: Record<string, string | undefined>;
   argv?: readonly string[];
+  /** Human log lines (a terminal) instead of JSON. @defaultValue false */
+  prettyLogs?: boolean;
 }
 
 /**
@@ -28,7 +30,9 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   } catch (err) {
     return exitWith(err);
   }
-  const log = createLogger(config.log);
+  const log = createLogger(config.log, undefined, {
+    pretty: options.prettyLogs ? { color: process.stdout.isTTY === true } : false,
+  });
   guardProcess(log);
   // Signals are wired before the server listens: one that arrives while it
   // starts stops it as soon as it is up.
@@ -51,7 +55,16 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
     return exitWith(err);
   }
   if (stopping) void server.shutdown().then(() => process.exit(0));
+  logLlmHealth(server, log);
   return server;
+}
+
+/** Says at start whether the LLM answers, so an unreachable one is seen before the first turn. */
+function logLlmHealth(server: TroupeServer, log: Logger): void {
+  void server.llm.health().then((h) => {
+    if (h.ok) log.info({ llm: h.base_url, model: h.model, latencyMs: h.latency_ms }, 'llm answers');
+    else log.warn({ llm: h.base_url, error: h.error }, 'llm does not answer');
+  });
 }
 
 /**

@@ -7,22 +7,46 @@ import { parseArgs } from 'node:util';
 import { checkCharacters, formatCheckReport } from '../characters/check.js';
 import { loadConfig } from '../config/index.js';
 import { TroupeError } from '../errors.js';
+import { EXIT_USAGE, HELP_FLAG, flagProblem, helpText, wantsHelp } from './command-line.js';
 
-const USAGE = `Usage: troupe <command>
+const USAGE = `Usage: troupe <command> [flags]   (in this repository: npm run troupe -- <command>)
 
-  check [dir] [--json]   load every character in dir (default: CHARACTERS_DIR or characters)
-                         in strict mode; print a table and every error; exit 1 on any error
-  help                   show this text`;
+Commands:
+  check [dir]   load every character in dir the way the server does, in strict mode;
+                print a table and every error; exit 1 on any error or when dir holds
+                no characters (default dir: CHARACTERS_DIR, else characters)
+  help          show this text
+
+troupe check --help lists its flags.`;
+
+const CHECK_COMMAND = {
+  usage: 'troupe check [dir] [flags]',
+  summary:
+    'Load every character in dir (default: CHARACTERS_DIR, else characters) the way the server\n' +
+    'does, in strict mode; print a table and every error; exit 1 on any error or when dir\n' +
+    'holds no characters.',
+  flags: [{ name: 'json', help: 'print the report as JSON' }, HELP_FLAG],
+  helpCommand: 'troupe check --help',
+};
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help') {
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     console.log(USAGE);
-    return command === undefined ? 1 : 0;
+    return command === undefined ? EXIT_USAGE : 0;
   }
   if (command !== 'check') {
     console.error(`troupe: unknown command "${command}".\n\n${USAGE}`);
-    return 1;
+    return EXIT_USAGE;
+  }
+  if (wantsHelp(rest)) {
+    console.log(helpText(CHECK_COMMAND));
+    return 0;
+  }
+  const problem = flagProblem(rest, CHECK_COMMAND);
+  if (problem !== undefined) {
+    console.error(`troupe check: ${problem}`);
+    return EXIT_USAGE;
   }
   const { values, positionals } = parseArgs({
     args: rest,
@@ -31,10 +55,12 @@ async function main(argv: string[]): Promise<number> {
   });
   if (positionals.length > 1) {
     console.error(`troupe check: one directory at most, got ${positionals.join(' ')}.`);
-    return 1;
+    return EXIT_USAGE;
   }
-  const dir = positionals[0] ?? loadConfig().characters.dir;
-  const report = await checkCharacters(dir);
+  const given = positionals[0];
+  const report = await checkCharacters(given ?? loadConfig().characters.dir, {
+    dirSetting: given === undefined ? 'CHARACTERS_DIR' : undefined,
+  });
   if (values.json) {
     const errors = report.errors.map((e) => ({
       file: e.file,
@@ -42,9 +68,15 @@ async function main(argv: string[]): Promise<number> {
       kind: e.kind,
       message: e.message,
     }));
-    console.log(JSON.stringify({ dir: report.dir, characters: report.rows, errors }, null, 2));
+    console.log(
+      JSON.stringify(
+        { dir: report.dir, characters: report.rows, errors, warnings: report.warnings },
+        null,
+        2,
+      ),
+    );
   } else console.log(formatCheckReport(report));
-  return report.errors.length > 0 ? 1 : 0;
+  return report.errors.length > 0 || report.rows.length === 0 ? 1 : 0;
 }
 
 main(process.argv.slice(2)).then(

@@ -20,12 +20,36 @@ export const DEFAULT_MAX_SESSIONS = 1000;
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 /** Bytes a client may leave unread before it is closed with 1013 as a slow consumer. */
 export const DEFAULT_MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** A session with no client frame for this long is closed with 4000 (0 = never). */
+export const DEFAULT_SESSION_IDLE_TIMEOUT_S = 900;
+/** A session open this long is closed with 4001 (OpenAI Realtime ends sessions at 60 minutes; 0 = never). */
+export const DEFAULT_SESSION_MAX_DURATION_S = 3600;
+/** WebSocket ping interval; a peer that misses a whole interval is cut off (0 = no pings). */
+export const DEFAULT_WS_PING_INTERVAL_S = 30;
+/** Client frames a session may have waiting to be handled; past it they are refused. */
+export const DEFAULT_MAX_PENDING_FRAMES = 256;
 /** Time running turns get to finish on SIGTERM/SIGINT before sockets close with 1001. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 /** How long `GET /health` reuses its last LLM probe. */
 export const DEFAULT_HEALTH_CACHE_MS = 5_000;
 /** Timeout of one LLM health probe. */
 export const DEFAULT_HEALTH_TIMEOUT_MS = 2_000;
+
+/** Longest silence of the LLM (no chunk) before a request fails; SSE comments do not count. */
+export const DEFAULT_LLM_IDLE_TIMEOUT_MS = 60_000;
+/** Longest one LLM request may stream in all (0 = no limit). */
+export const DEFAULT_LLM_TOTAL_TIMEOUT_MS = 300_000;
+/** Silence of the LLM after which the client is told the model is slow (0 = never). */
+export const DEFAULT_LLM_SLOW_NOTICE_MS = 5_000;
+/** Longest line of the LLM's event stream; longer ones fail the request. */
+export const DEFAULT_LLM_MAX_LINE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Which `input_image` URLs are passed to the LLM: `data` (only inline data
+ * URLs — the LLM server never fetches a URL a client chose), or a list of
+ * host names whose https URLs may also go.
+ */
+export const DEFAULT_IMAGE_URL_HOSTS: readonly string[] = [];
 
 /** Handler timeout of tools that set none. */
 export const DEFAULT_TOOL_TIMEOUT_MS = 100;
@@ -44,8 +68,8 @@ export const DEFAULT_LOG_CONTENT = false;
 
 /** Speech to text: Debian's pocketsphinx runs offline, in-process. */
 export const DEFAULT_STT_PROVIDER = 'pocketsphinx';
-/** Text to speech: espeak-ng in WASM, shipped in the npm package. */
-export const DEFAULT_TTS_PROVIDER = 'espeak';
+/** Text to speech: CMU Flite in WASI, shipped in the npm package (clearer than espeak). */
+export const DEFAULT_TTS_PROVIDER = 'flite';
 /** Where Kyutai's moshi-server listens for STT in Unmute's compose files. */
 export const DEFAULT_KYUTAI_STT_URL = 'ws://127.0.0.1:8090';
 /** Where Kyutai's moshi-server listens for TTS in Unmute's compose files. */

@@ -33,8 +33,22 @@ export interface ServerConfig {
    * @defaultValue []
    */
   allowedOrigins: '*' | string[];
+  /**
+   * Host names browsers may reach the server by (DNS-rebinding guard), beside
+   * IP literals, `localhost`, this machine's name and `host`: `'*'` for any.
+   * @defaultValue []
+   */
+  allowedHosts: '*' | string[];
   /** @defaultValue 1000 */
   maxSessions: number;
+  /** Seconds without a client frame before a session is closed (4000); 0 = never. @defaultValue 900 */
+  sessionIdleTimeoutS: number;
+  /** Seconds a session may last (closed with 4001); 0 = no limit. @defaultValue 3600 */
+  sessionMaxDurationS: number;
+  /** Seconds between WebSocket pings; a peer that misses one is cut off. 0 = none. @defaultValue 30 */
+  pingIntervalS: number;
+  /** Client frames one socket may have waiting; more are refused. @defaultValue 256 */
+  maxPendingFrames: number;
   /** @defaultValue 1 MiB */
   maxFrameBytes: number;
   /** @defaultValue 4 MiB */
@@ -56,6 +70,14 @@ export interface LlmConfig {
   apiKey?: string;
   /** Unset: the only model the server lists. */
   model?: string;
+  /** Longest silence (no chunk; comments do not count). @defaultValue 60000 */
+  idleTimeoutMs: number;
+  /** Longest request in all; 0 = none. @defaultValue 300000 */
+  totalTimeoutMs: number;
+  /** Silence after which the client is told the model is slow; 0 = never. @defaultValue 5000 */
+  slowNoticeMs: number;
+  /** Longest event-stream line. @defaultValue 4 MiB */
+  maxLineBytes: number;
 }
 
 /** How sessions run turns. */
@@ -70,6 +92,12 @@ export interface SessionsConfig {
   contextTokens: number;
   /** How a session's tool variant is chosen when the client names none. @defaultValue 'first' */
   variantAssignment: 'first' | 'random';
+  /**
+   * `input_image` URLs passed to the LLM beside data URLs: https URLs of these
+   * hosts, `'*'` for any public https URL. Private and link-local addresses
+   * are always refused. @defaultValue [] (data URLs only)
+   */
+  imageUrlHosts: '*' | string[];
 }
 
 /** Logging. */
@@ -92,13 +120,21 @@ export interface SpeechEngineConfig<P extends string> {
 /** Speech: engines, turn detection and barge-in. */
 export interface VoiceConfig {
   /** @defaultValue pocketsphinx */
-  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & { language?: string };
-  /** @defaultValue espeak */
-  tts: SpeechEngineConfig<'espeak' | 'openai' | 'kyutai' | 'none'> & {
+  stt: SpeechEngineConfig<'pocketsphinx' | 'openai' | 'kyutai' | 'none'> & {
+    language?: string;
+    /** pocketsphinx worker threads at most. @defaultValue one per core */
+    workers?: number;
+  };
+  /** @defaultValue flite */
+  tts: SpeechEngineConfig<'flite' | 'espeak' | 'openai' | 'kyutai' | 'none'> & {
     /** The voice when the character names none for this provider. */
     voice?: string;
-    /** espeak worker threads. @defaultValue 2 */
+    /** flite / espeak worker threads. @defaultValue one per core */
     workers?: number;
+    /** openai: the rate of the server's PCM. @defaultValue 24000 */
+    sampleRate?: number;
+    /** openai: whose voice names the server takes. @defaultValue openai */
+    voiceSet?: 'openai' | 'kokoro' | 'piper';
   };
   /** Server VAD defaults (a session's `turn_detection` overrides them). */
   vad: { threshold: number; prefixPaddingMs: number; silenceDurationMs: number };
@@ -185,7 +221,17 @@ const envSchema = z.object({
   DEFAULT_CHARACTER: text('a character id').optional(),
   AUTH_TOKEN: z.string().optional(),
   ALLOWED_ORIGINS: z.string().optional(),
+  ALLOWED_HOSTS: z.string().optional(),
   MAX_SESSIONS: integer(1, 1_000_000).optional(),
+  SESSION_IDLE_TIMEOUT_S: integer(0, 7 * 24 * 3600).optional(),
+  SESSION_MAX_DURATION_S: integer(0, 7 * 24 * 3600).optional(),
+  WS_PING_INTERVAL_S: integer(0, 3600).optional(),
+  MAX_PENDING_FRAMES: integer(1, 1_000_000).optional(),
+  LLM_IDLE_TIMEOUT_MS: integer(100, 3_600_000).optional(),
+  LLM_TOTAL_TIMEOUT_MS: integer(0, 24 * 3_600_000).optional(),
+  LLM_SLOW_NOTICE_MS: integer(0, 3_600_000).optional(),
+  LLM_MAX_LINE_BYTES: integer(1024, 256 * 1024 * 1024).optional(),
+  IMAGE_URL_HOSTS: z.string().optional(),
   MAX_FRAME_BYTES: integer(1024, 64 * 1024 * 1024).optional(),
   MAX_BUFFERED_BYTES: integer(1024, 1024 * 1024 * 1024).optional(),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).optional(),
@@ -208,9 +254,10 @@ const envSchema = z.object({
   STT_API_KEY: z.string().optional(),
   STT_MODEL: text('a model name').optional(),
   STT_LANGUAGE: text('a language code such as en').optional(),
+  STT_WORKERS: integer(1, 64).optional(),
   TTS_PROVIDER: z
-    .enum(['espeak', 'openai', 'kyutai', 'none'], {
-      error: 'expected espeak, openai, kyutai or none',
+    .enum(['flite', 'espeak', 'openai', 'kyutai', 'none'], {
+      error: 'expected flite, espeak, openai, kyutai or none',
     })
     .optional(),
   TTS_URL: speechUrl.optional(),
@@ -218,6 +265,15 @@ const envSchema = z.object({
   TTS_MODEL: text('a model name').optional(),
   TTS_VOICE: text('a voice name').optional(),
   TTS_WORKERS: integer(1, 64).optional(),
+  TTS_SAMPLE_RATE: z
+    .enum(['8000', '16000', '22050', '24000', '44100', '48000'], {
+      error: 'expected 8000, 16000, 22050, 24000, 44100 or 48000',
+    })
+    .transform(Number)
+    .optional(),
+  TTS_VOICE_SET: z
+    .enum(['openai', 'kokoro', 'piper'], { error: 'expected openai, kokoro or piper' })
+    .optional(),
   VAD_THRESHOLD: fraction.optional(),
   VAD_PREFIX_PADDING_MS: integer(0, 5_000).optional(),
   VAD_SILENCE_MS: integer(50, 10_000).optional(),
@@ -309,6 +365,8 @@ export function loadConfig(
     .split(',')
     .map((o) => o.trim().replace(/\/$/, ''))
     .filter(Boolean);
+  const hosts = list(e.ALLOWED_HOSTS);
+  const imageHosts = list(e.IMAGE_URL_HOSTS);
   return {
     characters: {
       dir:
@@ -326,7 +384,12 @@ export function loadConfig(
       host: e.HOST ?? D.DEFAULT_HOST,
       ...(e.AUTH_TOKEN ? { authToken: e.AUTH_TOKEN } : {}),
       allowedOrigins: origins.includes('*') ? '*' : origins,
+      allowedHosts: hosts.includes('*') ? '*' : hosts,
       maxSessions: e.MAX_SESSIONS ?? D.DEFAULT_MAX_SESSIONS,
+      sessionIdleTimeoutS: e.SESSION_IDLE_TIMEOUT_S ?? D.DEFAULT_SESSION_IDLE_TIMEOUT_S,
+      sessionMaxDurationS: e.SESSION_MAX_DURATION_S ?? D.DEFAULT_SESSION_MAX_DURATION_S,
+      pingIntervalS: e.WS_PING_INTERVAL_S ?? D.DEFAULT_WS_PING_INTERVAL_S,
+      maxPendingFrames: e.MAX_PENDING_FRAMES ?? D.DEFAULT_MAX_PENDING_FRAMES,
       maxFrameBytes: e.MAX_FRAME_BYTES ?? D.DEFAULT_MAX_FRAME_BYTES,
       maxBufferedBytes: e.MAX_BUFFERED_BYTES ?? D.DEFAULT_MAX_BUFFERED_BYTES,
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS ?? D.DEFAULT_SHUTDOWN_GRACE_MS,
@@ -338,6 +401,10 @@ export function loadConfig(
       baseURL: e.LLM_BASE_URL ?? (apiKey ? D.OPENAI_BASE_URL : D.DEFAULT_LLM_BASE_URL),
       ...(apiKey ? { apiKey } : {}),
       ...(e.LLM_MODEL ? { model: e.LLM_MODEL } : {}),
+      idleTimeoutMs: e.LLM_IDLE_TIMEOUT_MS ?? D.DEFAULT_LLM_IDLE_TIMEOUT_MS,
+      totalTimeoutMs: e.LLM_TOTAL_TIMEOUT_MS ?? D.DEFAULT_LLM_TOTAL_TIMEOUT_MS,
+      slowNoticeMs: e.LLM_SLOW_NOTICE_MS ?? D.DEFAULT_LLM_SLOW_NOTICE_MS,
+      maxLineBytes: e.LLM_MAX_LINE_BYTES ?? D.DEFAULT_LLM_MAX_LINE_BYTES,
     },
     sessions: {
       ...(e.DEFAULT_CHARACTER ? { defaultCharacter: e.DEFAULT_CHARACTER } : {}),
@@ -345,6 +412,7 @@ export function loadConfig(
       maxToolRounds: e.MAX_TOOL_ROUNDS ?? D.DEFAULT_MAX_TOOL_ROUNDS,
       contextTokens: e.CONTEXT_TOKENS ?? D.DEFAULT_CONTEXT_TOKENS,
       variantAssignment: e.TOOL_VARIANT ?? 'first',
+      imageUrlHosts: imageHosts.includes('*') ? '*' : [...D.DEFAULT_IMAGE_URL_HOSTS, ...imageHosts],
     },
     voice: {
       stt: {
@@ -352,6 +420,7 @@ export function loadConfig(
         ...speechEngine(e.STT_PROVIDER, e.STT_URL, e.STT_API_KEY, D.DEFAULT_KYUTAI_STT_URL),
         ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
         ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
+        ...(e.STT_WORKERS ? { workers: e.STT_WORKERS } : {}),
       },
       tts: {
         provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,
@@ -359,6 +428,8 @@ export function loadConfig(
         ...(e.TTS_MODEL ? { model: e.TTS_MODEL } : {}),
         ...(e.TTS_VOICE ? { voice: e.TTS_VOICE } : {}),
         ...(e.TTS_WORKERS ? { workers: e.TTS_WORKERS } : {}),
+        ...(e.TTS_SAMPLE_RATE ? { sampleRate: e.TTS_SAMPLE_RATE } : {}),
+        ...(e.TTS_VOICE_SET ? { voiceSet: e.TTS_VOICE_SET } : {}),
       },
       vad: {
         threshold: e.VAD_THRESHOLD ?? D.DEFAULT_VAD_THRESHOLD,
@@ -375,6 +446,14 @@ export function loadConfig(
       content: e.LOG_CONTENT ?? D.DEFAULT_LOG_CONTENT,
     },
   };
+}
+
+/** A comma-separated list, trimmed and lower-cased, empty entries dropped. */
+function list(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((v) => v.trim().toLowerCase())
+    .filter(Boolean);
 }
 
 /**

@@ -47,6 +47,16 @@ interface CallState {
   started: boolean;
 }
 
+/** Options of {@link StreamAssembler}. */
+export interface StreamAssemblerOptions {
+  /**
+   * Ids already used in the conversation (earlier turns, earlier rounds): a
+   * call whose model id is taken gets a fresh one, so outputs never land on
+   * an older call (llama.cpp sends one constant id; Kimi reuses `name:idx`).
+   */
+  idTaken?: (id: string) => boolean;
+}
+
 let idCounter = 0;
 /** A fresh call id for servers that send none (vLLM #18412). */
 export function generateCallId(): string {
@@ -62,7 +72,7 @@ export function generateCallId(): string {
  * the index holds a call with a different id — servers that send index 0 for
  * every parallel call), then the latest call. id, name and type are overwritten
  * only by non-empty values; arguments are only appended. Calls are final only
- * when the stream ends. See shared/docs/LLM-STREAMS.md for each quirk handled.
+ * when the stream ends. See docs/llm-streams.md for each quirk handled.
  *
  * @example
  * const asm = new StreamAssembler();
@@ -71,6 +81,14 @@ export function generateCallId(): string {
  */
 export class StreamAssembler {
   #calls: CallState[] = [];
+  readonly #idTaken: ((id: string) => boolean) | undefined;
+  /** Public ids handed out by this stream. */
+  readonly #pinned = new Set<string>();
+
+  constructor(options: StreamAssemblerOptions = {}) {
+    this.#idTaken = options.idTaken;
+  }
+
   #text = '';
   #reasoning = '';
   #finishReason: string | null = null;
@@ -142,11 +160,11 @@ export class StreamAssembler {
     const id = typeof tc.id === 'string' && tc.id !== '' ? tc.id : undefined;
     const index = typeof tc.index === 'number' ? tc.index : undefined;
     const name = typeof tc.function?.name === 'string' ? tc.function.name : '';
-    const args = typeof tc.function?.arguments === 'string' ? tc.function.arguments : '';
+    const args = argumentText(tc.function?.arguments);
 
     const pendingName = this.#pendingName;
     this.#pendingName = undefined;
-    let call = this.#match(id, index, name, args);
+    let call = this.#match(id, index, name, args, pendingName);
     if (!call) {
       call = {
         slot: this.#calls.length,
@@ -155,8 +173,7 @@ export class StreamAssembler {
         publicId: undefined,
         // A nameless call opened by a fresh `{` right after a bare same-name
         // header: that header was this call's, not a repeat of the last name.
-        name:
-          pendingName !== undefined && id === undefined && index === undefined ? pendingName : '',
+        name: pendingName !== undefined && id === undefined ? pendingName : '',
         args: '',
         legacy,
         started: false,
@@ -164,7 +181,7 @@ export class StreamAssembler {
       this.#calls.push(call);
     } else if (
       id === undefined &&
-      index === undefined &&
+      (index === undefined || call.index === index) &&
       name !== '' &&
       args === '' &&
       call.name === name &&
@@ -207,10 +224,18 @@ export class StreamAssembler {
     index: number | undefined,
     name: string,
     args: string,
+    pendingName: string | undefined,
   ): CallState | undefined {
     const calls = this.#calls;
     if (id !== undefined) {
-      for (let i = calls.length - 1; i >= 0; i--) if (calls[i]!.modelId === id) return calls[i];
+      // Id and index together name a call: one id at two indexes is two calls
+      // (MiMo and Kimi behind proxies; llama.cpp's constant id).
+      for (let i = calls.length - 1; i >= 0; i--) {
+        const c = calls[i]!;
+        if (c.modelId !== id) continue;
+        if (index !== undefined && c.index !== undefined && c.index !== index) continue;
+        return c;
+      }
     }
     if (index !== undefined) {
       for (let i = calls.length - 1; i >= 0; i--) {
@@ -218,6 +243,19 @@ export class StreamAssembler {
         if (c.index !== index) continue;
         // Same index, different id: a new parallel call (Ollama, SGLang send index 0 for all).
         if (id !== undefined && c.modelId !== '' && c.modelId !== id) return undefined;
+        // No ids and index 0 for every call (Gemini proxies): a named delta
+        // (or one after a bare name) opening a fresh JSON value where the
+        // call's JSON is complete starts the next call.
+        if (
+          id === undefined &&
+          (name !== '' || pendingName !== undefined) &&
+          startsFreshValue(c, args)
+        ) {
+          return undefined;
+        }
+        if (id === undefined && name !== '' && c.name !== '' && name !== c.name) {
+          if (c.args !== '' && isCompleteJson(c.args)) return undefined;
+        }
         return c;
       }
       // An index never seen: a new call, unless it is an id-less continuation
@@ -241,7 +279,12 @@ export class StreamAssembler {
   }
 
   #pinId(call: CallState): string {
-    call.publicId ??= call.modelId || generateCallId();
+    if (call.publicId === undefined) {
+      let id = call.modelId;
+      if (id === '' || this.#pinned.has(id) || this.#idTaken?.(id)) id = generateCallId();
+      this.#pinned.add(id);
+      call.publicId = id;
+    }
     return call.publicId;
   }
 }
@@ -252,9 +295,28 @@ export class StreamAssembler {
  */
 function looksLikeNewCall(last: CallState, name: string, args: string): boolean {
   if (name !== '' && last.name !== '' && name !== last.name) return true;
-  if (args.trimStart().startsWith('{') && last.args !== '' && isCompleteJson(last.args))
-    return true;
-  return false;
+  return startsFreshValue(last, args);
+}
+
+/** `args` opens a new JSON object while the call's arguments are already complete. */
+function startsFreshValue(call: CallState, args: string): boolean {
+  return args.trimStart().startsWith('{') && call.args !== '' && isCompleteJson(call.args);
+}
+
+/**
+ * A delta's argument text: strings as they are; an object or array (servers
+ * and proxies that send parsed arguments) as its JSON; anything else none.
+ */
+function argumentText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object') {
+    try {
+      return JSON.stringify(value);
+    } catch {
+      return '';
+    }
+  }
+  return '';
 }
 
 function isCompleteJson(text: string): boolean {

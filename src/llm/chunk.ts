@@ -1,7 +1,7 @@
 /**
  * The shape of a streamed chat-completions chunk as real servers send it —
  * looser than the OpenAI type, because servers omit, repeat or null out
- * fields (see shared/docs/LLM-STREAMS.md). Every field is optional here.
+ * fields (see docs/llm-streams.md). Every field is optional here.
  */
 
 /** One entry of `delta.tool_calls`. */
@@ -9,7 +9,11 @@ export interface ToolCallDeltaLike {
   index?: number | null;
   id?: string | null;
   type?: string | null;
-  function?: { name?: string | null; arguments?: string | null } | null;
+  /**
+   * Normally a string of JSON text; some servers and proxies send the parsed
+   * object instead (it is taken as the arguments).
+   */
+  function?: { name?: string | null; arguments?: string | object | null } | null;
 }
 
 /** Token counts as servers report them. */
@@ -29,7 +33,7 @@ export interface DeltaLike {
   reasoning?: string | null;
   tool_calls?: ToolCallDeltaLike[] | null;
   /** Legacy `functions` format: one call, no id. */
-  function_call?: { name?: string | null; arguments?: string | null } | null;
+  function_call?: { name?: string | null; arguments?: string | object | null } | null;
 }
 
 /** One streamed chunk (`chat.completion.chunk`). */

@@ -1,5 +1,12 @@
 import OpenAI from 'openai';
-import { ConfigError, LlmStreamError, TurnAbortedError } from '../errors.js';
+import {
+  ConfigError,
+  LlmStreamError,
+  LlmTruncatedError,
+  TurnAbortedError,
+  redactSecrets,
+  redactUrl,
+} from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
 import type { ChatMessage, ChunkLike } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
@@ -28,8 +35,17 @@ export interface LlmClientOptions {
   model?: string;
   /** Retries of a request that failed before streaming (429, 5xx, connection). @defaultValue 1 */
   maxRetries?: number;
-  /** Whole-request timeout. @defaultValue 60000 */
+  /** Longest silence: no chunk for this long fails the request (comments do not count). @defaultValue 60000 */
   timeoutMs?: number;
+  /** Longest one request may take in all; 0 = no limit. @defaultValue 0 */
+  totalTimeoutMs?: number;
+  /** Longest event-stream line (`http` transport). @defaultValue 4 MiB */
+  maxLineBytes?: number;
+  /**
+   * Silence after which turns tell their client the model is slow (a
+   * `llm.slow` turn event); 0 = never. @defaultValue 5000
+   */
+  slowNoticeMs?: number;
   /** Ask for a final usage chunk (`stream_options.include_usage`). @defaultValue true */
   includeUsage?: boolean;
   /** Signal for the model lookup. */
@@ -65,6 +81,8 @@ export interface LlmClient {
   /** How this backend calls tools, when it is not the native `tools` API. */
   readonly toolMode?: ToolMode;
   readonly toolFormat?: ToolFormat;
+  /** Silence after which a turn reports `llm.slow` (0 = never); see {@link LlmClientOptions.slowNoticeMs}. */
+  readonly slowNoticeMs?: number;
   /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
   stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
 }
@@ -84,8 +102,13 @@ export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
  * for await (const chunk of llm.stream({ messages }, signal)) …
  */
 export async function createLlmClient(options: LlmClientOptions): Promise<LlmClient> {
+  const doneSeen = new WeakMap<Response, { done: boolean }>();
+  // fetch refuses URLs with `user:pass@`: the SDK gets them as a Basic header.
+  const basic = basicAuth(options.baseURL);
   const openai = new OpenAI({
-    baseURL: options.baseURL,
+    fetch: watchDoneFetch(doneSeen),
+    baseURL: basic?.url ?? options.baseURL,
+    ...(basic && !options.apiKey ? { defaultHeaders: { authorization: basic.header } } : {}),
     apiKey: options.apiKey || 'no-key',
     maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
     timeout: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
@@ -103,7 +126,10 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
     baseURL,
     ...(options.toolMode ? { toolMode: options.toolMode } : {}),
     ...(options.toolFormat ? { toolFormat: options.toolFormat } : {}),
+    ...(options.slowNoticeMs !== undefined ? { slowNoticeMs: options.slowNoticeMs } : {}),
   };
+  const idleMs = options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS;
+  const totalMs = options.totalTimeoutMs ?? 0;
   const bodyOf = (request: ChatRequest) => ({
     ...request,
     model: request.model ?? model,
@@ -116,30 +142,77 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
       baseURL,
       ...(options.apiKey ? { apiKey: options.apiKey } : {}),
       maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
-      timeoutMs: options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS,
+      timeoutMs: idleMs,
+      totalTimeoutMs: totalMs,
+      ...(options.maxLineBytes !== undefined ? { maxLineBytes: options.maxLineBytes } : {}),
     });
     return { ...backend, stream: (request, signal) => transport(bodyOf(request), signal) };
   }
 
   return {
     ...backend,
-    stream: async function* streamChat(request, signal) {
+    stream: async function* streamChat(request, outer) {
       const body = bodyOf(request);
+      // Deadlines the SDK does not keep: silence between chunks, and the whole request.
+      const deadline = new AbortController();
+      const silent = setTimeout(
+        () =>
+          deadline.abort(
+            new LlmStreamError(`The LLM was silent for ${idleMs} ms.`, {
+              retryable: true,
+              detail: `${redactUrl(baseURL)} sent no chunk for ${idleMs} ms`,
+            }),
+          ),
+        idleMs,
+      );
+      const total =
+        totalMs > 0
+          ? setTimeout(
+              () =>
+                deadline.abort(
+                  new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
+                    retryable: true,
+                    detail: `${redactUrl(baseURL)} still streaming after ${totalMs} ms`,
+                  }),
+                ),
+              totalMs,
+            )
+          : undefined;
+      const signal = AbortSignal.any([outer, deadline.signal]);
+      const late = (err: unknown): unknown =>
+        deadline.signal.aborted && !outer.aborted ? deadline.signal.reason : err;
       let stream: AsyncIterable<ChunkLike> & { controller: AbortController };
+      let seen: { done: boolean } | undefined;
       try {
         // The SDK's types are stricter than what real servers take and send
         // (legacy `functions`, loose chunks); the body is built to the wire format.
-        stream = (await openai.chat.completions.create(body as never, { signal })) as never;
+        const { data, response } = await openai.chat.completions
+          .create(body as never, { signal })
+          .withResponse();
+        stream = data as never;
+        seen = doneSeen.get(response);
       } catch (err) {
-        throw toLlmError(err, signal, baseURL);
+        clearTimeout(silent);
+        clearTimeout(total);
+        throw toLlmError(late(err), outer, baseURL);
       }
       let complete = false;
       try {
-        for await (const chunk of stream) yield chunk;
+        let finished = false;
+        for await (const chunk of stream) {
+          silent.refresh();
+          finished ||= chunk.choices?.some((c) => c?.finish_reason) ?? false;
+          yield chunk;
+        }
+        if (deadline.signal.aborted && !outer.aborted) throw deadline.signal.reason;
+        // Neither [DONE] nor a finish_reason: the body was cut, not complete.
+        if (seen && !seen.done && !finished && !signal.aborted) throw new LlmTruncatedError();
         complete = true;
       } catch (err) {
-        throw toLlmError(err, signal, baseURL);
+        throw toLlmError(late(err), outer, baseURL);
       } finally {
+        clearTimeout(silent);
+        clearTimeout(total);
         // Stops the HTTP stream when the consumer leaves early (cancel, error).
         if (!complete) stream.controller.abort();
       }
@@ -159,17 +232,19 @@ export async function resolveModel(
     ids = page.data.map((m) => m.id);
   } catch (err) {
     throw new ConfigError(
-      `LLM at ${baseURL}: could not list models (${(err as Error).message}). ` +
+      `LLM at ${redactUrl(baseURL)}: could not list models (${redactSecrets((err as Error).message)}). ` +
         'Check LLM_BASE_URL, or set LLM_MODEL to skip the lookup.',
       { cause: err },
     );
   }
   if (ids.length === 1) return ids[0]!;
   if (ids.length === 0) {
-    throw new ConfigError(`LLM at ${baseURL} lists no models. Set LLM_MODEL to the model to use.`);
+    throw new ConfigError(
+      `LLM at ${redactUrl(baseURL)} lists no models. Set LLM_MODEL to the model to use.`,
+    );
   }
   throw new ConfigError(
-    `LLM at ${baseURL} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
+    `LLM at ${redactUrl(baseURL)} serves ${ids.length} models (${ids.join(', ')}); set LLM_MODEL to one of them.`,
   );
 }
 
@@ -181,20 +256,79 @@ function sdkLogger(log: ToolLogger) {
   return { error: to('error'), warn: to('warn'), info: to('info'), debug: to('debug') };
 }
 
+/** A base URL's `user:pass@` as a Basic authorization header, and the URL without it. */
+function basicAuth(baseURL: string): { url: string; header: string } | undefined {
+  let url: URL;
+  try {
+    url = new URL(baseURL);
+  } catch {
+    return undefined;
+  }
+  if (url.username === '' && url.password === '') return undefined;
+  const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  url.username = '';
+  url.password = '';
+  return { url: url.href, header: `Basic ${Buffer.from(pair).toString('base64')}` };
+}
+
+/** The SSE end marker, as servers write it (with or without the space). */
+const DONE_MARKERS = [Buffer.from('data: [DONE]'), Buffer.from('data:[DONE]')];
+
+/**
+ * A fetch that notes, per event-stream response, whether `[DONE]` went by:
+ * the SDK ends a cut stream quietly, and only the bytes tell.
+ */
+function watchDoneFetch(seen: WeakMap<Response, { done: boolean }>) {
+  return async (url: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const res = await fetch(url, init);
+    if (!res.body || !(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+      return res;
+    }
+    const state = { done: false };
+    let tail = Buffer.alloc(0);
+    const body = res.body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(piece, out) {
+          if (!state.done) {
+            const window = Buffer.concat([tail, piece]);
+            state.done = DONE_MARKERS.some((m) => window.includes(m));
+            tail = window.subarray(Math.max(0, window.length - 12));
+          }
+          out.enqueue(piece);
+        },
+      }),
+    );
+    const wrapped = new Response(body, {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
+    seen.set(wrapped, state);
+    return wrapped;
+  };
+}
+
 function toLlmError(err: unknown, signal: AbortSignal, baseURL: string): Error {
   if (signal.aborted || err instanceof OpenAI.APIUserAbortError) {
     return new TurnAbortedError('The turn was cancelled.', { cause: err });
   }
+  if (err instanceof LlmStreamError) return err;
   if (err instanceof OpenAI.APIError) {
     const status = err.status;
     const retryable = status === undefined || status === 429 || status >= 500;
     return new LlmStreamError(
-      `LLM request to ${baseURL} failed${status ? ` with HTTP ${status}` : ''}: ${err.message}`,
-      { cause: err, retryable, ...(status !== undefined ? { status } : {}) },
+      status ? `The LLM answered HTTP ${status}.` : 'The LLM could not be reached.',
+      {
+        cause: err,
+        retryable,
+        ...(status !== undefined ? { status } : {}),
+        detail: `${redactUrl(baseURL)}: ${err.message}`,
+      },
     );
   }
-  return new LlmStreamError(
-    `LLM stream from ${baseURL} broke: ${(err as Error)?.message ?? String(err)}`,
-    { cause: err, retryable: true },
-  );
+  return new LlmStreamError('The LLM stream broke off.', {
+    cause: err,
+    retryable: true,
+    detail: `${redactUrl(baseURL)}: ${(err as Error)?.message ?? String(err)}`,
+  });
 }

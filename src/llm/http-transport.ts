@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LlmStreamError, TurnAbortedError } from '../errors.js';
+import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
 import type { ChunkLike } from './chunk.js';
 import { SseParser } from './sse.js';
 
@@ -12,8 +12,16 @@ export interface HttpTransportOptions {
   apiKey?: string;
   /** Retries of a request that failed before streaming. @defaultValue 1 */
   maxRetries?: number;
-  /** Longest silence on the socket — connecting, waiting for headers, or between chunks. @defaultValue 60000 */
+  /**
+   * Longest silence: connecting, waiting for headers, or between chunks.
+   * Only chunks count once the stream runs (a server sending nothing but
+   * `: keep-alive` comments is silent). @defaultValue 60000
+   */
   timeoutMs?: number;
+  /** Longest one request may take in all, retries excluded; 0 = no limit. @defaultValue 0 */
+  totalTimeoutMs?: number;
+  /** Longest event-stream line. @defaultValue 4 MiB */
+  maxLineBytes?: number;
 }
 
 /** Streams the chunks of one chat-completions request. */
@@ -56,16 +64,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     'user-agent': 'troupe',
   };
   if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
-  const where = target.href;
+  const where = redactUrl(target.href);
 
-  /** The response of one attempt; `silence` says whether the timeout ended it. */
-  interface Attempt {
-    res: http.IncomingMessage;
-    silence: () => LlmStreamError | undefined;
-  }
+  const totalMs = options.totalTimeoutMs ?? 0;
 
   function open(payload: string, signal: AbortSignal): Promise<Attempt> {
-    let silence: LlmStreamError | undefined;
     return new Promise((resolve, reject) => {
       const req = lib.request(
         target,
@@ -75,14 +78,9 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
           headers: { ...headers, 'content-length': Buffer.byteLength(payload) },
           signal,
         },
-        (res) => resolve({ res, silence: () => silence }),
+        (res) => resolve({ res, ...clocks.streaming() }),
       );
-      req.setTimeout(timeoutMs, () => {
-        silence = new LlmStreamError(`LLM at ${where} was silent for ${timeoutMs} ms`, {
-          retryable: true,
-        });
-        req.destroy(silence);
-      });
+      const clocks = watchDeadlines(req, where, timeoutMs, totalMs);
       req.on('error', reject);
       req.end(payload);
     });
@@ -92,18 +90,21 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     const payload = JSON.stringify(body);
     let res: http.IncomingMessage;
     let silence: Attempt['silence'];
+    let heard: Attempt['chunk'];
+    let stopClocks: Attempt['stop'];
     for (let attempt = 0; ; attempt++) {
       let failure: LlmStreamError;
       try {
-        ({ res, silence } = await open(payload, signal));
+        ({ res, silence, chunk: heard, stop: stopClocks } = await open(payload, signal));
       } catch (err) {
         if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
         failure =
           err instanceof LlmStreamError
             ? err
-            : new LlmStreamError(`LLM request to ${where} failed: ${(err as Error).message}`, {
+            : new LlmStreamError('The LLM could not be reached.', {
                 cause: err,
                 retryable: true,
+                detail: `${where}: ${(err as Error).message}`,
               });
         if (attempt >= maxRetries) throw failure;
         await backoff(attempt, undefined, signal);
@@ -111,14 +112,13 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       }
       const status = res.statusCode ?? 0;
       if (status >= 200 && status < 300) break;
+      stopClocks();
       const detail = await readErrorBody(res);
-      failure = new LlmStreamError(
-        `LLM request to ${where} failed with HTTP ${status}: ${detail}`,
-        {
-          status,
-          retryable: RETRYABLE_STATUS.has(status),
-        },
-      );
+      failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
+        status,
+        retryable: RETRYABLE_STATUS.has(status),
+        detail: `${where} answered HTTP ${status}: ${detail}`,
+      });
       if (!failure.retryable || attempt >= maxRetries) throw failure;
       await backoff(attempt, res.headers, signal);
     }
@@ -132,12 +132,23 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         // Parsed here rather than through readSseChunks: one async layer less
         // per chunk on the hot path. Not destroyed when the reader stops at
         // [DONE]: the socket goes back to the pool.
-        const parser = new SseParser();
+        const parser = new SseParser({ maxLineBytes: options.maxLineBytes });
+        let finished = false;
         for await (const piece of res.iterator({ destroyOnReturn: false })) {
-          for (const chunk of parser.push(piece as Buffer)) yield chunk;
+          for (const chunk of parser.push(piece as Buffer)) {
+            heard();
+            finished ||= hasFinish(chunk);
+            yield chunk;
+          }
           if (parser.done) break;
         }
-        for (const chunk of parser.end()) yield chunk;
+        const sawDone = parser.done;
+        for (const chunk of parser.end()) {
+          finished ||= hasFinish(chunk);
+          yield chunk;
+        }
+        // Neither [DONE] nor a finish_reason: the body was cut, not complete.
+        if (!sawDone && !finished) throw new LlmTruncatedError();
         // Drain whatever follows [DONE] so the response ends and the socket is reused.
         if (!res.readableEnded) {
           res.resume();
@@ -150,14 +161,85 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       const silent = silence();
       if (silent) throw silent;
       if (err instanceof LlmStreamError) throw err;
-      throw new LlmStreamError(`LLM stream from ${where} broke: ${(err as Error).message}`, {
+      throw new LlmStreamError('The LLM stream broke off.', {
         cause: err,
         retryable: true,
+        detail: `${where}: ${(err as Error).message}`,
       });
     } finally {
+      stopClocks();
       // A stream left early (cancel, barge-in) must not go back to the pool half read.
       if (!complete) res.destroy();
     }
+  };
+}
+
+function hasFinish(chunk: ChunkLike): boolean {
+  const choices = chunk.choices;
+  return choices !== undefined && choices.some((c) => c?.finish_reason);
+}
+
+/**
+ * The response of one attempt; `silence` says whether a deadline ended it,
+ * `chunk` restarts the silence clock, `stop` ends the clocks.
+ */
+interface Attempt {
+  res: http.IncomingMessage;
+  silence: () => LlmStreamError | undefined;
+  chunk: () => void;
+  stop: () => void;
+}
+
+/**
+ * A request's deadlines: `timeoutMs` of socket silence until the answer
+ * starts, then `timeoutMs` without a chunk (bytes may be comments: only
+ * `chunk()` counts), and `totalMs` in all (0 = none). A deadline that passes
+ * destroys the request with its {@link LlmStreamError}.
+ */
+function watchDeadlines(
+  req: http.ClientRequest,
+  where: string,
+  timeoutMs: number,
+  totalMs: number,
+): { streaming: () => Omit<Attempt, 'res'> } {
+  let silence: LlmStreamError | undefined;
+  let idle: NodeJS.Timeout | undefined;
+  const fail = (error: LlmStreamError) => {
+    silence = error;
+    stop();
+    req.destroy(error);
+  };
+  const silentFor = () =>
+    new LlmStreamError(`The LLM was silent for ${timeoutMs} ms.`, {
+      retryable: true,
+      detail: `${where} sent no chunk for ${timeoutMs} ms`,
+    });
+  const total =
+    totalMs > 0
+      ? setTimeout(
+          () =>
+            fail(
+              new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
+                retryable: true,
+                detail: `${where} still streaming after ${totalMs} ms`,
+              }),
+            ),
+          totalMs,
+        )
+      : undefined;
+  function stop(): void {
+    clearTimeout(idle);
+    clearTimeout(total);
+  }
+  req.setTimeout(timeoutMs, () => fail(silentFor()));
+  req.on('close', stop);
+  return {
+    streaming() {
+      // From here only chunks count as news.
+      req.setTimeout(0);
+      idle = setTimeout(() => fail(silentFor()), timeoutMs);
+      return { silence: () => silence, chunk: () => idle?.refresh(), stop };
+    },
   };
 }
 

@@ -15,14 +15,28 @@ import type { ChunkLike } from './chunk.js';
  */
 export async function* readSseChunks(
   body: AsyncIterable<Uint8Array | string>,
+  options: SseParserOptions = {},
 ): AsyncGenerator<ChunkLike, void, undefined> {
-  const parser = new SseParser();
+  const parser = new SseParser(options);
   for await (const piece of body) {
     yield* parser.push(piece);
     if (parser.done) break;
   }
   yield* parser.end();
 }
+
+/** Options of {@link SseParser}. */
+export interface SseParserOptions {
+  /**
+   * Longest line (and longest event) in characters; past it the stream fails
+   * with an {@link LlmStreamError} instead of growing a buffer without end.
+   * @defaultValue DEFAULT_LLM_MAX_LINE_BYTES (4 MiB)
+   */
+  maxLineBytes?: number;
+}
+
+/** Longest line by default (4 MiB): far above any real chunk, far below trouble. */
+export const DEFAULT_SSE_MAX_LINE = 4 * 1024 * 1024;
 
 /**
  * The event-stream parser behind {@link readSseChunks}, fed piece by piece:
@@ -42,15 +56,22 @@ export class SseParser {
   #buffer = '';
   /** Lines of the event being read; most events are one `data:` line. */
   #data: string | undefined;
+  readonly #maxLine: number;
+
+  constructor(options: SseParserOptions = {}) {
+    this.#maxLine = options.maxLineBytes ?? DEFAULT_SSE_MAX_LINE;
+  }
 
   /** The chunks this piece of the body completes (none after `[DONE]`). */
   push(piece: Uint8Array | string): ChunkLike[] {
     const out: ChunkLike[] = [];
     if (this.done) return out;
+    const held = this.#buffer.length;
     let buffer =
       this.#buffer + (typeof piece === 'string' ? piece : this.#decoder.write(piece as Buffer));
     let start = 0;
-    for (let nl = buffer.indexOf('\n', start); nl >= 0; nl = buffer.indexOf('\n', start)) {
+    // The held part has no line end: search only what is new.
+    for (let nl = buffer.indexOf('\n', held); nl >= 0; nl = buffer.indexOf('\n', start)) {
       const end = nl > start && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
       const line = buffer.slice(start, end);
       start = nl + 1;
@@ -79,6 +100,19 @@ export class SseParser {
     }
     buffer = start === 0 ? buffer : buffer.slice(start);
     this.#buffer = this.done ? '' : buffer;
+    if (
+      !this.done &&
+      (buffer.length > this.#maxLine || (this.#data?.length ?? 0) > this.#maxLine)
+    ) {
+      // A line (or event) without end: stop before it holds the server's memory.
+      this.#failure = new LlmStreamError(
+        `The LLM sent an event-stream line longer than ${this.#maxLine} bytes.`,
+        { detail: `line of ${Math.max(buffer.length, this.#data?.length ?? 0)} characters so far` },
+      );
+      this.#buffer = '';
+      this.#data = undefined;
+      this.done = true;
+    }
     return out;
   }
 
@@ -108,13 +142,16 @@ function parsePayload(data: string): ChunkLike {
   try {
     value = JSON.parse(data);
   } catch (err) {
-    throw new LlmStreamError(
-      `LLM stream carried a chunk that is not JSON (${(err as Error).message}): ${preview(data)}`,
-      { cause: err, retryable: true },
-    );
+    throw new LlmStreamError('The LLM sent a chunk that is not JSON.', {
+      cause: err,
+      retryable: true,
+      detail: `${(err as Error).message}: ${preview(data)}`,
+    });
   }
   if (value === null || typeof value !== 'object') {
-    throw new LlmStreamError(`LLM stream carried a chunk that is not an object: ${preview(data)}`);
+    throw new LlmStreamError('The LLM sent a chunk that is not a JSON object.', {
+      detail: preview(data),
+    });
   }
   const error = (value as { error?: unknown }).error;
   if (error !== undefined && error !== null) {
@@ -123,8 +160,9 @@ function parsePayload(data: string): ChunkLike {
         ? (error as { message: string }).message
         : JSON.stringify(error);
     const code = (error as { code?: unknown }).code;
-    throw new LlmStreamError(`LLM server reported an error mid-stream: ${message}`, {
+    throw new LlmStreamError('The LLM reported an error mid-stream.', {
       retryable: true,
+      detail: message,
       ...(typeof code === 'number' ? { status: code } : {}),
     });
   }

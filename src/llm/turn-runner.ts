@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { TroupeError, TurnAbortedError, LlmStreamError } from '../errors.js';
+import { LlmStreamError, LlmTruncatedError, TroupeError, TurnAbortedError } from '../errors.js';
 import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
 import type { Toolset } from '../tools/library.js';
 import type {
@@ -14,6 +14,7 @@ import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
 import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
 import {
   DEFAULT_MAX_TOOL_ROUNDS,
+  DEFAULT_SLOW_NOTICE_MS,
   DEFAULT_ROUND_LIMIT_FALLBACK,
   PROMPT_MODE_FINAL_NOTE,
 } from './constants.js';
@@ -60,6 +61,18 @@ export interface TurnOptions {
    * again so tool rounds do not push the request past a context budget).
    */
   fitHistory?: (added: readonly ChatMessage[]) => readonly ChatMessage[];
+  /**
+   * Call ids the conversation holds beyond `messages` (e.g. calls trimmed
+   * from the request, client calls still waiting): a new call whose id is
+   * taken gets a fresh one. Ids in `messages` are always avoided.
+   */
+  callIdTaken?: (id: string) => boolean;
+  /**
+   * Silence of the LLM (no chunk) after which the turn emits `llm.slow`, and
+   * again each time as long; 0 = never. Else the client's `slowNoticeMs`.
+   * @defaultValue 5000
+   */
+  slowNoticeMs?: number;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -82,7 +95,7 @@ export interface RoundTiming {
 export type DiscardReason = 'length' | 'content_filter' | 'max_tool_rounds';
 
 /** Why a turn did not simply complete. */
-export type TurnEndReason = DiscardReason | 'cancelled' | 'llm_error';
+export type TurnEndReason = DiscardReason | 'cancelled' | 'llm_error' | 'stream_truncated';
 
 /** How a turn ended and what it added to history. */
 export interface TurnSummary {
@@ -121,6 +134,11 @@ export type TurnEvent =
     }
   | { type: 'tool.result'; round: number; result: ToolResult }
   | { type: 'usage'; round: number; usage: UsageLike }
+  /**
+   * The LLM has sent nothing for `silentMs` this round (before its first chunk
+   * or between two): the place to tell the client the model is slow.
+   */
+  | { type: 'llm.slow'; round: number; silentMs: number }
   | { type: 'round.end'; round: number; finishReason: string | null; toolCalls: number }
   | { type: 'error'; error: TroupeError }
   | { type: 'finish'; summary: TurnSummary };
@@ -170,6 +188,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   let text = '';
   let ttftMs: number | null = null;
   let toolRounds = 0;
+  const slowMs = options.slowNoticeMs ?? llm.slowNoticeMs ?? DEFAULT_SLOW_NOTICE_MS;
+  const usedIds = callIdsOf(options.messages);
+  const idTaken = (id: string): boolean => usedIds.has(id) || (options.callIdTaken?.(id) ?? false);
 
   const summarize = (status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary => {
     const summary: TurnSummary = {
@@ -195,7 +216,8 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'finish', summary };
       return summary;
     }
-    const final = hasTools && toolRounds >= maxToolRounds;
+    // The limit holds whatever is offered: a model may call tools it was never given.
+    const final = toolRounds >= maxToolRounds;
     if (round > 0 && options.fitHistory) base = withTools(options.fitHistory(added));
     const request = buildRequest(options, descriptions, base, added, toolMode, legacy, final);
     yield { type: 'round.start', round, final };
@@ -207,14 +229,23 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       handlerMs: 0,
     };
     rounds.push(timing);
-    const asm = new StreamAssembler();
+    const asm = new StreamAssembler({ idTaken });
     const filter = toolMode === 'prompt' && hasTools ? new PromptToolCallFilter() : undefined;
     const promptCalls: PromptCall[] = [];
     let roundText = '';
     let failure: unknown;
 
     try {
-      for await (const chunk of llm.stream(request, signal)) {
+      for await (const chunk of withSlowNotices(llm.stream(request, signal), slowMs)) {
+        if (chunk === SLOW) {
+          yield {
+            type: 'llm.slow',
+            round,
+            silentMs: epochNow() - (timing.lastChunkAt ?? timing.requestAt),
+          };
+          continue;
+        }
+        timing.lastChunkAt = epochNow();
         if (signal.aborted) break;
         timing.firstChunkAt ??= epochNow();
         for (const ev of asm.push(chunk)) {
@@ -271,12 +302,18 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       // Keep what the user already saw; calls of a broken stream never run.
       if (roundText !== '') added.push({ role: 'assistant', content: roundText });
       const aborted = signal.aborted || failure instanceof TurnAbortedError;
+      // Neither [DONE] nor a finish_reason: cut short, not complete, and not an error.
+      const truncated = !aborted && failure instanceof LlmTruncatedError;
       if (!aborted) {
-        yield { type: 'error', error: asTroupeError(failure) };
+        const error = asTroupeError(failure);
+        logFailure(options.log, round, error, done.chunks);
+        if (!truncated) yield { type: 'error', error };
       }
       const summary = aborted
         ? summarize('cancelled', 'cancelled')
-        : summarize('failed', 'llm_error');
+        : truncated
+          ? summarize('incomplete', 'stream_truncated')
+          : summarize('failed', 'llm_error');
       yield { type: 'finish', summary };
       return summary;
     }
@@ -311,7 +348,10 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       return summary;
     }
 
-    for (const call of calls) yield { type: 'tool_call.done', round, call };
+    for (const call of calls) {
+      usedIds.add(call.id);
+      yield { type: 'tool_call.done', round, call };
+    }
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
     added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
 
@@ -325,15 +365,16 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       toolset,
       options,
     );
+    // Each result goes out as its call ends; history keeps call order.
     const roundResults: ToolResult[] = [];
-    for (const pending of results) {
-      const result = await pending;
+    for await (const result of inCompletionOrder(results)) {
       timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
-      toolCalls.push(result);
       roundResults.push(result);
       yield { type: 'tool.result', round, result };
     }
-    added.push(...toolResultMessages(roundResults, toolMode, legacy));
+    const ordered = await Promise.all(results);
+    toolCalls.push(...ordered);
+    added.push(...toolResultMessages(ordered, toolMode, legacy));
     toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
     if (clientCalls.length > 0) {
@@ -478,6 +519,93 @@ function runCalls(
   });
 }
 
+/** Logs a failed round: the upstream detail goes here, never to the client. */
+function logFailure(log: ToolLogger, round: number, error: TroupeError, chunks: number): void {
+  if (error instanceof LlmTruncatedError) {
+    log.warn({ round, chunks }, 'llm stream ended early');
+    return;
+  }
+  const e = error as LlmStreamError;
+  log.warn(
+    { round, code: error.code, status: e.status, detail: e.detail ?? error.message },
+    'llm request failed',
+  );
+}
+
+/** Stands for "no chunk for a while" among the chunks of {@link withSlowNotices}. */
+const SLOW: unique symbol = Symbol('slow');
+
+/**
+ * The chunks of `stream`, with {@link SLOW} put in each time `afterMs` pass
+ * without one (0 = never). One timer per stream, re-armed per chunk.
+ */
+async function* withSlowNotices<T>(
+  stream: AsyncIterable<T>,
+  afterMs: number,
+): AsyncGenerator<T | typeof SLOW, void, undefined> {
+  if (afterMs <= 0) {
+    yield* stream;
+    return;
+  }
+  const it = stream[Symbol.asyncIterator]();
+  let ring!: () => void;
+  let rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+  const timer = setTimeout(() => ring(), afterMs);
+  let pending = false;
+  try {
+    for (;;) {
+      const next = it.next();
+      pending = true;
+      for (;;) {
+        const step = await Promise.race([next, rang]);
+        if (step === SLOW) {
+          rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+          timer.refresh();
+          yield SLOW;
+          continue;
+        }
+        pending = false;
+        if (step.done) return;
+        timer.refresh();
+        yield step.value;
+        break;
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+    // Left early (cancel, error): the stream must stop too. With a chunk still
+    // awaited, the stop waits behind it: do not wait for that here.
+    if (pending) void it.return?.()?.catch(() => {});
+    else await it.return?.();
+  }
+}
+
+/** The results of `pending` as each settles (they never reject). */
+async function* inCompletionOrder(
+  pending: readonly Promise<ToolResult>[],
+): AsyncGenerator<ToolResult, void, undefined> {
+  if (pending.length === 1) {
+    yield await pending[0]!;
+    return;
+  }
+  const waiting = new Map(pending.map((p, i) => [i, p.then((result) => ({ i, result }))]));
+  while (waiting.size > 0) {
+    const { i, result } = await Promise.race(waiting.values());
+    waiting.delete(i);
+    yield result;
+  }
+}
+
+/** Every call id a history already holds (assistant calls and tool results). */
+function callIdsOf(messages: readonly ChatMessage[]): Set<string> {
+  const ids = new Set<string>();
+  for (const m of messages) {
+    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) ids.add(c.id);
+    else if (m.role === 'tool') ids.add(m.tool_call_id);
+  }
+  return ids;
+}
+
 function addUsage(total: TurnUsage, u: UsageLike): void {
   total.prompt_tokens += u.prompt_tokens ?? 0;
   total.completion_tokens += u.completion_tokens ?? 0;
@@ -486,7 +614,8 @@ function addUsage(total: TurnUsage, u: UsageLike): void {
 
 function asTroupeError(err: unknown): TroupeError {
   if (err instanceof TroupeError) return err;
-  return new LlmStreamError(`LLM stream failed: ${(err as Error)?.message ?? String(err)}`, {
+  return new LlmStreamError('The LLM stream failed.', {
+    detail: (err as Error)?.message ?? String(err),
     cause: err,
   });
 }

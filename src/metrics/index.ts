@@ -24,7 +24,8 @@ export interface SessionMetrics {
   llmTtft: Histogram<'character'>;
   tokens: Counter<'character' | 'kind'>;
   toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome'>;
-  toolLatency: Histogram<'character' | 'tool' | 'variant'>;
+  /** Labelled by `outcome` too, so timeouts and errors do not mix with successes. */
+  toolLatency: Histogram<'character' | 'tool' | 'variant' | 'outcome'>;
   toolRounds: Histogram<'character'>;
   voice: VoiceMetrics;
   /** The Unmute fork's names. */
@@ -154,8 +155,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     toolLatency: new Histogram({
       name: 'troupe_tool_latency_seconds',
-      help: 'Tool call duration (validation and handler), by character, tool and variant.',
-      labelNames: ['character', 'tool', 'variant'],
+      help: 'Tool call duration (validation and handler), by character, tool, variant and outcome.',
+      labelNames: ['character', 'tool', 'variant', 'outcome'],
       buckets: TOOL_BUCKETS_S,
       registers,
     }),
@@ -241,7 +242,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     rejected: new Counter({
       name: 'troupe_connections_rejected_total',
-      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, unknown_character, shutting_down).',
+      help: 'Connections refused or closed by the server, by reason (auth, origin, full, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, unknown_character, shutting_down).',
       labelNames: ['reason'],
       registers,
     }),

@@ -41,13 +41,36 @@ const toolChoice = z.union([
 /** Function names as OpenAI takes them. */
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+/** Deepest nesting of a client tool's `parameters` schema (OpenAI allows 5 levels of objects). */
+export const MAX_TOOL_SCHEMA_DEPTH = 32;
+/** Largest client tool `parameters` schema, as JSON. */
+export const MAX_TOOL_SCHEMA_BYTES = 64 * 1024;
+
 const clientTool = z.strictObject({
   type: z.literal('function'),
   name: z.string().regex(TOOL_NAME, {
     error: 'expected a function name of 1–64 letters, digits, _ or -',
   }),
   description: z.string().default(''),
-  parameters: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
+  parameters: z
+    .record(z.string(), z.unknown())
+    // Checked before anything walks it: a schema nested thousands deep would
+    // overflow the stack of every later turn.
+    .superRefine((p, ctx) => {
+      // Depth first: JSON.stringify itself overflows on a deep enough value.
+      if (jsonDepth(p) > MAX_TOOL_SCHEMA_DEPTH) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected a JSON Schema nested at most ${MAX_TOOL_SCHEMA_DEPTH} levels deep`,
+        });
+      } else if (Buffer.byteLength(JSON.stringify(p)) > MAX_TOOL_SCHEMA_BYTES) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected a JSON Schema of at most ${MAX_TOOL_SCHEMA_BYTES} bytes`,
+        });
+      }
+    })
+    .default({ type: 'object', properties: {} }),
   strict: z.boolean().optional(),
 });
 
@@ -80,6 +103,21 @@ const voiceSchema = z.union([
   z.string().max(256),
   z.strictObject({ id: z.string().min(1).max(256) }).transform((v) => v.id),
 ]);
+
+/** How deeply a parsed JSON value nests (without recursion: it may be very deep). */
+export function jsonDepth(value: unknown, stopAt = MAX_TOOL_SCHEMA_DEPTH + 1): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    const d = depth + 1;
+    if (d > deepest) deepest = d;
+    if (deepest >= stopAt) return deepest;
+    for (const child of Object.values(v)) stack.push([child, d]);
+  }
+  return deepest;
+}
 
 const modalities = z
   .array(z.enum(['text', 'audio']))

@@ -6,6 +6,8 @@
  * from its own origin, does.
  */
 import { access, readFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { CharacterRegistry } from '../characters/registry.js';
@@ -63,6 +65,12 @@ export interface RouteContext {
    */
   unmuteFrontendDir?: string;
   /**
+   * Host names same-origin pages may use (`config.server.allowedHosts` and
+   * the listening host); see {@link hostAllowed}.
+   * @defaultValue IP literals, localhost and this machine's name only
+   */
+  hosts?: HostPolicy;
+  /**
    * How long a speech engine's health answer is reused (`config.server.healthCacheMs`).
    * @defaultValue DEFAULT_HEALTH_CACHE_MS (5000)
    */
@@ -88,9 +96,51 @@ export interface UnmuteHealth {
   ok: boolean;
 }
 
+/** Host names browsers may reach the server by (the DNS-rebinding guard). */
+export interface HostPolicy {
+  /** `ALLOWED_HOSTS`: names beside the built-in ones, or `'*'` for any. */
+  allowed: '*' | readonly string[];
+  /** `HOST`, the address the server listens on (a name counts as allowed). */
+  listening?: string;
+}
+
 /**
- * Whether a page of `origin` may use the server: same-origin pages always,
- * others when listed (or `*`). The realtime endpoint and CORS share it.
+ * Whether a `Host` header names this server as a browser may legitimately
+ * reach it: an IP literal (a rebinding attack needs a name), `localhost` or a
+ * `*.localhost` name, this machine's name, the listening host, or a name in
+ * `ALLOWED_HOSTS`. A page of `evil.example` whose name was rebound to
+ * 127.0.0.1 sends `Host: evil.example:PORT` and is refused.
+ *
+ * @example hostAllowed('127.0.0.1:8080', { allowed: [] }) // true
+ */
+export function hostAllowed(host: string | undefined, policy: HostPolicy): boolean {
+  if (policy.allowed === '*') return true;
+  if (host === undefined) return false;
+  const name = hostName(host);
+  if (name === '') return false;
+  if (isIP(name) !== 0) return true;
+  if (name === 'localhost' || name.endsWith('.localhost')) return true;
+  if (name === hostname().toLowerCase()) return true;
+  if (policy.listening !== undefined && name === policy.listening.toLowerCase()) return true;
+  return policy.allowed.includes(name);
+}
+
+/** The name of a Host header: no port, no brackets, lower case, no trailing dot. */
+function hostName(host: string): string {
+  let name = host.trim().toLowerCase();
+  if (name.startsWith('['))
+    name = name.slice(1, name.indexOf(']') === -1 ? undefined : name.indexOf(']'));
+  else if (name.lastIndexOf(':') !== -1 && name.indexOf(':') === name.lastIndexOf(':')) {
+    name = name.slice(0, name.lastIndexOf(':'));
+  }
+  return name.replace(/\.$/, '');
+}
+
+/**
+ * Whether a page of `origin` may use the server: others when listed (or
+ * `*`), same-origin pages when their `Host` is one the server answers to
+ * (see {@link hostAllowed}; otherwise DNS rebinding makes any page "same
+ * origin"). The realtime endpoint and CORS share it.
  *
  * @example
  * originAllowed('http://localhost:3000', 'localhost:8000', ['http://localhost:3000']); // true
@@ -99,12 +149,13 @@ export function originAllowed(
   origin: string,
   host: string | undefined,
   allowed: '*' | string[],
+  hosts: HostPolicy = { allowed: [] },
 ): boolean {
   if (allowed === '*') return true;
   const normalized = origin.replace(/\/$/, '');
   if (allowed.includes(normalized)) return true;
   try {
-    return host !== undefined && new URL(normalized).host === host;
+    return host !== undefined && new URL(normalized).host === host && hostAllowed(host, hosts);
   } catch {
     return false;
   }
@@ -144,11 +195,12 @@ export function unmuteRoute(path: string): string {
 export function createHttpHandler(ctx: RouteContext) {
   const speechHealth = createSpeechHealth(ctx);
   const allowedOrigins = ctx.allowedOrigins ?? [];
+  const hosts = ctx.hosts ?? { allowed: [] };
   return async function handleHttp(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const head = req.method === 'HEAD';
     const origin = req.headers.origin;
     const crossOrigin =
-      origin !== undefined && originAllowed(origin, req.headers.host, allowedOrigins);
+      origin !== undefined && originAllowed(origin, req.headers.host, allowedOrigins, hosts);
     // Answers differ by Origin: caches must keep them apart.
     const cors: Record<string, string> = crossOrigin
       ? { 'access-control-allow-origin': origin, vary: 'Origin' }

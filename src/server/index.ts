@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
 import type { Config } from '../config/index.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, redactUrl } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler } from './http-routes.js';
@@ -105,7 +105,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const ownVoice = options.voice === undefined;
   let voice: ServerVoice;
   try {
-    voice = options.voice ?? (await createServerVoice(config.voice, log));
+    voice = options.voice ?? (await createServerVoice(config.voice, log, metrics.registry));
   } catch (err) {
     if (ownRegistry) await registry.close();
     throw err;
@@ -128,6 +128,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
+    hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
     healthCacheMs: config.server.healthCacheMs,
     ...(config.server.unmuteFrontendDir
       ? { unmuteFrontendDir: config.server.unmuteFrontendDir }
@@ -148,7 +149,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const url = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const wsUrl = `${tls ? 'wss' : 'ws'}://${host}:${port}/v1/realtime`;
   log.info(
-    { url, characters: registry.list().length, llm: config.llm.baseURL },
+    { url, characters: registry.list().length, llm: redactUrl(config.llm.baseURL) },
     'server listening',
   );
 

@@ -6,6 +6,7 @@ import type { LlmConfig } from '../config/index.js';
 import { DEFAULT_HEALTH_TIMEOUT_MS } from '../config/index.js';
 import { createLlmClient, type LlmClient } from '../llm/client.js';
 import type { ToolLogger } from '../tools/types.js';
+import { ConfigError, redactSecrets, redactUrl } from '../errors.js';
 
 /** What `/health` says about the LLM. */
 export interface LlmHealth {
@@ -54,22 +55,37 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
       baseURL: config.baseURL,
       ...(config.apiKey ? { apiKey: config.apiKey } : {}),
       ...(config.model ? { model: config.model } : {}),
+      timeoutMs: config.idleTimeoutMs,
+      totalTimeoutMs: config.totalTimeoutMs,
+      maxLineBytes: config.maxLineBytes,
+      slowNoticeMs: config.slowNoticeMs,
       log,
     }).catch((err: unknown) => {
       // Not cached: the next turn tries again (the LLM may be starting).
       client = undefined;
-      throw err;
+      // The log gets what went wrong (credentials removed); clients a short message.
+      log.warn({ err: redactSecrets((err as Error).message) }, 'llm connect failed');
+      throw new ConfigError(
+        'The LLM is unavailable: the server could not connect to it or pick its model; ' +
+          'whoever runs the server should check LLM_BASE_URL and LLM_MODEL (the server log says more).',
+        { cause: err },
+      );
     });
     return client;
   }
 
   async function probe(): Promise<LlmHealth> {
-    const baseURL = options.client?.baseURL ?? config.baseURL;
+    const { url: target, headers } = probeRequest(
+      options.client?.baseURL ?? config.baseURL,
+      config.apiKey,
+    );
+    // Shown without credentials: /health answers anyone.
+    const baseURL = redactUrl(options.client?.baseURL ?? config.baseURL);
     const started = performance.now();
     const checkedAt = new Date().toISOString();
     try {
-      const res = await fetch(`${baseURL.replace(/\/$/, '')}/models`, {
-        headers: config.apiKey ? { authorization: `Bearer ${config.apiKey}` } : {},
+      const res = await fetch(target, {
+        headers,
         signal: AbortSignal.timeout(DEFAULT_HEALTH_TIMEOUT_MS),
       });
       await res.body?.cancel();
@@ -108,8 +124,29 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
   };
 }
 
+/**
+ * `GET <base>/models` as fetch takes it: fetch refuses URLs with `user:pass@`,
+ * so those go in a Basic authorization header (an API key wins).
+ */
+function probeRequest(
+  baseURL: string,
+  apiKey: string | undefined,
+): { url: string; headers: Record<string, string> } {
+  const url = new URL(`${baseURL.replace(/\/$/, '')}/models`);
+  const headers: Record<string, string> = {};
+  if (url.username !== '' || url.password !== '') {
+    const user = decodeURIComponent(url.username);
+    const password = decodeURIComponent(url.password);
+    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+    url.username = '';
+    url.password = '';
+  }
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  return { url: url.href, headers };
+}
+
 function describeFetchError(err: unknown): string {
   const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (e.name === 'TimeoutError') return `no answer within ${DEFAULT_HEALTH_TIMEOUT_MS} ms`;
-  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+  return redactSecrets(e.cause?.code ?? e.cause?.message ?? e.message ?? String(err));
 }

@@ -25,9 +25,11 @@ import type { ServerEvent } from '../session/events.js';
 import { createSession, type Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl, unmuteRoute } from './http-routes.js';
+import { refuseImageUrls } from './image-policy.js';
+import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
 import type { ServerLlm } from './llm.js';
 
-/** Close codes of PROTOCOL.md. */
+/** Close codes of docs/protocol.md. */
 export const CLOSE = {
   NORMAL: 1000,
   GOING_AWAY: 1001,
@@ -35,6 +37,10 @@ export const CLOSE = {
   TOO_BIG: 1009,
   INTERNAL: 1011,
   TRY_AGAIN: 1013,
+  /** No client frame for `SESSION_IDLE_TIMEOUT_S`. */
+  IDLE: 4000,
+  /** The session lasted `SESSION_MAX_DURATION_S`. */
+  EXPIRED: 4001,
 } as const;
 
 /** The subprotocol browsers use to carry the token (`openai-insecure-api-key.<token>`). */
@@ -45,6 +51,8 @@ const CLOSE_TIMEOUT_MS = 1_000;
 const MAX_CLOSE_REASON_BYTES = 123;
 /** How long cancelled responses get to send their `response.done` before shutdown closes the sockets. */
 const CANCEL_WAIT_MS = 1_000;
+/** How long a slow consumer gets to read its way to the 1013 close frame before it is cut. */
+const SLOW_CLOSE_TIMEOUT_MS = 10_000;
 
 /** What the realtime endpoint needs from the server. */
 export interface RealtimeContext {
@@ -88,6 +96,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
   let accepting = true;
+  const pings = startPings(connections, limits.pingIntervalS, (ws) => {
+    metrics.server.rejected.inc({ reason: 'dead_peer' });
+    log.info({}, 'dead peer cut off');
+    connections.get(ws)?.close();
+    ws.terminate();
+  });
 
   const wss = new WebSocketServer({
     noServer: true,
@@ -207,27 +221,57 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       if (event.type === 'error' && event.error.type !== 'llm_error') {
         metrics.server.protocolErrors.inc({ code: event.error.code });
       }
-      const frame = encoder.encode(event);
+      const frame = encoder.encode(withShortInstructions(event));
       if (frame === null) return;
       ws.send(frame);
       if (ws.bufferedAmount > limits.maxBufferedBytes) {
-        // A client that stopped reading: free what it holds now, not when it wakes up.
+        // A client that stopped reading: free what it holds now, not when it
+        // wakes up; the close frame (1013) follows what it has not read yet.
         cutOff = true;
         sessionLog.warn({ buffered: ws.bufferedAmount }, 'slow consumer closed');
         metrics.server.rejected.inc({ reason: 'slow_consumer' });
         connections.get(ws)?.close();
-        ws.terminate();
+        closeSocket(
+          ws,
+          CLOSE.TRY_AGAIN,
+          `slow consumer: more than ${limits.maxBufferedBytes} bytes unread`,
+          SLOW_CLOSE_TIMEOUT_MS,
+        );
       }
     };
+    const lifetime = watchLifetime(
+      ws,
+      limits,
+      () => connections.get(ws)?.busy === true,
+      (end) => {
+        // Tell the client why, stop the session, close with the end's code.
+        sessionLog.info({ limitS: end.limitS(limits) }, end.log);
+        metrics.server.rejected.inc({ reason: end.metric });
+        sendError(new ProtocolError(end.wireCode, end.message(limits)));
+        cutOff = true;
+        connections.get(ws)?.close();
+        closeSocket(ws, end.code, end.wireCode);
+      },
+    );
+    ws.on('close', () => lifetime.stop());
 
     const sendError = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
 
     // Frames that arrive while the session opens wait in this chain, in order.
     let opened!: () => void;
     let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
+    const gate = new FrameGate(limits.maxPendingFrames);
     ws.on('message', (data, isBinary) => {
       const receivedAt = performance.now();
-      chain = chain.then(() => {
+      lifetime.active();
+      const size = (data as Buffer).length;
+      const refused = gate.admit(size);
+      if (refused) {
+        metrics.server.rejected.inc({ reason: 'frame_flood' });
+        return sendError(refused);
+      }
+      chain = chain.then(async () => {
+        await gate.next(size);
         const session = connections.get(ws);
         if (!session || cutOff) return;
         if (isBinary) {
@@ -251,6 +295,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         }
         const parsed = parseClientEvent(frame, dialect);
         if (!parsed.ok) return sendError(parsed.error);
+        const refusedImage = refuseImageUrls(parsed.event, config.sessions.imageUrlHosts);
+        if (refusedImage) return sendError(refusedImage);
         if (parsed.event.type === 'session.update') encoder.observe(parsed.event.session);
         if (!accepting && parsed.event.type === 'response.create') {
           // Draining: running responses finish, new ones would outlive the grace period.
@@ -330,7 +376,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     url: URL,
   ): { reason: string; label: string } | undefined {
     const origin = req.headers.origin;
-    if (origin !== undefined && !originAllowed(origin, req.headers.host, limits.allowedOrigins)) {
+    const hosts = { allowed: limits.allowedHosts, listening: limits.host };
+    if (
+      origin !== undefined &&
+      !originAllowed(origin, req.headers.host, limits.allowedOrigins, hosts)
+    ) {
       return { reason: `origin ${origin} not allowed`, label: 'origin' };
     }
     const token = limits.authToken;
@@ -399,6 +449,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     },
     stopAccepting() {
       accepting = false;
+      clearInterval(pings);
     },
     async drain(deadline) {
       const busy = () => [...connections.values()].filter((s) => s?.busy) as Session[];
@@ -443,10 +494,15 @@ function refuseUpgrade(socket: Duplex, status: string, text: string): void {
   );
 }
 
-function closeSocket(ws: WebSocket, code: number, reason: string): void {
+function closeSocket(
+  ws: WebSocket,
+  code: number,
+  reason: string,
+  timeoutMs = CLOSE_TIMEOUT_MS,
+): void {
   ws.close(code, fitCloseReason(reason));
   // A peer that never answers the close would keep the socket (and its buffers).
-  setTimeout(() => ws.terminate(), CLOSE_TIMEOUT_MS).unref();
+  setTimeout(() => ws.terminate(), timeoutMs).unref();
 }
 
 /**

@@ -4,9 +4,11 @@
  * listens at once, and `/health` tells when they are ready.
  */
 import type { Logger } from 'pino';
+import { Gauge } from 'prom-client';
+import type { Registry } from 'prom-client';
 import type { VoiceConfig } from '../config/index.js';
 import type { SessionVoice } from '../session/voice-settings.js';
-import { createSttProvider } from '../voice/stt/index.js';
+import { PocketsphinxSttProvider, createSttProvider } from '../voice/stt/index.js';
 import { createTtsProvider } from '../voice/tts/index.js';
 import type { SttProvider, TtsProvider } from '../voice/types.js';
 import { loadVad } from '../voice/vad.js';
@@ -27,8 +29,13 @@ export interface ServerVoice {
  * const voice = await createServerVoice(config.voice, log);
  * createSession({ …, ...(voice.session ? { voice: voice.session } : {}) });
  */
-export async function createServerVoice(config: VoiceConfig, log: Logger): Promise<ServerVoice> {
+export async function createServerVoice(
+  config: VoiceConfig,
+  log: Logger,
+  registry?: Registry,
+): Promise<ServerVoice> {
   const stt = createSttProvider(config.stt, { log: log.child({ part: 'stt' }) });
+  if (registry && stt instanceof PocketsphinxSttProvider) registerSttCapacity(registry, stt);
   const tts = createTtsProvider(config.tts, { log: log.child({ part: 'tts' }) });
   const warming = new AbortController();
   const close = async () => {
@@ -67,4 +74,43 @@ export async function createServerVoice(config: VoiceConfig, log: Logger): Promi
     tts,
     close,
   };
+}
+
+/**
+ * Gauges of the embedded STT's capacity, read when `/metrics` is scraped:
+ * whether it keeps up with the speakers, or audio waits to be decoded.
+ */
+export function registerSttCapacity(registry: Registry, stt: PocketsphinxSttProvider): void {
+  const gauge = (name: string, help: string, read: () => number): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['provider'],
+      registers: [registry],
+      collect() {
+        this.set({ provider: stt.name }, read());
+      },
+    });
+  };
+  gauge(
+    'troupe_stt_real_time_factor',
+    'Decode time / audio time per stream, over the last 20 utterances (above 1: a stream cannot keep up).',
+    () => stt.stats().recentRealTimeFactor,
+  );
+  gauge(
+    'troupe_stt_backlog_seconds',
+    'Audio sent to the STT decoders and not decoded yet (the worst worker), in seconds.',
+    () => stt.stats().backlogMs / 1000,
+  );
+  gauge(
+    'troupe_stt_streams_waiting',
+    'Speakers waiting for a free STT decoder.',
+    () => stt.stats().waiting,
+  );
+  gauge('troupe_stt_workers', 'STT worker threads running.', () => stt.stats().workers);
+  gauge(
+    'troupe_stt_saturated',
+    '1 while the STT cannot keep up: speakers wait for a decoder or audio waits over 1 s to be decoded.',
+    () => (stt.stats().saturated ? 1 : 0),
+  );
 }

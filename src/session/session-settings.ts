@@ -15,6 +15,7 @@ import type {
 } from './events.js';
 import type { SettingsState, TurnSettings } from './session-state.js';
 import type { AudioEncoding, SessionVoice, VoiceSettings } from './voice-settings.js';
+import { resolveVoice, type ResolvedVoice } from '../voice/voices.js';
 
 /** A voice frontend's defaults (see `Session.configureVoice`). */
 export interface VoiceDefaults {
@@ -169,10 +170,20 @@ export class SessionConfig {
 
   /** The TTS voice: the client's choice, else the character's for this engine. */
   ttsVoice(character: LoadedCharacter): string | undefined {
+    return this.resolvedVoice(character).voice;
+  }
+
+  /**
+   * The voice the engine will use, and why not the one asked for: OpenAI's
+   * voice names are mapped to the engine's, an unknown one falls back.
+   */
+  resolvedVoice(character: LoadedCharacter): ResolvedVoice {
     const tts = this.#kit?.tts;
     const voice = this.#state.voice ?? undefined;
-    if (!tts) return voice;
-    return voice ?? character.voice[tts.name];
+    if (!tts) return { voice };
+    const characterVoice = character.voice[tts.name];
+    if (!tts.voiceEngine) return { voice: voice ?? characterVoice };
+    return resolveVoice(tts.voiceEngine, voice, characterVoice);
   }
 
   /** The system prompt in effect: the client's instructions, else the character's. */

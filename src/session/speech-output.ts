@@ -213,7 +213,7 @@ export class SpeechOutput {
     const item: ItemSpeech = {
       place,
       stream: undefined,
-      chunker: new SpeechChunker(),
+      chunker: new SpeechChunker({ unit: this.#o.tts.segmentUnit }),
       segments: [],
       waiting: [],
       current: undefined,

@@ -7,7 +7,9 @@
  *   answers scripted transcripts (or a scripted failure).
  * - `startFakeKyutaiStt`: moshi-server's `/api/asr-streaming` over msgpack:
  *   `Ready`, one `Step` per 80 ms frame, scripted `Word`s as speech-like
- *   (non-silent) audio arrives, `Marker`s echoed after the model's delay.
+ *   (non-silent) audio arrives, `Marker`s echoed after the model's delay
+ *   and the audio still buffered. As moshi-server does: the first `Word` of a
+ *   connection is empty, and errors close the socket without a status code.
  */
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -277,6 +279,8 @@ export interface FakeKyutaiSttOptions {
   errorAfterFrames?: number;
   /** After this many frames, send bytes that are not msgpack. */
   malformedAfterFrames?: number;
+  /** Send an empty `Word` before the first scripted one, as moshi-server does. @defaultValue true */
+  emptyFirstWord?: boolean;
 }
 
 /** What the fake Kyutai server has received, over all connections. */
@@ -363,7 +367,7 @@ function serveKyutaiConnection(
   };
   if (options.rejectWith !== undefined) {
     send({ type: 'Error', message: options.rejectWith });
-    ws.close(1011);
+    ws.close(); // moshi-server sends no status code
     return;
   }
   send({ type: 'Ready' });
@@ -373,6 +377,7 @@ function serveKyutaiConnection(
   let step = 0;
   let spokenFrames = 0;
   let nextWord = 0;
+  let emptyWordDue = options.emptyFirstWord ?? true;
   /** Answers due at a step: words found at step − delay, markers received at step − delay. */
   const due: Array<{ at: number; message: KyutaiSttServerMessage }> = [];
 
@@ -382,6 +387,11 @@ function serveKyutaiConnection(
     const silent = Math.sqrt(energy / KYUTAI_FRAME_SAMPLES) < silenceRms;
     if (!silent && nextWord < words.length) {
       spokenFrames++;
+      if (emptyWordDue) {
+        emptyWordDue = false;
+        const start = (step * KYUTAI_FRAME_MS) / 1000;
+        due.push({ at: step + delay, message: { type: 'Word', text: '', start_time: start } });
+      }
       if (spokenFrames % framesPerWord === 0) {
         const start = ((step + 1 - framesPerWord) * KYUTAI_FRAME_MS) / 1000;
         due.push({
@@ -406,7 +416,7 @@ function serveKyutaiConnection(
     received.frames++;
     if (options.errorAfterFrames !== undefined && received.frames === options.errorAfterFrames) {
       send({ type: 'Error', message: 'fake failure' });
-      ws.close(1011);
+      ws.close();
     }
     if (
       options.malformedAfterFrames !== undefined &&
@@ -427,14 +437,17 @@ function serveKyutaiConnection(
         type: 'Error',
         message: 'error' in parsed ? parsed.error : `unknown type ${parsed.unknownType}`,
       });
-      ws.close(1011);
+      ws.close();
       return;
     }
     const m = parsed.message;
     if (m.type === 'Marker') {
       received.markers.push(m.id);
-      // The marker comes back once the model has stepped past it by its delay.
-      due.push({ at: step + delay, message: { type: 'Marker', id: m.id } });
+      // The marker comes back once the model has stepped through the audio
+      // sent before it (the part of a frame still buffered counts) and then
+      // its delay.
+      const buffered = fill > 0 ? 1 : 0;
+      due.push({ at: step + delay + buffered, message: { type: 'Marker', id: m.id } });
       return;
     }
     received.audioSamples += m.pcm.length;

@@ -51,6 +51,8 @@ export interface FakeSpeechRequest {
   voice: string;
   input: string;
   response_format: string;
+  /** The `sample_rate` asked for, if any. */
+  sample_rate?: number;
   /** The `authorization` header, if any. */
   authorization?: string;
 }
@@ -82,6 +84,16 @@ export interface FakeOpenAiTtsOptions {
   /** Pause before the response headers, in ms (time to first byte). @defaultValue 0 */
   headersDelayMs?: number | ((request: FakeSpeechRequest, index: number) => number);
   failWith?: FakeOpenAiFailure;
+  /**
+   * The voices the server has. As speaches does for a voice it does not
+   * have, another one gets 200 and then the connection is cut before any
+   * audio. @defaultValue any voice
+   */
+  voices?: readonly string[];
+  /** The rate of the server's own voices, used when a request names no `sample_rate`. @defaultValue 24000 */
+  nativeSampleRate?: number;
+  /** Honour a request's `sample_rate` (speaches does; OpenAI has none). @defaultValue true */
+  takesSampleRate?: boolean;
 }
 
 /** A running OpenAI-compatible TTS fake. */
@@ -143,6 +155,7 @@ export async function startFakeOpenAiTts(
       voice: parsed.voice,
       input: parsed.input,
       response_format: String(parsed.response_format ?? 'mp3'),
+      ...(typeof parsed.sample_rate === 'number' ? { sample_rate: parsed.sample_rate } : {}),
       ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
     };
     const index = requests.length;
@@ -164,11 +177,24 @@ export async function startFakeOpenAiTts(
       );
       return;
     }
-    const samples = request.input.length * samplesPerChar;
+    if (options.voices !== undefined && !options.voices.includes(request.voice)) {
+      res.writeHead(200, { 'content-type': 'audio/pcm', 'transfer-encoding': 'chunked' });
+      res.flushHeaders();
+      res.socket?.destroy();
+      return;
+    }
+    const rate =
+      (options.takesSampleRate ?? true) && request.sample_rate !== undefined
+        ? request.sample_rate
+        : (options.nativeSampleRate ?? FAKE_TTS_SAMPLE_RATE_HZ);
+    // The same duration at any rate: samplesPerChar is counted at 24 kHz.
+    const samples = Math.round(
+      (request.input.length * samplesPerChar * rate) / FAKE_TTS_SAMPLE_RATE_HZ,
+    );
     const bytes = Buffer.alloc(samples * 2);
     const hz = 300 + 40 * (index % 10);
     for (let i = 0; i < samples; i++) {
-      bytes.writeInt16LE(Math.round(tone(i, hz, FAKE_TTS_SAMPLE_RATE_HZ) * 32_767), i * 2);
+      bytes.writeInt16LE(Math.round(tone(i, hz, rate) * 32_767), i * 2);
     }
     res.writeHead(200, { 'content-type': 'audio/pcm', 'transfer-encoding': 'chunked' });
     res.socket?.setNoDelay(true);

@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { closest } from '../characters/closest.js';
 import { TroupeError } from '../errors.js';
 import { PROFILE_NAMES, isProfileName, parseSimScript, startSimulator } from './simulator/index.js';
 import type { SimScript, SimulatorOptions } from './simulator/index.js';
@@ -56,8 +57,38 @@ async function loadScript(file: string): Promise<SimScript> {
   return parseSimScript(json, file);
 }
 
-async function main(argv: string[]): Promise<void> {
-  const { values } = parseArgs({
+/** The simulator's long flags, for "did you mean". */
+const SIM_FLAGS = [
+  'port',
+  'host',
+  'profile',
+  'script',
+  'ttft-ms',
+  'tokens-per-sec',
+  'jitter-ms',
+  'model',
+  'seed',
+  'stamp',
+  'help',
+];
+
+/** Parses the flags; an unknown one is answered with the nearest known one. */
+function parseFlags(argv: string[]) {
+  try {
+    return parseSimFlags(argv);
+  } catch (err) {
+    const unknown = /^Unknown option '--?([^'=]+)'/.exec((err as Error).message);
+    if (!unknown)
+      throw new CliError((err as Error).message.replace(/\. To specify a positional.*$/s, '.'));
+    const guess = closest(unknown[1]!, SIM_FLAGS);
+    throw new CliError(
+      `unknown flag --${unknown[1]!}${guess ? `; did you mean --${guess}?` : '.'}`,
+    );
+  }
+}
+
+function parseSimFlags(argv: string[]) {
+  return parseArgs({
     args: argv,
     strict: true,
     options: {
@@ -74,6 +105,10 @@ async function main(argv: string[]): Promise<void> {
       help: { type: 'boolean', short: 'h' },
     },
   });
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { values } = parseFlags(argv);
   if (values.help === true) {
     console.log(USAGE);
     return;

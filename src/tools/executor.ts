@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
-import { TroupeError } from '../errors.js';
+import { TroupeError, redactPaths, redactSecrets } from '../errors.js';
 import {
   DEFAULT_MAX_PARALLEL_TOOL_CALLS,
   DEFAULT_MAX_TOOL_OUTPUT_BYTES,
@@ -116,10 +116,11 @@ export async function executeToolCall(
         'tool call done',
       );
     } else {
-      options.log.warn(
-        { tool: call.name, callId: call.id, outcome, variant, err: extra.error },
-        'tool call failed',
-      );
+      // After the turn moves on: the first error a process serialises (its
+      // stack, through source maps) costs tens of ms, and must not delay the
+      // next LLM request.
+      const fields = { tool: call.name, callId: call.id, outcome, variant, err: extra.error };
+      setImmediate(() => options.log.warn(fields, 'tool call failed'));
     }
     return result;
   };
@@ -274,8 +275,12 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unkno
   return parts.join('; ');
 }
 
+/**
+ * The first line of a thrown error, for the model (and so the client): file
+ * paths are cut to their last part and credentials removed; logs keep it whole.
+ */
 function shortMessage(error: unknown): string {
-  const raw = error instanceof Error ? error.message : String(error);
+  const raw = redactPaths(redactSecrets(error instanceof Error ? error.message : String(error)));
   const line = raw.split('\n', 1)[0] ?? '';
   return line.length > 200 ? `${line.slice(0, 197)}...` : line || 'unknown error';
 }

@@ -46,7 +46,21 @@ export interface SpeechChunkerOptions {
    * @defaultValue 200
    */
   maxChars?: number;
+  /**
+   * `clause`: segments are clauses and sentences (engines that take a text
+   * per request). `word`: each word goes out as soon as it is complete (the
+   * space after it has arrived), for engines that take words as the LLM
+   * writes them, as Kyutai's TTS does in Unmute; the text is cleaned the same
+   * way. A run of text with no space (CJK) longer than `maxChars` is still
+   * cut at clause boundaries. A provider says which it wants in
+   * `TtsProvider.segmentUnit`.
+   * @defaultValue 'clause'
+   */
+  unit?: SegmentUnit;
 }
+
+/** What a segment is: see {@link SpeechChunkerOptions.unit}. */
+export type SegmentUnit = 'clause' | 'word';
 
 // ── Markdown filter ─────────────────────────────────────────────────────────
 
@@ -667,6 +681,7 @@ export class SpeechChunker {
   #firstMinChars: number;
   #minChars: number;
   #maxChars: number;
+  #unit: SegmentUnit;
   #filter = new SpeechTextFilter();
   /** Plain text not yet given out as a segment. */
   #text = '';
@@ -684,6 +699,13 @@ export class SpeechChunker {
     );
     this.#minChars = checkLength('minChars', options.minChars, DEFAULT_MIN_CHARS);
     this.#maxChars = Math.max(1, checkLength('maxChars', options.maxChars, DEFAULT_MAX_CHARS));
+    const unit = options.unit ?? 'clause';
+    if (unit !== 'clause' && unit !== 'word') {
+      throw new ConfigError(
+        `SpeechChunker: unit must be "clause" or "word", got "${String(unit)}".`,
+      );
+    }
+    this.#unit = unit;
   }
 
   /**
@@ -753,6 +775,10 @@ export class SpeechChunker {
 
   /** Where the first segment of the pending text ends; -1 when that is not known yet. */
   #findCut(final: boolean): number {
+    if (this.#unit === 'word') {
+      const space = this.#text.search(/\s/u);
+      if (space >= 0 || this.#text.length <= this.#maxChars) return space;
+    }
     const text = this.#text;
     const n = text.length;
     const minChars = this.#count === 0 ? this.#firstMinChars : this.#minChars;

@@ -5,6 +5,9 @@
  * fakes and deployments pick engines by configuration.
  */
 
+import type { SegmentUnit } from './chunker.js';
+import type { VoiceEngine } from './voices.js';
+
 /** Whether an engine can be reached, for `/health`. */
 export interface ProviderHealth {
   ok: boolean;
@@ -104,7 +107,7 @@ export interface TtsOpenOptions {
 
 /** One response's speech: text in as it streams, audio out. */
 export interface TtsStream {
-  /** Adds a speakable segment (a clause or sentence, already cleaned). */
+  /** Adds a speakable segment, already cleaned: a clause or sentence, or a word (`segmentUnit`). */
   push(text: string): void;
   /** No more text: resolves when all audio has been given out (or the signal fired). */
   end(): Promise<void>;
@@ -116,6 +119,14 @@ export interface TtsProvider {
   readonly name: string;
   /** The rate of the audio it gives out. */
   readonly sampleRate: number;
+  /**
+   * What `push()` should get: `clause` (a clause or sentence, the default) or
+   * `word` (each word as soon as the LLM has written it, for engines that
+   * stream words in: Kyutai). The session gives it to its `SpeechChunker`.
+   */
+  readonly segmentUnit?: SegmentUnit;
+  /** Whose voice names it takes, for `resolveVoice` (voices.ts); unset = names are passed as they are. */
+  readonly voiceEngine?: VoiceEngine;
   open(options: TtsOpenOptions): TtsStream;
   health(signal?: AbortSignal): Promise<ProviderHealth>;
   /** Starts what the first reply would otherwise wait for; optional (see {@link SttProvider.warm}). */

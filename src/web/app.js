@@ -4,7 +4,7 @@
  *
  * Plain ES module, no build step and nothing fetched from elsewhere: the
  * server serves this folder as static files. The wire protocol is the OpenAI
- * Realtime API's (GA names) plus `troupe.*` events; see docs/PROTOCOL.md.
+ * Realtime API's (GA names) plus `troupe.*` events; see docs/protocol.md.
  *
  * Layout of this file: constants · elements · state · DOM helpers ·
  * characters · connection · server events · transcript · tool cards ·
@@ -36,6 +36,8 @@ const MAX_ERRORS_SHOWN = 4;
 const STICK_TO_BOTTOM_PX = 48;
 /** Close code the client uses when it leaves on purpose (switching character). */
 const CLOSE_NORMAL = 1000;
+/** Close code of a connection refused by policy (a missing or wrong token, a foreign origin). */
+const CLOSE_POLICY = 1008;
 /** How long the server may take to confirm the voice settings before the mic gives up. */
 const VOICE_SETUP_TIMEOUT_MS = 5_000;
 /**
@@ -65,7 +67,7 @@ const CLOSE_MEANINGS = {
   1000: 'normal closure',
   1001: 'server going away',
   1006: 'connection lost',
-  1008: 'refused by policy (check the token)',
+  1008: 'refused by policy',
   1009: 'message too large',
   1011: 'server error',
   1013: 'server busy, try again later',
@@ -82,6 +84,8 @@ function byId(id) {
 
 const ui = {
   select: byId('character'),
+  variantPicker: byId('variant-picker'),
+  variantSelect: byId('variant'),
   status: byId('status'),
   description: byId('character-description'),
   tools: byId('character-tools'),
@@ -101,7 +105,7 @@ const ui = {
 
 // ---------------------------------------------------------------- state
 
-/** The page's query string: `?token=` (auth) and `?character=` (the initial pick). */
+/** The page's query string: `?token=` (auth), `?character=` and `?variant=` (the initial pick). */
 const pageParams = new URLSearchParams(location.search);
 const token = pageParams.get('token');
 
@@ -110,6 +114,8 @@ const state = {
   characters: [],
   /** The character the current (or last) socket was opened for. */
   characterId: '',
+  /** The tool variant asked for (`?variant=`); '' lets the server choose. */
+  variant: pageParams.get('variant') ?? '',
   /** Display name of the session's character, once known. */
   characterName: '',
   /** The live socket; events from any other (older) socket are ignored. */
@@ -345,9 +351,44 @@ async function loadCharacters() {
   );
   ui.select.disabled = false;
   const wanted = pageParams.get('character');
-  const first = state.characters.some((c) => c.id === wanted) ? wanted : state.characters[0].id;
+  const known = state.characters.some((c) => c.id === wanted);
+  const first = known ? wanted : state.characters[0].id;
   ui.select.value = first;
   connect(first);
+  if (wanted && !known) {
+    const opened = state.characters[0];
+    showError({
+      code: 'unknown_character',
+      message:
+        `This server has no character "${wanted}", so ${opened.name || opened.id} is open instead. ` +
+        `Characters: ${state.characters.map((c) => c.id).join(', ')}.`,
+    });
+  }
+}
+
+/** The variants of a character (from GET /v1/characters). */
+function variantsOf(id) {
+  const character = state.characters.find((c) => c.id === id);
+  return Array.isArray(character?.variants)
+    ? character.variants.filter((v) => typeof v === 'string')
+    : [];
+}
+
+/**
+ * Shows the variant menu when the character has more than one variant. The
+ * first entry lets the server choose (its TOOL_VARIANT); a `?variant=` the
+ * character lacks is still sent, so the server's error names the ones it has.
+ */
+function showVariants(id) {
+  const variants = variantsOf(id);
+  ui.variantPicker.hidden = variants.length < 2;
+  const options = [h('option', { value: '', text: 'server’s choice' })];
+  for (const v of variants) options.push(h('option', { value: v, text: v }));
+  if (state.variant && !variants.includes(state.variant)) {
+    options.push(h('option', { value: state.variant, text: `${state.variant} (unknown)` }));
+  }
+  ui.variantSelect.replaceChildren(...options);
+  ui.variantSelect.value = state.variant;
 }
 
 /** Shows the picked character's description and tool names. */
@@ -363,10 +404,12 @@ function showCharacterInfo(id) {
   );
 }
 
-/** Puts the character in the page URL, so a reload comes back to it (the token stays). */
+/** Puts the character and variant in the page URL, so a reload comes back to them (the token stays). */
 function rememberCharacter(id) {
   const url = new URL(location.href);
   url.searchParams.set('character', id);
+  if (state.variant) url.searchParams.set('variant', state.variant);
+  else url.searchParams.delete('variant');
   history.replaceState(null, '', url);
 }
 
@@ -375,7 +418,8 @@ function rememberCharacter(id) {
 /** The realtime URL for a character, with the page's token when it has one. */
 function realtimeUrl(characterId) {
   const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
-  const query = `character=${encodeURIComponent(characterId)}`;
+  const variant = state.variant ? `&variant=${encodeURIComponent(state.variant)}` : '';
+  const query = `character=${encodeURIComponent(characterId)}${variant}`;
   const auth = token ? `&token=${encodeURIComponent(token)}` : '';
   return `${scheme}://${location.host}${REALTIME_PATH}?${query}${auth}`;
 }
@@ -398,6 +442,7 @@ function connect(characterId) {
   resetVoice();
   resetConversation();
   showCharacterInfo(characterId);
+  showVariants(characterId);
   rememberCharacter(characterId);
   ui.banner.hidden = true;
   setStatus('connecting', `Connecting to ${state.characterName}…`);
@@ -440,10 +485,19 @@ function onDisconnected(code, reason) {
   endTurn();
   const meaning = CLOSE_MEANINGS[code] ?? 'closed';
   setStatus('closed', `Disconnected (${code})`);
-  ui.closeInfo.textContent = `Connection closed (code ${code}: ${meaning})${reason ? ` — ${reason}` : ''}.`;
+  ui.closeInfo.textContent =
+    `Connection closed (code ${code}: ${meaning})${reason ? ` — ${reason}` : ''}.` +
+    (code === CLOSE_POLICY ? ` ${tokenHint()}` : '');
   ui.closeInfo.dataset.code = String(code);
   ui.banner.hidden = false;
   updateControls();
+}
+
+/** What to do about a connection refused by policy (most often the token). */
+function tokenHint() {
+  return token
+    ? 'The server refused the token in this page’s address (?token=…); check it against the server’s AUTH_TOKEN.'
+    : 'If the server has an AUTH_TOKEN, open this page with it: add ?token=YOUR_TOKEN to the address.';
 }
 
 /** Sends one client event; returns whether the socket was open. */
@@ -595,7 +649,16 @@ function onResponseDone(response) {
   voice.audioItemOpen = false;
   // Calls that never got a result (cancelled mid-way, or client-side tools) stop spinning.
   for (const card of state.cards.values()) {
-    if (card.dataset.outcome === 'pending') setCardOutcome(card, 'none', 'no result');
+    if (card.dataset.outcome !== 'pending') continue;
+    if (card.dataset.phase === 'arguments') {
+      setCardOutcome(card, 'none', 'not run');
+      showCardNote(
+        card,
+        'The reply stopped while the model was still writing these arguments, so the tool did not run.',
+      );
+    } else {
+      setCardOutcome(card, 'none', status === 'cancelled' ? 'cancelled' : 'no result');
+    }
   }
   dropUnspokenPlaces();
   updateTranscript(() => ui.transcript.append(turnFooter(status, response?.troupe, response)));
@@ -813,6 +876,7 @@ function createCard(callId, name) {
       'data-call-id': callId,
       'data-name': name,
       'data-outcome': 'pending',
+      'data-phase': 'arguments',
       'aria-label': `Tool call ${name}`,
     },
     h(
@@ -824,7 +888,7 @@ function createCard(callId, name) {
         className: 'tool-outcome',
         'data-testid': 'tool-outcome',
         'data-outcome': 'pending',
-        text: 'running…',
+        text: 'writing arguments…',
       }),
       h('span', { className: 'tool-duration', 'data-testid': 'tool-duration' }),
     ),
@@ -832,7 +896,12 @@ function createCard(callId, name) {
       'dl',
       { className: 'tool-body' },
       h('dt', { text: 'Arguments' }),
-      h('dd', {}, h('pre', { className: 'tool-args', 'data-testid': 'tool-args' })),
+      h(
+        'dd',
+        {},
+        h('pre', { className: 'tool-args', 'data-testid': 'tool-args' }),
+        h('p', { className: 'tool-note', 'data-testid': 'tool-note', hidden: true }),
+      ),
       h('dt', { className: 'tool-output-label', text: 'Output', hidden: true }),
       h(
         'dd',
@@ -853,6 +922,23 @@ function onFunctionCallItem(item) {
   if (item.name) setCardName(card, item.name);
   // `.added` carries arguments '' and `.done` the final ones.
   if (item.arguments) setArgsText(card, formatJson(item.arguments));
+  if (item.status === 'completed') argumentsDone(card);
+}
+
+/** The arguments are complete: the tool runs now (unless its result is already in). */
+function argumentsDone(card) {
+  if (card.dataset.phase !== 'arguments') return;
+  card.dataset.phase = 'running';
+  if (card.dataset.outcome === 'pending') setCardOutcome(card, 'pending', 'running…');
+}
+
+/** A line under a card's arguments saying what happened to them. */
+function showCardNote(card, text) {
+  const note = card.querySelector('.tool-note');
+  updateTranscript(() => {
+    note.textContent = text;
+    note.hidden = false;
+  });
 }
 
 function setCardName(card, name) {
@@ -876,6 +962,7 @@ function setToolArguments(callId, itemId, args, name) {
   const card = findCard(callId, itemId) ?? createCard(callId ?? itemId, name ?? 'tool');
   if (name) setCardName(card, name);
   if (typeof args === 'string') setArgsText(card, formatJson(args));
+  argumentsDone(card);
 }
 
 /** Colours and labels the outcome badge (`ok` is green, anything else is not). */
@@ -890,6 +977,7 @@ function onToolResult(event) {
   const card =
     findCard(event.call_id, event.item_id) ?? createCard(event.call_id, event.name ?? 'tool');
   if (event.name) setCardName(card, event.name);
+  card.dataset.phase = 'done';
   setCardOutcome(card, String(event.outcome ?? 'unknown'));
   const duration = card.querySelector('.tool-duration');
   if (typeof event.duration_ms === 'number') {
@@ -943,8 +1031,18 @@ ui.stop.addEventListener('click', () => {
 
 ui.select.addEventListener('change', () => {
   if (ui.select.value) {
+    // A variant belongs to one character: keep it only if the new one has it too.
+    if (!variantsOf(ui.select.value).includes(state.variant)) state.variant = '';
     clearErrors();
     connect(ui.select.value);
+  }
+});
+
+ui.variantSelect.addEventListener('change', () => {
+  state.variant = ui.variantSelect.value;
+  if (state.characterId) {
+    clearErrors();
+    connect(state.characterId);
   }
 });
 

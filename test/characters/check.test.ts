@@ -65,22 +65,56 @@ describe('troupe check', () => {
     const { code, stdout } = await troupe('check', chars.dir, '--json');
     expect(code).toBe(1);
     const report = JSON.parse(stdout) as {
-      characters: { id: string }[];
+      characters: { id: string; name: string | null }[];
       errors: { kind: string; path: string }[];
     };
     expect(report.characters.map((c) => c.id)).toEqual(['bad', 'good']);
+    // A character that did not load has no name: null, not a placeholder.
+    expect(report.characters.map((c) => c.name)).toEqual([null, 'Good One']);
     expect(report.errors.map((e) => e.path)).toEqual(['toolMode', 'llm.temperature']);
   });
 
-  it('says what is wrong with a directory that does not exist', async () => {
+  it('says what is wrong with a directory that does not exist, without pointing at CHARACTERS_DIR', async () => {
     const { code, stderr } = await troupe('check', '.tmp/nowhere');
     expect(code).toBe(1);
-    expect(stderr).toMatch(/^troupe: characters directory .*nowhere does not exist/);
+    expect(stderr).toMatch(
+      /^troupe: characters directory .*nowhere does not exist or is not a directory; give the folder holding your character files\.$/m,
+    );
+    expect(stderr).not.toContain('CHARACTERS_DIR');
+  });
+
+  it('warns about a folder with no characters and exits 1', async () => {
+    const empty = await characterDir({ 'notes.txt': 'not a character', '_helper.ts': '' });
+    try {
+      const { code, stdout } = await troupe('check', empty.dir);
+      expect(code).toBe(1);
+      expect(stdout).toMatch(
+        /^warning: no character files in \S+: a character is a \.ts, \.js or \.mjs file/m,
+      );
+    } finally {
+      await empty.cleanup();
+    }
+  });
+
+  it('lists its flags on --help and exits 0', async () => {
+    const { code, stdout } = await troupe('check', '--help');
+    expect(code).toBe(0);
+    expect(stdout).toContain('Usage: troupe check [dir] [flags]');
+    expect(stdout).toMatch(/--json\s+print the report as JSON/);
+  });
+
+  it('names the nearest flag for a mistyped one and exits 2', async () => {
+    const { code, stderr } = await troupe('check', 'characters', '--jsn');
+    expect(code).toBe(2);
+    expect(stderr).toBe(
+      'troupe check: unknown flag --jsn; did you mean --json?\n' +
+        'Flags: --json, --help (troupe check --help says what each does).\n',
+    );
   });
 
   it('refuses an unknown command with the usage', async () => {
     const { code, stderr } = await troupe('chekc');
-    expect(code).toBe(1);
+    expect(code).toBe(2);
     expect(stderr).toContain('unknown command "chekc"');
     expect(stderr).toContain('Usage: troupe');
   });

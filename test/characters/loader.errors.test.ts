@@ -286,13 +286,14 @@ describe('a prompt generator', () => {
 });
 
 describe('a module that cannot be imported', () => {
-  it('reports a TypeScript syntax error with file:line:column', async () => {
+  it('reports a TypeScript syntax error with file:line:column, columns counted from 1 as editors do', async () => {
     const e = await oneError(
       'syntax.ts',
       `export default {\n  name: 'x',\n  oops: = 3,\n};\n`,
       'import',
     );
-    expect(e.message).toBe(`${e.file}: syntax error at ${e.file}:3:8: Unexpected "="`);
+    // The "=" is the ninth character of `  oops: = 3,`.
+    expect(e.message).toBe(`${e.file}: syntax error at ${e.file}:3:9: Unexpected "="`);
   });
 
   it('reports a JavaScript syntax error with file:line:column and the line', async () => {

@@ -268,6 +268,47 @@ describe('the chat renderer', () => {
     expect(result.length).toBeLessThan(160);
   });
 
+  it("keeps a failed call's whole output, and every output when previews are not cut (piped)", () => {
+    const long = `${'x'.repeat(150)} the key part at the end`;
+    const failed = play([
+      { type: 'troupe.tool_call.result', call_id: 'c', name: 'f', outcome: 'error', output: long },
+    ]);
+    expect(failed.stdout).toContain('the key part at the end');
+    const output = JSON.stringify({ days: Array.from({ length: 14 }, (_, day) => ({ day })) });
+    const renderer = createChatRenderer({ cutPreviews: false });
+    const text = renderer
+      .render({
+        type: 'troupe.tool_call.result',
+        call_id: 'c',
+        name: 'forecast',
+        outcome: 'ok',
+        output,
+      })
+      .map((o) => o.text)
+      .join('');
+    expect(text).toContain(output);
+    expect(text).not.toContain('…');
+  });
+
+  it('prints an error about the audio already sent once, says the repeats are not shown, and shows other errors', () => {
+    const refused = (n: number): ServerEvent => ({
+      type: 'error',
+      error: { code: 'audio_not_supported', message: 'no audio', event_id: `evt_audio_${n}` },
+    });
+    const { stderr } = play([
+      refused(1),
+      refused(2),
+      refused(3),
+      refused(4),
+      { type: 'error', error: { code: 'rate_limited', message: 'slow down' } },
+    ]);
+    expect(stderr).toBe(
+      'error [audio_not_supported]: no audio\n' +
+        '(the same audio_not_supported error for the audio already sent is not repeated)\n' +
+        'error [rate_limited]: slow down\n',
+    );
+  });
+
   it('says (cancelled) and other unfinished statuses when a response ends early', () => {
     const cancelled = play([
       { type: 'response.created', response: {} },

@@ -195,7 +195,8 @@ describe('AudioPlayer', () => {
       );
     });
     expect(await failed).toBe(
-      'audio player aplay exited with code 1: aplay: main:831: audio open error: No such file ' +
+      // The player's own prefix (aplay: main:831:) is dropped; its message is kept.
+      'audio player aplay exited with code 1: audio open error: No such file ' +
         'or directory; replies are shown as text only from now on',
     );
   });

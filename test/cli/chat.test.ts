@@ -120,7 +120,7 @@ describe('npm run chat against a running server', () => {
         '  [tool] get_current_weather {"location":"Glasgow, Scotland","format":"celsius"}\n',
         '  [tool] get_current_weather → ok in ',
         '"location":"Glasgow, Scotland"',
-        "Weather: That's the weather in Glasgow right now.\n",
+        "Weather: It's 5 °C and windy in Glasgow right now.\n",
       ]);
       // The greeting came as conversation.item.added and .done: shown once.
       expect(r.stdout.match(/Ask me about the weather/g)).toHaveLength(1);
@@ -150,7 +150,7 @@ describe('npm run chat against a running server', () => {
         "you: What's my score?\n",
         '  [tool] score → ok',
         'Score: 1 correct of 1 answered',
-        'Quizmaster: That is your score so far.\n',
+        'Quizmaster: Score: 1 correct of 1 answered (3 questions in all).\n',
       ]);
     },
     CLI_TEST_TIMEOUT_MS,
@@ -171,13 +171,21 @@ describe('npm run chat against a running server', () => {
   it(
     'prints the server’s audio_not_supported error for --voice, answers in text, and exits 1',
     async () => {
+      // No player on PATH, but --voice-out still wants the speech, so the client asks for it.
       const r = await runChat(
-        ['--character', 'weather', '--url', t.wsUrl, '--voice'],
+        [
+          '--character',
+          'weather',
+          '--url',
+          t.wsUrl,
+          '--voice',
+          '--voice-out',
+          join(scratch, 'r.wav'),
+        ],
         ['Hello there!'],
         { PATH: scratch },
       );
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain('chat: no audio player found on PATH (looked for aplay,');
       expect(r.stderr).toContain(
         'error [audio_not_supported]: session.update: session.output_modalities: this server has ' +
           'no text-to-speech engine (TTS_PROVIDER=none)',
@@ -293,13 +301,15 @@ describe('npm run chat without a server', () => {
   );
 
   it(
-    'exits 2 naming a bad flag, without connecting',
+    'exits 2 naming a bad flag, the nearest one and the flags there are, without connecting',
     async () => {
       const r = await runChat(['--charcter', 'narrator']);
       expect(r.code).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(
-        "chat: Unknown option '--charcter'.\nRun npm run chat -- --help for the options.\n",
+        "chat: Unknown option '--charcter'; did you mean --character?\n" +
+          'Flags: --character, --url, --token, --no-color, --voice, --voice-out, --wav, --mic, --help.\n' +
+          'Run npm run chat -- --help for the options.\n',
       );
     },
     CLI_TEST_TIMEOUT_MS,

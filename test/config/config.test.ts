@@ -66,28 +66,70 @@ describe('config: server, LLM, sessions and logging', () => {
       port: 8080,
       host: '127.0.0.1',
       allowedOrigins: [],
+      allowedHosts: [],
       maxSessions: 1000,
+      sessionIdleTimeoutS: 900,
+      sessionMaxDurationS: 3600,
+      pingIntervalS: 30,
+      maxPendingFrames: 256,
       maxFrameBytes: 1024 * 1024,
       maxBufferedBytes: 4 * 1024 * 1024,
       shutdownGraceMs: 10_000,
       healthCacheMs: 5_000,
     });
-    expect(config.llm).toEqual({ baseURL: 'http://127.0.0.1:8000/v1' });
+    expect(config.llm).toEqual({
+      baseURL: 'http://127.0.0.1:8000/v1',
+      idleTimeoutMs: 60_000,
+      totalTimeoutMs: 300_000,
+      slowNoticeMs: 5_000,
+      maxLineBytes: 4 * 1024 * 1024,
+    });
     expect(config.sessions).toEqual({
       toolTimeoutMs: 100,
       maxToolRounds: 10,
       contextTokens: 6000,
       variantAssignment: 'first',
+      imageUrlHosts: [],
     });
     expect(config.log).toEqual({ level: 'info', content: false });
   });
 
+  it('reads the hardening settings: hosts, session lifetimes, LLM deadlines, image hosts', () => {
+    const config = loadConfig({
+      ALLOWED_HOSTS: 'Troupe.example, voice.example',
+      SESSION_IDLE_TIMEOUT_S: '60',
+      SESSION_MAX_DURATION_S: '0',
+      WS_PING_INTERVAL_S: '5',
+      MAX_PENDING_FRAMES: '32',
+      LLM_IDLE_TIMEOUT_MS: '2000',
+      LLM_TOTAL_TIMEOUT_MS: '90000',
+      LLM_SLOW_NOTICE_MS: '0',
+      LLM_MAX_LINE_BYTES: '65536',
+      IMAGE_URL_HOSTS: 'images.example',
+    });
+    expect(config.server).toMatchObject({
+      allowedHosts: ['troupe.example', 'voice.example'],
+      sessionIdleTimeoutS: 60,
+      sessionMaxDurationS: 0,
+      pingIntervalS: 5,
+      maxPendingFrames: 32,
+    });
+    expect(config.llm).toMatchObject({
+      idleTimeoutMs: 2000,
+      totalTimeoutMs: 90_000,
+      slowNoticeMs: 0,
+      maxLineBytes: 65_536,
+    });
+    expect(config.sessions.imageUrlHosts).toEqual(['images.example']);
+    expect(loadConfig({ ALLOWED_HOSTS: '*', IMAGE_URL_HOSTS: '*' }).server.allowedHosts).toBe('*');
+  });
+
   it('points at OpenAI when only an API key is set, under either name', () => {
-    expect(loadConfig({ LLM_API_KEY: 'sk-a' }).llm).toEqual({
+    expect(loadConfig({ LLM_API_KEY: 'sk-a' }).llm).toMatchObject({
       baseURL: 'https://api.openai.com/v1',
       apiKey: 'sk-a',
     });
-    expect(loadConfig({ OPENAI_API_KEY: 'sk-b' }).llm).toEqual({
+    expect(loadConfig({ OPENAI_API_KEY: 'sk-b' }).llm).toMatchObject({
       baseURL: 'https://api.openai.com/v1',
       apiKey: 'sk-b',
     });
@@ -130,7 +172,7 @@ describe('config: server, LLM, sessions and logging', () => {
       healthCacheMs: 0,
       tls: { certFile: 'cert.pem', keyFile: 'key.pem' },
     });
-    expect(config.llm).toEqual({ baseURL: 'http://10.0.0.2:8000/v1', model: 'qwen' });
+    expect(config.llm).toMatchObject({ baseURL: 'http://10.0.0.2:8000/v1', model: 'qwen' });
     expect(config.sessions).toMatchObject({
       defaultCharacter: 'weather',
       toolTimeoutMs: 250,
@@ -166,7 +208,7 @@ describe('config: server, LLM, sessions and logging', () => {
       ],
     );
     expect(config.server).toMatchObject({ port: 9100, host: '::1' });
-    expect(config.llm).toEqual({ baseURL: 'http://127.0.0.1:11434/v1', model: 'b' });
+    expect(config.llm).toMatchObject({ baseURL: 'http://127.0.0.1:11434/v1', model: 'b' });
     expect(config.sessions.defaultCharacter).toBe('weather');
     expect(config.log.level).toBe('trace');
   });
@@ -219,7 +261,7 @@ describe('config: voice', () => {
     const { voice } = loadConfig({});
     expect(voice).toEqual({
       stt: { provider: 'pocketsphinx' },
-      tts: { provider: 'espeak' },
+      tts: { provider: 'flite' },
       vad: { threshold: 0.5, prefixPaddingMs: 300, silenceDurationMs: 500 },
       bargeInMinMs: 300,
       pauseThreshold: 0.6,
@@ -296,7 +338,7 @@ describe('config: voice', () => {
     expect(message).toContain(
       'STT_PROVIDER: expected pocketsphinx, openai, kyutai or none, got "whisper"',
     );
-    expect(message).toContain('--tts: expected espeak, openai, kyutai or none, got "say"');
+    expect(message).toContain('--tts: expected flite, espeak, openai, kyutai or none, got "say"');
     expect(message).toContain('VAD_THRESHOLD: expected a number from 0 to 1, got "2"');
     expect(message).toContain('TTS_URL: expected an http(s) or ws(s) URL');
   });

@@ -294,7 +294,7 @@ describe('StreamAssembler — the legacy function_call format', () => {
   });
 });
 
-describe('StreamAssembler — quirks of real servers (LLM-STREAMS.md)', () => {
+describe('StreamAssembler — quirks of real servers (docs/llm-streams.md)', () => {
   it('1. matches calls by id when tool_calls carry no index at all (Gemini)', () => {
     // Gemini's OpenAI endpoint: no `index`, calls mostly whole, sometimes
     // continued by an index-less, id-less delta; finish_reason "stop".
@@ -1294,5 +1294,128 @@ describe('StreamAssembler — adversarial streams', () => {
     expect(result.toolCalls).toEqual([
       { slot: 0, id: 'call_nn', name: 'get_weather', arguments: '{"city": "Doha"}', legacy: false },
     ]);
+  });
+
+  it('takes arguments sent as a JSON object as the arguments (proxies that parse them)', () => {
+    const s = server('proxy-model', 'chatcmpl-obj');
+    const { result } = run([
+      s.chunk({
+        tool_calls: [
+          {
+            index: 0,
+            id: 'call_obj',
+            type: 'function',
+            function: { name: 'get_weather', arguments: { city: 'Rome' } },
+          },
+        ],
+      }),
+      s.chunk({}, 'tool_calls'),
+    ]);
+    expect(result.toolCalls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([
+      ['get_weather', { city: 'Rome' }],
+    ]);
+  });
+
+  it('takes a whole non-streamed message whose arguments are an object', () => {
+    const { result } = run([
+      {
+        choices: [
+          {
+            index: 0,
+            delta: {
+              role: 'assistant',
+              function_call: { name: 'lookup', arguments: { q: 'fox', n: 2 } },
+            },
+            finish_reason: 'function_call',
+          },
+        ],
+      },
+    ]);
+    expect(JSON.parse(result.toolCalls[0]!.arguments)).toEqual({ q: 'fox', n: 2 });
+  });
+
+  it('separates calls that all say index 0 and carry no ids (Gemini proxies)', () => {
+    const s = server('gemini-2.5-flash', 'chatcmpl-gem');
+    const { events, result } = run([
+      s.chunk({
+        tool_calls: [{ index: 0, function: { name: 'say', arguments: '{"text":"one"}' } }],
+      }),
+      s.chunk({
+        tool_calls: [{ index: 0, function: { name: 'say', arguments: '{"text":"two"}' } }],
+      }),
+      s.chunk({}, 'tool_calls'),
+    ]);
+    expect(compact(events).filter((e) => e.startsWith('start'))).toEqual([
+      'start#0 say',
+      'start#1 say',
+    ]);
+    expect(result.toolCalls.map((c) => c.arguments)).toEqual(['{"text":"one"}', '{"text":"two"}']);
+    expect(new Set(result.toolCalls.map((c) => c.id)).size).toBe(2);
+  });
+
+  it('separates index-0 calls whose name comes in a delta of its own before the arguments', () => {
+    const s = server('gemini-2.5-flash', 'chatcmpl-gem2');
+    const { result } = run([
+      s.chunk({ tool_calls: [{ index: 0, function: { name: 'say' } }] }),
+      s.chunk({ tool_calls: [{ index: 0, function: { arguments: '{"text":' } }] }),
+      s.chunk({ tool_calls: [{ index: 0, function: { arguments: '"one"}' } }] }),
+      s.chunk({ tool_calls: [{ index: 0, function: { name: 'say' } }] }),
+      s.chunk({ tool_calls: [{ index: 0, function: { arguments: '{"text":"two"}' } }] }),
+      s.chunk({}, 'tool_calls'),
+    ]);
+    expect(result.toolCalls.map((c) => [c.name, c.arguments])).toEqual([
+      ['say', '{"text":"one"}'],
+      ['say', '{"text":"two"}'],
+    ]);
+  });
+
+  it('keeps a call whole when vLLM repeats its name on every index-0 chunk', () => {
+    const s = server('Qwen/Qwen3-8B', 'chatcmpl-vllm');
+    const { result } = run([
+      s.chunk({
+        tool_calls: [{ index: 0, id: 'call_v', function: { name: 'say', arguments: '{"te' } }],
+      }),
+      s.chunk({ tool_calls: [{ index: 0, function: { name: 'say', arguments: 'xt":"hi"}' } }] }),
+      s.chunk({ tool_calls: [{ index: 0, function: { name: 'say', arguments: '' } }] }),
+      s.chunk({}, 'tool_calls'),
+    ]);
+    expect(result.toolCalls.map((c) => [c.id, c.arguments])).toEqual([['call_v', '{"text":"hi"}']]);
+  });
+
+  it('separates two calls that share one id at different indexes (MiMo, Kimi, llama.cpp)', () => {
+    const s = server('kimi-k2', 'chatcmpl-kimi');
+    const { result } = run([
+      s.chunk({
+        tool_calls: [
+          { index: 0, id: 'call_same', function: { name: 'say', arguments: '{"text":"one"}' } },
+        ],
+      }),
+      s.chunk({
+        tool_calls: [
+          { index: 1, id: 'call_same', function: { name: 'say', arguments: '{"text":"two"}' } },
+        ],
+      }),
+      s.chunk({ tool_calls: [{ index: 1, id: 'call_same', function: { arguments: '' } }] }),
+      s.chunk({}, 'tool_calls'),
+    ]);
+    expect(result.toolCalls.map((c) => c.arguments)).toEqual(['{"text":"one"}', '{"text":"two"}']);
+    // History needs one id per call: the second gets a fresh one.
+    expect(result.toolCalls[0]!.id).toBe('call_same');
+    expect(result.toolCalls[1]!.id).not.toBe('call_same');
+  });
+
+  it('gives a fresh id to a call whose id the conversation already used', () => {
+    const s = server('llama.cpp', 'chatcmpl-llama');
+    const asm = new StreamAssembler({ idTaken: (id) => id === 'call_constant' });
+    const events = asm.push(
+      s.chunk({
+        tool_calls: [
+          { index: 0, id: 'call_constant', function: { name: 'say', arguments: '{"text":"x"}' } },
+        ],
+      }),
+    );
+    const { toolCalls } = asm.finish();
+    expect(toolCalls[0]!.id).not.toBe('call_constant');
+    expect(events[0]).toMatchObject({ type: 'tool_call.start', id: toolCalls[0]!.id });
   });
 });

@@ -69,7 +69,9 @@ describe('http transport', () => {
       code: 'E_LLM_STREAM',
       status: 400,
       retryable: false,
-      message: expect.stringContaining('HTTP 400: messages[2]: tool_call_id not found'),
+      message: 'The LLM answered HTTP 400.',
+      // The server's own words are for logs only.
+      detail: expect.stringContaining('HTTP 400: messages[2]: tool_call_id not found'),
     });
     expect(calls).toBe(1);
   });
@@ -98,7 +100,10 @@ describe('http transport', () => {
     await new Promise((r) => server!.once('close', r));
     server = undefined;
     const stream = createHttpTransport({ baseURL: url, maxRetries: 0 });
-    await expect(drain(stream(body, new AbortController().signal))).rejects.toThrow(/ECONNREFUSED/);
+    await expect(drain(stream(body, new AbortController().signal))).rejects.toMatchObject({
+      message: 'The LLM could not be reached.',
+      detail: expect.stringContaining('ECONNREFUSED'),
+    });
   });
 
   it('ends a stream that goes silent longer than the timeout', async () => {

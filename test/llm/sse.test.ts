@@ -63,11 +63,11 @@ describe('SSE reader', () => {
     await expect(run).rejects.toThrow(LlmStreamError);
     await expect(
       read('data: {"error":{"message":"model overloaded","code":503}}\n\n'),
-    ).rejects.toMatchObject({ message: expect.stringContaining('model overloaded'), status: 503 });
+    ).rejects.toMatchObject({ detail: expect.stringContaining('model overloaded'), status: 503 });
   });
 
   it('throws an LlmStreamError for a payload that is not JSON', async () => {
     await expect(read('data: {"a":\n\n')).rejects.toThrow(/not JSON/);
-    await expect(read('data: 42\n\n')).rejects.toThrow(/not an object/);
+    await expect(read('data: 42\n\n')).rejects.toThrow(/not a JSON object/);
   });
 });

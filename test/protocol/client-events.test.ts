@@ -154,6 +154,37 @@ describe('parseClientEvent: events it takes', () => {
 });
 
 describe('parseClientEvent: what it refuses and how it says so', () => {
+  it('refuses client tool parameters nested thousands deep, as a frame of 50 KB carries them', () => {
+    const frame =
+      '{"type":"session.update","session":{"tools":[{"type":"function","name":"deep","parameters":' +
+      '{"a":'.repeat(5000) +
+      '1' +
+      '}'.repeat(5000) +
+      '}]}}';
+    expect(frame.length).toBeLessThan(60_000);
+    const error = refuse(frame);
+    expect(error).toMatchObject({
+      type: 'invalid_request_error',
+      param: 'session.tools[0].parameters',
+    });
+    expect(error.message).toContain('32 levels');
+  });
+
+  it('refuses client tool parameters over 64 KB', () => {
+    const properties = Object.fromEntries(
+      Array.from({ length: 3000 }, (_, i) => [
+        `field_${i}`,
+        { type: 'string', description: 'x'.repeat(20) },
+      ]),
+    );
+    const error = refuse({
+      type: 'session.update',
+      session: {
+        tools: [{ type: 'function', name: 'wide', parameters: { type: 'object', properties } }],
+      },
+    });
+    expect(error.message).toContain('65536 bytes');
+  });
   it('answers a frame that is not JSON with invalid_json', () => {
     expect(refuse('{"type":')).toMatchObject({
       type: 'invalid_request_error',

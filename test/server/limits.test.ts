@@ -131,6 +131,11 @@ describe('slow consumer (MAX_BUFFERED_BYTES=1024)', () => {
 
     const cut = await t.waitForLog('slow consumer closed', (l) => l.session === id, 20_000);
     expect(cut.buffered).toBeGreaterThan(1024);
+    // Reading again, the client gets what was sent, then the close frame: 1013 and why.
+    c.ws.resume();
+    const closed = await within(c.closed, 'the close seen by the slow client', 10_000);
+    expect(closed.code).toBe(1013);
+    expect(closed.reason).toContain('slow consumer');
     await t.waitForLog('session closed', (l) => l.session === id);
     // The LLM stream was aborted, not left to run into the void.
     await within(t.simulator.whenIdle(), 'the simulator going idle');
@@ -144,9 +149,6 @@ describe('slow consumer (MAX_BUFFERED_BYTES=1024)', () => {
     expect(metricValue(text, 'troupe_sessions_active')).toBe(0);
     expect(t.server.sessions).toBe(0);
 
-    // Once it reads again, the client finds the connection gone without a close frame.
-    c.ws.resume();
-    expect((await within(c.closed, 'the close seen by the slow client', 10_000)).code).toBe(1006);
     const deltas = c.events.filter((e) => e.type === 'response.output_text.delta').length;
     expect(c.events.map((e) => e.type)).not.toContain('response.done');
     expect(deltas).toBeLessThan(128 * 1024);

@@ -24,7 +24,7 @@ describe('LOG_CONTENT', () => {
 
   it('keeps user and model text out of the logs when off, logging lengths instead', async () => {
     const { reply, logs } = await chat('false');
-    expect(reply).toBe("Checking Glasgow. That's the weather in Glasgow right now.");
+    expect(reply).toBe("Checking Glasgow. It's 5 °C and windy in Glasgow right now.");
     expect(logs).not.toContain('4711-zebra');
     expect(logs).not.toContain('Checking Glasgow');
     expect(logs).not.toContain('right now');

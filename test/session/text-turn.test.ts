@@ -103,7 +103,7 @@ describe('a text turn', () => {
     expect(added.map((e) => e.previous_item_id)).toEqual([greeting.id, ...ids.slice(0, -1)]);
 
     const texts = events.filter((e) => e.type === 'response.output_text.done').map((e) => e.text);
-    expect(texts).toEqual(['Checking Glasgow. ', "That's the weather in Glasgow right now."]);
+    expect(texts).toEqual(['Checking Glasgow. ', "It's 5 °C and windy in Glasgow right now."]);
     expect(textOf(events)).toBe(texts.join(''));
 
     const args = events.find((e) => e.type === 'response.mcp_call_arguments.done')!;
@@ -192,7 +192,7 @@ describe('a text turn', () => {
       'user: Celsius, please.',
       `assistant: Checking Glasgow. [get_current_weather(${callId})]`,
       `tool(${callId}): ${weather}`,
-      "assistant: That's the weather in Glasgow right now.",
+      "assistant: It's 5 °C and windy in Glasgow right now.",
       'user: And the forecast for 3 days?',
     ]);
     expect(bodies[2]!.messages[0]).toMatchObject({ role: 'system' });
@@ -226,7 +226,7 @@ describe('the openai-beta dialect', () => {
     const types = new Set(events.map((e) => e.type));
 
     expect(textOf(events, 'response.text.delta')).toBe(
-      "Checking Glasgow. That's the weather in Glasgow right now.",
+      "Checking Glasgow. It's 5 °C and windy in Glasgow right now.",
     );
     expect(types).toContain('response.text.done');
     expect(types).toContain('conversation.item.created');

@@ -298,7 +298,9 @@ describe('the ollama profile', () => {
     expect(entries.map((e) => e.index)).toEqual([0, 0]);
     expect(entries[0]?.id).toMatch(/^call_[a-z0-9]{8}$/);
     expect(entries[0]?.id).not.toBe(entries[1]?.id);
-    expect(JSON.parse(entries[0]?.function?.arguments ?? '')).toEqual({ location: 'Paris é' });
+    expect(JSON.parse(String(entries[0]?.function?.arguments ?? ''))).toEqual({
+      location: 'Paris é',
+    });
     expect(entries[1]?.function?.arguments).toBe('{}');
     expect(finishReasons(chunks)).toEqual(['stop']);
     for (const c of chunks) expect(delta(c).role).toBe('assistant');
@@ -324,7 +326,9 @@ describe('the groq profile', () => {
       type: 'function',
       function: { name: 'get_current_weather' },
     });
-    expect(JSON.parse(entries[0]?.function?.arguments ?? '')).toEqual({ location: 'Paris é' });
+    expect(JSON.parse(String(entries[0]?.function?.arguments ?? ''))).toEqual({
+      location: 'Paris é',
+    });
     expect(finishReasons(chunks)).toEqual(['tool_calls']);
     const last = chunks.at(-1) as ChunkLike & {
       x_groq?: { usage?: { completion_tokens: number } };
@@ -362,7 +366,9 @@ describe('the gemini-compat profile', () => {
     expect(entries[2]?.id).toBe(entries[3]?.id);
     expect(entries[0]?.id).not.toBe(entries[2]?.id);
     expect(entries[0]?.function?.name).toBe('get_current_weather');
-    expect(JSON.parse(entries[1]?.function?.arguments ?? '')).toEqual({ location: 'Paris é' });
+    expect(JSON.parse(String(entries[1]?.function?.arguments ?? ''))).toEqual({
+      location: 'Paris é',
+    });
     expect(finishReasons(chunks)).toEqual(['stop']);
   });
 });

@@ -188,11 +188,38 @@ describe('tool executor', () => {
     const r = await executeToolCall(call('boom', {}), createToolset([boom]), { ...options(), log });
     expect(r.outcome).toBe('error');
     expect(r.output).toBe('Error: boom failed: database is down');
+    // Logged once the turn has moved on, never before the result is back.
+    expect(log.entries).toHaveLength(0);
+    await new Promise((resolve) => setImmediate(resolve));
     expect(log.entries[0]).toMatchObject({
       level: 'warn',
       fields: { tool: 'boom', outcome: 'error' },
     });
     expect((log.entries[0]!.fields.err as Error).stack).toBeDefined();
+  });
+
+  it('tells the model which file failed but never where the server keeps it', async () => {
+    const readsFile = defineTool({
+      name: 'read_notes',
+      description: 'r',
+      parameters: z.object({}),
+      handler: () => {
+        throw new Error(
+          "ENOENT: no such file or directory, open '/srv/troupe/data/notes.json' (https://bob:hunter2@db.local/x)",
+        );
+      },
+    });
+    const log = createMemoryLogger();
+    const r = await executeToolCall(call('read_notes', {}), createToolset([readsFile]), {
+      ...options(),
+      log,
+    });
+    expect(r.output).toBe(
+      "Error: read_notes failed: ENOENT: no such file or directory, open '…/notes.json' (https://[redacted]@db.local/x)",
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    // The log keeps the whole error for whoever runs the server.
+    expect((log.entries[0]!.fields.err as Error).message).toContain('/srv/troupe/data/notes.json');
   });
 
   it('handles a rejected promise like a throw', async () => {

@@ -408,3 +408,35 @@ describe('cleanForSpeech', () => {
     expect(cleanForSpeech(long)).toBe(long);
   });
 });
+
+describe('SpeechChunker word by word (unit: word)', () => {
+  it('gives out each word as soon as the space after it arrives', () => {
+    const chunker = new SpeechChunker({ unit: 'word' });
+    expect(chunker.push('Sure, the wea')).toEqual(['Sure,', 'the']);
+    expect(chunker.push('ther in Par')).toEqual(['weather', 'in']);
+    expect(chunker.push('is is 3.5 degrees.')).toEqual(['Paris', 'is', '3.5']);
+    expect(chunker.flush()).toEqual(['degrees.']);
+  });
+
+  it('still cleans markdown, emoji, links and leaked tool-call text', () => {
+    const text =
+      'The **forecast** 🌞 says [sun](https://example.com) <tool_call>{"name":"x"}</tool_call>today.';
+    const expected = ['The', 'forecast', 'says', 'sun', 'today.'];
+    expect(chunk(text, { unit: 'word' })).toEqual(expected);
+    expect(chunkDeltas(tokens(text), { unit: 'word' })).toEqual(expected);
+  });
+
+  it('speaks the same words as clause mode, however the deltas fall', () => {
+    const text = 'Well, *that* is odd; Dr. Smith paid $4.50 at 3:30 p.m. for `code` — really!';
+    // (A dash alone is no word: it is not spoken.)
+    const words = chunk(text)
+      .join(' ')
+      .split(' ')
+      .filter((w) => /[\p{L}\p{N}]/u.test(w));
+    expect(chunkDeltas(tokens(text), { unit: 'word' })).toEqual(words);
+  });
+
+  it('refuses an unknown unit', () => {
+    expect(() => new SpeechChunker({ unit: 'syllable' as 'word' })).toThrow(ConfigError);
+  });
+});

@@ -23,7 +23,7 @@ const WEATHER_CLARIFY = "What's the weather in Glasgow?";
 const WEATHER_CLARIFY_REPLY = 'Sure — in celsius or fahrenheit?';
 const WEATHER_CELSIUS = 'Celsius, please.';
 const WEATHER_CELSIUS_BEFORE_TOOL = 'Checking Glasgow.';
-const WEATHER_CELSIUS_REPLY = "That's the weather in Glasgow right now.";
+const WEATHER_CELSIUS_REPLY = "It's 5 °C and windy in Glasgow right now.";
 const QUIZ_START = "Let's do a quiz!";
 const QUIZ_START_REPLY = 'First question: what is the capital of France?';
 
@@ -135,6 +135,20 @@ async function recordTurn(page: Page): Promise<void> {
     observer.observe(transcript, { subtree: true, childList: true, characterData: true });
     observer.observe(send, { attributes: true });
     observer.observe(stop, { attributes: true });
+  })()`);
+}
+
+/** Records every label the last tool card's outcome badge shows, in `window.__labels`. */
+async function recordCardLabels(page: Page): Promise<void> {
+  await page.evaluate(`(() => {
+    window.__labels = [];
+    const transcript = document.querySelector('[data-testid="transcript"]');
+    const snap = () => {
+      const badges = transcript.querySelectorAll('[data-testid="tool-outcome"]');
+      const label = badges[badges.length - 1]?.textContent;
+      if (label && badges.length > 1 && window.__labels.at(-1) !== label) window.__labels.push(label);
+    };
+    new MutationObserver(snap).observe(transcript, { subtree: true, childList: true, characterData: true });
   })()`);
 }
 
@@ -269,6 +283,73 @@ describe('web client', () => {
     expect((await bubbles(page, 'assistant')).at(-1)).toBe(WEATHER_CELSIUS_REPLY);
   });
 
+  it('says a tool is still being written until its arguments are complete, and that it did not run after Stop', async () => {
+    const page = await openClient(server.url, '?character=weather');
+    await connected(page);
+    await expect.poll(() => bubbles(page, 'assistant'), POLL).toHaveLength(1);
+
+    // The model stops in the middle of the tool call's arguments and holds the stream open.
+    // (vLLM-style chunks: a role chunk, six of text, the call's header, then its arguments.)
+    server.simulator.injectFault({ type: 'stall', afterChunks: 12 });
+    await say(page, WEATHER_CELSIUS);
+    const card = page.getByTestId('tool-card').last();
+    await expect.poll(() => card.getByTestId('tool-args').textContent(), POLL).toMatch(/^\{"/);
+    expect(await card.getByTestId('tool-outcome').textContent()).toBe('writing arguments…');
+    expect(await card.getByTestId('tool-note').isVisible()).toBe(false);
+
+    await page.getByTestId('stop').click();
+    expect(await turnStatus(page)).toBe('cancelled');
+    expect(await card.getByTestId('tool-outcome').textContent()).toBe('not run');
+    const note = card.getByTestId('tool-note');
+    expect(await note.isVisible()).toBe(true);
+    expect(await note.textContent()).toContain('still writing these arguments');
+    // The partial arguments stay visible: nothing the model wrote is hidden.
+    expect(await card.getByTestId('tool-args').textContent()).toMatch(/^\{"/);
+
+    // A complete call shows "running…" until its result, then the outcome.
+    await recordCardLabels(page);
+    await say(page, WEATHER_CELSIUS);
+    await expect.poll(() => page.getByTestId('tool-card').count(), POLL).toBe(2);
+    const done = page.getByTestId('tool-card').last();
+    await expect.poll(() => done.getByTestId('tool-outcome').textContent(), POLL).toBe('ok');
+    const labels = (await page.evaluate('window.__labels')) as string[];
+    expect(labels).toEqual(expect.arrayContaining(['writing arguments…', 'running…', 'ok']));
+    expect(labels.indexOf('running…')).toBeGreaterThan(labels.indexOf('writing arguments…'));
+  });
+
+  it('says so when ?character= names no character, and lists the ones there are', async () => {
+    const page = await openClient(server.url, '?character=nosuch');
+    await connected(page);
+    const error = page.getByTestId('error').first();
+    await error.waitFor();
+    expect(await error.textContent()).toContain('This server has no character "nosuch"');
+    expect(await error.textContent()).toMatch(/Characters: .*weather/);
+    expect(await page.getByTestId('character-select').inputValue()).not.toBe('nosuch');
+  });
+
+  it('offers the variants of a character with several, and connects with the one picked', async () => {
+    const page = await openClient(server.url, '?character=hello');
+    await connected(page);
+    const picker = page.getByTestId('variant-select');
+    expect(await picker.isVisible()).toBe(true);
+    const values = await picker
+      .locator('option')
+      .evaluateAll((options) => options.map((o) => (o as unknown as { value: string }).value));
+    expect(values).toEqual(['', 'a', 'b']);
+    await picker.selectOption('b');
+    await expect.poll(() => page.url(), POLL).toContain('variant=b');
+    await connected(page);
+    const reloaded = await openClient(server.url, '?character=hello&variant=b');
+    await connected(reloaded);
+    expect(await reloaded.getByTestId('variant-select').inputValue()).toBe('b');
+
+    // A character with one variant shows no menu.
+    await page.getByTestId('character-select').selectOption('weather');
+    await connected(page);
+    expect(await picker.isVisible()).toBe(false);
+    expect(page.url()).not.toContain('variant=');
+  });
+
   it('shows an error the server reports and lets the user carry on', async () => {
     const page = await openClient(server.url, '?character=weather');
     await connected(page);
@@ -313,6 +394,9 @@ describe('web client connection', () => {
     const closeInfo = refused.getByTestId('close-info');
     await closeInfo.waitFor();
     expect(await closeInfo.getAttribute('data-code')).toBe('1008');
+    const said = (await closeInfo.textContent()) ?? '';
+    expect(said).toContain('add ?token=YOUR_TOKEN to the address');
+    expect(said).not.toContain('))');
     expect(await refused.getByTestId('reconnect').isVisible()).toBe(true);
     expect(await refused.getByTestId('status').getAttribute('data-state')).toBe('closed');
     expect(await refused.getByTestId('send').isDisabled()).toBe(true);

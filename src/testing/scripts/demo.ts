@@ -1,7 +1,10 @@
 /**
  * The demo's simulator script: every seed character gets lines that make it
- * use its tools. Rules match on the latest user message, so the phrases are
- * distinct across characters; tests and the demo share them.
+ * use its tools, and answers from what its tools returned. Rules match on the
+ * latest user message, so the phrases are distinct across characters; tests
+ * and the demo share them. Any other character improvises: a line that names
+ * one of its tools (or that tool's parameters) calls it, and the reply says
+ * what it returned.
  */
 import type { SimReply, SimScript } from '../simulator/script.js';
 
@@ -34,7 +37,8 @@ export const DEMO_FALLBACK_TEXT =
 
 /** The demo's script (vLLM-style chunks by default). */
 export const DEMO_SCRIPT: SimScript = {
-  description: 'Troupe demo: every seed character uses its tools.',
+  description: 'Troupe demo: every seed character uses its tools; others improvise from theirs.',
+  improvise: true,
   rules: [
     // weather: a clarifying question, then its tools (the model must not guess the unit).
     { when: { user: 'weather in glasgow' }, reply: say('Sure — in celsius or fahrenheit?') },
@@ -45,7 +49,12 @@ export const DEMO_SCRIPT: SimScript = {
         format: 'celsius',
       }),
     },
-    { when: { user: 'celsius' }, reply: say("That's the weather in Glasgow right now.") },
+    {
+      when: { user: 'celsius' },
+      reply: say(
+        "It's {{toolResult.temperature}} °C and {{toolResult.conditions}} in Glasgow right now.",
+      ),
+    },
     {
       when: { user: 'forecast', round: 0 },
       reply: call('', 'get_n_day_weather_forecast', {
@@ -54,7 +63,7 @@ export const DEMO_SCRIPT: SimScript = {
         num_days: 3,
       }),
     },
-    { when: { user: 'forecast' }, reply: say('That is the outlook for the next three days.') },
+    { when: { user: 'forecast' }, reply: say('The next three days: {{toolResult.days}}.') },
     {
       when: { user: 'kelvin', round: 0 },
       reply: call('', 'get_current_weather', { location: 'Mars', format: 'kelvin' }),
@@ -85,7 +94,7 @@ export const DEMO_SCRIPT: SimScript = {
     { when: { user: 'paris', round: 0 }, reply: call('', 'answer', { answer: 'Paris' }) },
     { when: { user: 'paris' }, reply: say('Correct! How many legs does a spider have?') },
     { when: { user: 'score', round: 0 }, reply: call('', 'score', {}) },
-    { when: { user: 'score' }, reply: say('That is your score so far.') },
+    { when: { user: 'score' }, reply: say('{{toolResult}}.') },
     // plain: no tools at all
     { when: { user: 'hello there' }, reply: say('Hello! I am a plain character, no tools.') },
   ],

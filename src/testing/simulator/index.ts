@@ -51,5 +51,13 @@ export type {
   SimWhen,
 } from './script.js';
 export { epochNow, readStamps, stampText } from './stamp.js';
+export {
+  answerFromResults,
+  argumentsFor,
+  improvise,
+  offeredTools,
+  summarizeToolResult,
+} from './improvise.js';
+export type { Improvised, OfferedTool } from './improvise.js';
 export { badRequestBody, checkChatRequest } from './history-check.js';
 export type { VllmErrorBody } from './history-check.js';

@@ -1,6 +1,6 @@
 /**
  * Vendor chunking profiles: how each family of OpenAI-compatible servers
- * really streams a reply (see shared/docs/LLM-STREAMS.md). A reply is first
+ * really streams a reply (see docs/llm-streams.md). A reply is first
  * planned (split into tokens and argument fragments, ids chosen) and then
  * rendered by a profile into chunk bodies; the server adds the envelope
  * (`id`, `object`, `created`, `model`, `x_sim_sent_at`) at write time.
@@ -11,7 +11,7 @@ import { TOOLS_DISABLED_TEXT } from './script.js';
 
 /**
  * The vendor profiles the simulator can imitate (quirk numbers refer to
- * shared/docs/LLM-STREAMS.md):
+ * docs/llm-streams.md):
  *
  * - `openai` — the reference format: role chunk `content:""` (or `content:null`
  *   with the first call), `{index,id,type,function:{name,arguments:""}}` then
@@ -327,7 +327,8 @@ export interface PlanOptions {
  */
 export function planReply(reply: SimReply, options: PlanOptions): ReplyPlan {
   const profile = PROFILES[options.profile];
-  const { mode, rng } = options;
+  const { rng } = options;
+  const mode = reply.ignoreToolChoice && options.mode === 'none' ? 'tools' : options.mode;
   let parts = reply.parts;
   if (mode === 'none') {
     parts = parts.filter((p) => !('toolCall' in p));

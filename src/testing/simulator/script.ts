@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { ChatMessage } from '../../llm/chunk.js';
 import { ConfigError } from '../../errors.js';
 import { formatPath } from '../../tools/preview.js';
+import { improvise, summarizeToolResult, type OfferedTool } from './improvise.js';
 
 /** Conditions a rule needs; every given field must match. */
 export interface SimWhen {
@@ -22,7 +23,12 @@ export interface SimWhen {
   tools?: boolean;
 }
 
-/** One piece of a scripted reply, emitted in order. */
+/**
+ * One piece of a scripted reply, emitted in order. In `text`, `{{toolResult}}`
+ * becomes the tool results received this turn, in words
+ * (`temperature 5, conditions light rain`), and `{{toolResult.temperature}}`
+ * one field of the last result.
+ */
 export type SimPart =
   | { text: string }
   | { reasoning: string }
@@ -41,6 +47,11 @@ export interface SimReply {
   parts: SimPart[];
   /** Replaces the finish reason the profile would send (e.g. `length`). */
   finishReason?: string;
+  /**
+   * Send the tool calls even when the request offers no tools or forbids
+   * them (`tool_choice:"none"`): a model or proxy that ignores the request.
+   */
+  ignoreToolChoice?: boolean;
   /** Replaces the computed token counts. */
   usage?: { prompt_tokens: number; completion_tokens: number };
 }
@@ -57,6 +68,12 @@ export interface SimScript {
   /** Free text for humans; ignored. */
   description?: string;
   rules: SimRule[];
+  /**
+   * When no rule matches, improvise from the request's tools: call the tool
+   * the user's words name with arguments valid for its schema, then answer
+   * from its result (see improvise.ts). @defaultValue false
+   */
+  improvise?: boolean;
   /** Answer when no rule matches. @defaultValue {@link DEFAULT_FALLBACK_REPLY} */
   fallback?: SimReply;
 }
@@ -94,6 +111,7 @@ const partSchema = z.union(
 const replySchema = z.strictObject({
   parts: z.array(partSchema),
   finishReason: z.string().min(1).optional(),
+  ignoreToolChoice: z.boolean().optional(),
   usage: z
     .strictObject({
       prompt_tokens: z.number().int().nonnegative(),
@@ -105,6 +123,7 @@ const replySchema = z.strictObject({
 /** The zod schema of a {@link SimScript}; strict, so misspelt keys are reported. */
 export const SIM_SCRIPT_SCHEMA: z.ZodType<SimScript> = z.strictObject({
   description: z.string().optional(),
+  improvise: z.boolean().optional(),
   rules: z.array(
     z.strictObject({
       when: z
@@ -235,24 +254,64 @@ export interface ReplySelection {
 }
 
 /**
- * Picks the reply for a conversation: the first matching rule, else the fallback.
+ * Picks the reply for a conversation: the first matching rule, else (with
+ * `improvise`) a reply improvised from the offered `tools`, else the fallback.
  *
- * @example selectReply(script, body.messages, toolModeOf(body) !== 'none').reply.parts
+ * @example selectReply(script, body.messages, toolModeOf(body) !== 'none', offeredTools(body)).reply.parts
  */
 export function selectReply(
   script: SimScript,
   messages: readonly ChatMessage[],
   toolsOffered?: boolean,
+  tools: readonly OfferedTool[] = [],
 ): ReplySelection {
   const facts = conversationFacts(messages);
   if (toolsOffered !== undefined) facts.tools = toolsOffered;
   for (let i = 0; i < script.rules.length; i++) {
     const rule = script.rules[i];
     if (rule !== undefined && ruleMatches(rule.when, facts)) {
-      return { reply: rule.reply, ruleIndex: i };
+      return { reply: fillToolResults(rule.reply, facts), ruleIndex: i };
     }
   }
-  return { reply: script.fallback ?? DEFAULT_FALLBACK_REPLY, ruleIndex: null };
+  const fallback = fillToolResults(script.fallback ?? DEFAULT_FALLBACK_REPLY, facts);
+  if (script.improvise) {
+    const made = improvise(facts, toolsOffered === false ? [] : tools);
+    if (made && 'reply' in made) return { reply: made.reply, ruleIndex: null };
+    if (made) {
+      return {
+        reply: { ...fallback, parts: [...fallback.parts, { text: ` ${made.hint}` }] },
+        ruleIndex: null,
+      };
+    }
+  }
+  return { reply: fallback, ruleIndex: null };
+}
+
+const PLACEHOLDER = /\{\{toolResult(?:\.([\w.]+))?\}\}/g;
+
+/**
+ * The reply with `{{toolResult}}` in its texts replaced by the tool results in
+ * words, and `{{toolResult.a.b}}` by that field of the last JSON result.
+ */
+function fillToolResults(reply: SimReply, facts: ConversationFacts): SimReply {
+  if (!reply.parts.some((p) => 'text' in p && p.text.includes('{{toolResult'))) return reply;
+  const last = facts.toolResults.at(-1);
+  const field = (path: string): string => {
+    let value: unknown;
+    try {
+      value = JSON.parse(last ?? '');
+    } catch {
+      return 'no result';
+    }
+    for (const key of path.split('.')) value = isRecord(value) ? value[key] : undefined;
+    return value === undefined ? 'no result' : summarizeToolResult(JSON.stringify(value));
+  };
+  const fill = (_: string, path: string | undefined) =>
+    path ? field(path) : facts.toolResults.map(summarizeToolResult).join('; ') || 'no result';
+  return {
+    ...reply,
+    parts: reply.parts.map((p) => ('text' in p ? { text: p.text.replace(PLACEHOLDER, fill) } : p)),
+  };
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

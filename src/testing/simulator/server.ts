@@ -22,6 +22,7 @@ import {
   toolModeOf,
 } from './profiles.js';
 import type { ProfileName, ReplyPlan, Rng, StreamFrame } from './profiles.js';
+import { offeredTools } from './improvise.js';
 import { contentText, parseSimScript, selectReply } from './script.js';
 import type { SimScript } from './script.js';
 import { epochNow, stampText } from './stamp.js';
@@ -363,7 +364,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
     const rng = createRng(Math.imul(seed, 0x9e3779b1) ^ Math.imul(n + 1, 0x85ebca6b));
     const messages = body.messages as ChatMessage[];
     const mode = toolModeOf(body);
-    const reply = selectReply(script, messages, mode !== 'none').reply;
+    const reply = selectReply(script, messages, mode !== 'none', offeredTools(body)).reply;
     const plan = planReply(reply, {
       profile,
       mode,

@@ -31,6 +31,8 @@ export type SttConfig = {
   model?: string;
   /** Language hint for engines that take one (`openai`). */
   language?: string;
+  /** `pocketsphinx` only: most worker threads. @defaultValue one per core */
+  workers?: number;
 };
 
 /** Options of {@link createSttProvider}. */
@@ -57,7 +59,10 @@ export function createSttProvider(
     case 'none':
       return null;
     case 'pocketsphinx':
-      return new PocketsphinxSttProvider({ ...(log ? { log } : {}) });
+      return new PocketsphinxSttProvider({
+        ...(config.workers ? { maxWorkers: config.workers } : {}),
+        ...(log ? { log } : {}),
+      });
     case 'openai':
       return new OpenAiSttProvider({
         ...(config.baseURL ? { baseURL: config.baseURL } : {}),

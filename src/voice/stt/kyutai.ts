@@ -419,9 +419,12 @@ class KyutaiSttStream implements SttStream {
       case 'Word': {
         const head = this.#pending[0];
         if (head?.kind === 'clear') return;
+        // moshi-server's first Word of a connection is empty: no delta for it.
+        const word = m.text.trim();
+        if (word === '') return;
         const words = head ? head.words : this.#open;
-        const text = (words.length > 0 ? ' ' : '') + m.text;
-        words.push(m.text);
+        const text = (words.length > 0 ? ' ' : '') + word;
+        words.push(word);
         this.#emit({ type: 'text', text, startMs: m.start_time * 1000 });
         return;
       }

@@ -20,6 +20,8 @@ export interface PocketsphinxWorkerData {
   args: string[];
   /** Files and directories the arguments name, checked before loading for a clear error. */
   requiredPaths: string[];
+  /** One Int32: samples decoded so far (the pool reads its backlog from it). */
+  progress?: SharedArrayBuffer;
 }
 
 /** Requests to the worker. `decoder` ids are chosen by the pool. */
@@ -119,6 +121,7 @@ function run(): void {
   const port = parentPort;
   if (!port) throw new Error('pocketsphinx-worker.ts must run in a worker thread');
   const data = workerData as PocketsphinxWorkerData;
+  const progress = data.progress && new Int32Array(data.progress);
   const reply = (message: PocketsphinxReply): void => port.postMessage(message);
 
   const started = performance.now();
@@ -166,7 +169,11 @@ function run(): void {
         return;
       }
       case 'audio': {
-        if (!d) return;
+        if (!d) {
+          // Counted even when dropped: the pool's backlog is audio not yet handled.
+          if (progress) Atomics.add(progress, 0, message.pcm.length);
+          return;
+        }
         const t0 = performance.now();
         if (!d.inUtterance) {
           lib.startUtt(d.ptr);
@@ -177,6 +184,7 @@ function run(): void {
         lib.processRaw(d.ptr, message.pcm);
         d.samples += message.pcm.length;
         d.decodeMs += performance.now() - t0;
+        if (progress) Atomics.add(progress, 0, message.pcm.length);
         return;
       }
       case 'end': {

@@ -13,17 +13,16 @@
 import { access } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import type { Worker } from 'node:worker_threads';
 import type { SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, SttEvent, SttOpenOptions, SttProvider, SttStream } from '../types.js';
 import { SILENT_LOGGER, assertPcm16, deferred, emitSafely, messageOf, sttError } from './common.js';
 import type { Deferred, SttLogger } from './common.js';
-import { startModuleWorker } from './module-worker.js';
-import type {
-  PocketsphinxReply,
-  PocketsphinxRequest,
-  PocketsphinxWorkerData,
-} from './pocketsphinx-worker.js';
+import { SilenceGate } from './silence-gate.js';
+import { DecoderPool, POCKETSPHINX_INSTALL_HINT } from './pocketsphinx-pool.js';
+import type { PocketsphinxStats, PooledDecoder, Recognition } from './pocketsphinx-pool.js';
+
+export { POCKETSPHINX_INSTALL_HINT, SATURATION_BACKLOG_MS } from './pocketsphinx-pool.js';
+export type { PocketsphinxStats } from './pocketsphinx-pool.js';
 
 /** The rate the US English model is trained on. */
 export const POCKETSPHINX_SAMPLE_RATE_HZ = 16_000;
@@ -31,18 +30,24 @@ export const POCKETSPHINX_SAMPLE_RATE_HZ = 16_000;
 export const DEFAULT_POCKETSPHINX_LIBRARY = 'libpocketsphinx.so.3';
 /** Where Debian's `pocketsphinx-en-us` puts the model. */
 export const DEFAULT_POCKETSPHINX_MODEL_DIR = '/usr/share/pocketsphinx/model/en-us';
-/** What to run when the engine is missing. */
-export const POCKETSPHINX_INSTALL_HINT = 'apt-get install pocketsphinx pocketsphinx-en-us';
 /** Decoders alive at once: at ~95 MB each, 4 is ~380 MB. More speakers at once wait their turn. */
 export const DEFAULT_POCKETSPHINX_MAX_DECODERS = 4;
 /**
- * Worker threads: one core is left to the event loop. One worker decodes
- * about seven live streams at once (real-time factor ~0.14 measured).
+ * Most worker threads: one per core. Workers start as speakers need them (a
+ * new one while every worker already hosts a decoder), so an idle server
+ * has one, and four people speaking at once on two cores get both. Measured
+ * on flite speech with the default search: 0.15–0.5 s of CPU per second of
+ * audio per stream on a busy 2-core machine, so one core cannot carry four
+ * speakers (docs/voice.md).
  */
-export const DEFAULT_POCKETSPHINX_MAX_WORKERS = Math.max(
-  1,
-  Math.min(4, availableParallelism() - 1),
-);
+export const DEFAULT_POCKETSPHINX_MAX_WORKERS = availableParallelism();
+/**
+ * The search's pruning with `fastSearch`: at most 3,000 HMMs and 5 word exits
+ * per frame. Measured on flite speech: about a third less CPU than
+ * pocketsphinx's defaults, the same words but one in ~80. (Also keeping only
+ * the 2 best Gaussians, `-topn 2`, saved more but lost short phrases.)
+ */
+export const POCKETSPHINX_FAST_SEARCH_ARGS = Object.freeze(['-maxhmmpf', '3000', '-maxwpf', '5']);
 /** Longest utterance: the decoder's lattice grows with it; sessions commit long before. */
 export const DEFAULT_POCKETSPHINX_MAX_UTTERANCE_MS = 120_000;
 
@@ -66,40 +71,18 @@ export interface PocketsphinxOptions {
    * @defaultValue false
    */
   secondPass?: boolean;
+  /** Prune the search harder ({@link POCKETSPHINX_FAST_SEARCH_ARGS}). @defaultValue true */
+  fastSearch?: boolean;
   /** More decoder arguments, as `pocketsphinx_continuous` takes them (`['-beam', '1e-60']`). @defaultValue [] */
   extraArgs?: string[];
   /** Decoders alive at once (each ~95 MB). @defaultValue 4 */
   maxDecoders?: number;
-  /** Worker threads hosting the decoders. @defaultValue cores − 1, between 1 and 4 */
+  /** Most worker threads hosting the decoders (started as speakers need them). @defaultValue one per core */
   maxWorkers?: number;
   /** Longest utterance; a longer one fails its commit. @defaultValue 120000 */
   maxUtteranceMs?: number;
   /** Where model loads and timings go. @defaultValue silent */
   log?: SttLogger;
-}
-
-/** Counters of the engine, for health details and measurements. */
-export interface PocketsphinxStats {
-  workers: number;
-  decoders: number;
-  busyDecoders: number;
-  /** Streams waiting for a decoder because `maxDecoders` are busy. */
-  waiting: number;
-  /** Time each decoder took to load, in creation order. */
-  loadMs: number[];
-  utterances: number;
-  /** Totals over all utterances. */
-  audioMs: number;
-  decodeMs: number;
-  endMs: number;
-}
-
-/** The text of an utterance and what it cost. */
-interface Recognition {
-  text: string;
-  audioMs: number;
-  decodeMs: number;
-  endMs: number;
 }
 
 /**
@@ -135,6 +118,7 @@ export class PocketsphinxSttProvider implements SttProvider {
     this.#requiredPaths = [hmm, lm, dict];
     const args = ['-hmm', hmm, '-lm', lm, '-dict', dict];
     if (!options.secondPass) args.push('-fwdflat', 'no');
+    if (options.fastSearch ?? true) args.push(...POCKETSPHINX_FAST_SEARCH_ARGS);
     args.push(...(options.extraArgs ?? []));
     this.#maxSamples = Math.round(
       ((options.maxUtteranceMs ?? DEFAULT_POCKETSPHINX_MAX_UTTERANCE_MS) / 1000) *
@@ -215,10 +199,13 @@ export class PocketsphinxSttProvider implements SttProvider {
     // installed since) no longer stands in the way of new decoders.
     this.#pool.forgetFailure();
     const s = this.#pool.stats();
-    return {
-      ok: true,
-      detail: `${this.#libraryPath} loads; ${s.decoders} decoder(s), ${s.busyDecoders} busy, in ${s.workers} worker(s)`,
-    };
+    const load =
+      `${s.decoders} decoder(s), ${s.busyDecoders} busy, in ${s.workers} of ${s.maxWorkers} worker(s); ` +
+      `real-time factor ${s.recentRealTimeFactor.toFixed(2)} per stream`;
+    const saturation = s.saturated
+      ? `; saturated: ${s.waiting} stream(s) waiting for a decoder, ${Math.round(s.backlogMs)} ms of audio not decoded yet`
+      : '';
+    return { ok: true, detail: `${this.#libraryPath} loads; ${load}${saturation}` };
   }
 
   /** Ends the workers; streams still open fail their next commit. */
@@ -248,6 +235,7 @@ class PocketsphinxStream implements SttStream {
   #lease: Lease | undefined;
   /** Samples of the utterance under way. */
   #samples = 0;
+  readonly #gate = new SilenceGate({ sampleRate: POCKETSPHINX_SAMPLE_RATE_HZ });
   /** Commits sent to the decoder and not answered yet. */
   #pendingEnds = 0;
   /** Why the utterance under way cannot be recognised; its commit rejects with it. */
@@ -277,8 +265,11 @@ class PocketsphinxStream implements SttStream {
       return;
     }
     this.#samples += pcm.length;
+    // Long silences (the end-of-turn window, pauses) are not decoded.
+    if (!this.#gate.pass(pcm)) return;
     // A copy the worker can take over (transfer) without touching the caller's buffer.
     this.#post({ op: 'audio', pcm: pcm.slice() });
+    this.#pool.noteAudio();
   }
 
   commit(): Promise<string> {
@@ -287,6 +278,7 @@ class PocketsphinxStream implements SttStream {
     const samples = this.#samples;
     this.#failure = undefined;
     this.#samples = 0;
+    this.#gate.reset();
     if (failure) {
       this.#releaseIfIdle();
       return Promise.reject(failure);
@@ -317,6 +309,7 @@ class PocketsphinxStream implements SttStream {
   clear(): void {
     if (this.#closed) return;
     this.#samples = 0;
+    this.#gate.reset();
     this.#failure = undefined;
     if (this.#lease) this.#post({ op: 'reset' });
     this.#releaseIfIdle();
@@ -395,336 +388,6 @@ function send(decoder: PooledDecoder, op: StreamOp): void {
   if (op.op === 'audio') decoder.audio(op.pcm);
   else if (op.op === 'reset') decoder.reset();
   else decoder.end().then(op.reply.resolve, op.reply.reject);
-}
-
-// ── The pool ────────────────────────────────────────────────────────────────
-
-interface PoolOptions {
-  workerData: PocketsphinxWorkerData;
-  maxDecoders: number;
-  maxWorkers: number;
-  log: SttLogger;
-}
-
-/** A decoder living in a worker. */
-class PooledDecoder {
-  readonly id: number;
-  readonly slot: WorkerSlot;
-  constructor(id: number, slot: WorkerSlot) {
-    this.id = id;
-    this.slot = slot;
-  }
-  audio(pcm: Int16Array): void {
-    this.slot.post({ op: 'audio', decoder: this.id, pcm }, [pcm.buffer as ArrayBuffer]);
-  }
-  reset(): void {
-    this.slot.post({ op: 'reset', decoder: this.id });
-  }
-  end(): Promise<Recognition> {
-    return this.slot.end(this.id);
-  }
-}
-
-/** One worker thread and the requests it owes answers to. */
-class WorkerSlot {
-  readonly ready: Promise<void>;
-  /** Decoders created here (or being created). */
-  decoders = 0;
-  #worker: Worker;
-  #dead: SpeechProviderError | undefined;
-  #nextSeq = 1;
-  #creates = new Map<number, Deferred<number>>();
-  #ends = new Map<number, Deferred<Recognition>>();
-  #readyWait = deferred<void>();
-  #owed = 0;
-  readonly #onDeath: (slot: WorkerSlot, error: SpeechProviderError) => void;
-  readonly #onFatal: (error: SpeechProviderError) => void;
-  readonly #onRecognised: (r: Recognition) => void;
-
-  constructor(
-    data: PocketsphinxWorkerData,
-    hooks: {
-      onDeath: (slot: WorkerSlot, error: SpeechProviderError) => void;
-      onFatal: (error: SpeechProviderError) => void;
-      onRecognised: (r: Recognition) => void;
-    },
-  ) {
-    this.#onDeath = hooks.onDeath;
-    this.#onFatal = hooks.onFatal;
-    this.#onRecognised = hooks.onRecognised;
-    this.ready = this.#readyWait.promise;
-    const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-    this.#worker = startModuleWorker(new URL(`./pocketsphinx-worker${ext}`, import.meta.url), {
-      workerData: data,
-    });
-    this.#owe(); // the `ready` report
-    this.#worker.on('message', (m: PocketsphinxReply) => this.#onMessage(m));
-    this.#worker.on('error', (err) =>
-      this.#die(sttError(NAME, `pocketsphinx worker failed: ${err.message}`, err, true)),
-    );
-    this.#worker.on('exit', (code) =>
-      this.#die(sttError(NAME, `pocketsphinx worker exited (code ${code}).`, undefined, true)),
-    );
-  }
-
-  get dead(): boolean {
-    return this.#dead !== undefined;
-  }
-
-  post(message: PocketsphinxRequest, transfer?: ArrayBuffer[]): void {
-    if (!this.#dead) this.#worker.postMessage(message, transfer);
-  }
-
-  create(decoder: number): Promise<number> {
-    const reply = deferred<number>();
-    if (this.#dead) reply.reject(this.#dead);
-    else {
-      this.#creates.set(decoder, reply);
-      this.#owe();
-      this.post({ op: 'create', decoder });
-    }
-    return reply.promise;
-  }
-
-  end(decoder: number): Promise<Recognition> {
-    const reply = deferred<Recognition>();
-    if (this.#dead) reply.reject(this.#dead);
-    else {
-      const seq = this.#nextSeq++;
-      this.#ends.set(seq, reply);
-      this.#owe();
-      this.post({ op: 'end', decoder, seq });
-    }
-    return reply.promise;
-  }
-
-  async terminate(error: SpeechProviderError): Promise<void> {
-    this.#die(error);
-    await this.#worker.terminate();
-  }
-
-  /**
-   * Keeps the process alive only while an answer is owed: an idle pool must
-   * not stop a script from exiting, a pending commit must.
-   */
-  #owe(): void {
-    if (this.#owed++ === 0) this.#worker.ref();
-  }
-  #paid(): void {
-    if (--this.#owed === 0) this.#worker.unref();
-  }
-
-  #onMessage(m: PocketsphinxReply): void {
-    switch (m.op) {
-      case 'ready':
-        this.#paid();
-        this.#readyWait.resolve();
-        return;
-      case 'fatal': {
-        const error = sttError(
-          NAME,
-          `pocketsphinx is not available: ${m.message}. Install it with \`${POCKETSPHINX_INSTALL_HINT}\` (or set libraryPath).`,
-        );
-        this.#onFatal(error);
-        void this.terminate(error);
-        return;
-      }
-      case 'created':
-      case 'create-failed': {
-        const reply = this.#creates.get(m.decoder);
-        if (!reply) return;
-        this.#creates.delete(m.decoder);
-        this.#paid();
-        if (m.op === 'created') reply.resolve(m.loadMs);
-        else {
-          const error = sttError(
-            NAME,
-            `pocketsphinx could not load its model: ${m.message}. Install it with \`${POCKETSPHINX_INSTALL_HINT}\` (or set modelDir).`,
-          );
-          this.#onFatal(error);
-          reply.reject(error);
-        }
-        return;
-      }
-      case 'text':
-      case 'failed': {
-        const reply = this.#ends.get(m.seq);
-        if (!reply) return;
-        this.#ends.delete(m.seq);
-        this.#paid();
-        if (m.op === 'failed') {
-          reply.reject(sttError(NAME, `pocketsphinx failed to end the utterance: ${m.message}.`));
-          return;
-        }
-        const result = { text: m.text, audioMs: m.audioMs, decodeMs: m.decodeMs, endMs: m.endMs };
-        this.#onRecognised(result);
-        reply.resolve(result);
-        return;
-      }
-    }
-  }
-
-  #die(error: SpeechProviderError): void {
-    if (this.#dead) return;
-    this.#dead = error;
-    this.#readyWait.reject(error);
-    for (const reply of this.#creates.values()) reply.reject(error);
-    for (const reply of this.#ends.values()) reply.reject(error);
-    this.#creates.clear();
-    this.#ends.clear();
-    this.#onDeath(this, error);
-  }
-}
-
-/** Hands out decoders: an idle one, else a new one, else the next one given back. */
-class DecoderPool {
-  readonly #options: PoolOptions;
-  #slots: WorkerSlot[] = [];
-  #idle: PooledDecoder[] = [];
-  #busy = new Set<PooledDecoder>();
-  /** Decoders alive or being created. */
-  #count = 0;
-  #nextId = 1;
-  #waiters: Array<Deferred<PooledDecoder>> = [];
-  /** The engine cannot work (library or model missing): fail fast until health() passes. */
-  #failure: SpeechProviderError | undefined;
-  #closed: SpeechProviderError | undefined;
-  #stats = { loadMs: [] as number[], utterances: 0, audioMs: 0, decodeMs: 0, endMs: 0 };
-
-  constructor(options: PoolOptions) {
-    this.#options = options;
-  }
-
-  acquire(): Promise<PooledDecoder> {
-    if (this.#closed) return Promise.reject(this.#closed);
-    if (this.#failure) return Promise.reject(this.#failure);
-    // Most recently used first: its memory is the likeliest to be warm.
-    const idle = this.#idle.pop();
-    if (idle) {
-      this.#busy.add(idle);
-      return Promise.resolve(idle);
-    }
-    if (this.#count < this.#options.maxDecoders) return this.#create();
-    const waiter = deferred<PooledDecoder>();
-    this.#waiters.push(waiter);
-    this.#options.log.debug(
-      { provider: NAME, waiting: this.#waiters.length, maxDecoders: this.#options.maxDecoders },
-      'all pocketsphinx decoders busy; waiting for one',
-    );
-    return waiter.promise;
-  }
-
-  release(decoder: PooledDecoder): void {
-    if (!this.#busy.delete(decoder)) return;
-    if (decoder.slot.dead || this.#closed) return;
-    const waiter = this.#waiters.shift();
-    if (waiter) {
-      this.#busy.add(decoder);
-      waiter.resolve(decoder);
-    } else this.#idle.push(decoder);
-  }
-
-  forgetFailure(): void {
-    this.#failure = undefined;
-  }
-
-  stats(): PocketsphinxStats {
-    return {
-      workers: this.#slots.length,
-      decoders: this.#idle.length + this.#busy.size,
-      busyDecoders: this.#busy.size,
-      waiting: this.#waiters.length,
-      ...this.#stats,
-      loadMs: [...this.#stats.loadMs],
-    };
-  }
-
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = sttError(NAME, 'pocketsphinx: the provider was closed (server shutting down).');
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(this.#closed);
-    const slots = this.#slots.splice(0);
-    this.#idle = [];
-    this.#busy.clear();
-    await Promise.all(slots.map((slot) => slot.terminate(this.#closed!)));
-  }
-
-  async #create(): Promise<PooledDecoder> {
-    this.#count++;
-    const slot = this.#pickSlot();
-    slot.decoders++;
-    const decoder = new PooledDecoder(this.#nextId++, slot);
-    try {
-      await slot.ready;
-      const loadMs = await slot.create(decoder.id);
-      this.#stats.loadMs.push(loadMs);
-      this.#options.log.info(
-        { provider: NAME, loadMs: Math.round(loadMs), decoders: this.#count },
-        'pocketsphinx decoder loaded',
-      );
-    } catch (err) {
-      this.#count--;
-      slot.decoders--;
-      throw err;
-    }
-    if (this.#closed) throw this.#closed;
-    this.#busy.add(decoder);
-    return decoder;
-  }
-
-  /** A new worker while under `maxWorkers` and every worker has work; else the least loaded. */
-  #pickSlot(): WorkerSlot {
-    const live = this.#slots;
-    if (live.length < this.#options.maxWorkers && live.every((s) => s.decoders > 0)) {
-      const slot = new WorkerSlot(this.#options.workerData, {
-        onDeath: (dead, error) => this.#onDeath(dead, error),
-        onFatal: (error) => {
-          this.#failure = error;
-          // Nobody waiting can be served by a decoder that cannot be made.
-          for (const waiter of this.#waiters.splice(0)) waiter.reject(error);
-        },
-        onRecognised: (r) => {
-          this.#stats.utterances++;
-          this.#stats.audioMs += r.audioMs;
-          this.#stats.decodeMs += r.decodeMs;
-          this.#stats.endMs += r.endMs;
-          this.#options.log.debug(
-            {
-              provider: NAME,
-              audioMs: Math.round(r.audioMs),
-              decodeMs: Math.round(r.decodeMs),
-              endMs: Math.round(r.endMs),
-            },
-            'pocketsphinx utterance decoded',
-          );
-        },
-      });
-      this.#slots.push(slot);
-      return slot;
-    }
-    return live.reduce((a, b) => (b.decoders < a.decoders ? b : a));
-  }
-
-  #onDeath(slot: WorkerSlot, error: SpeechProviderError): void {
-    const at = this.#slots.indexOf(slot);
-    if (at === -1) return; // closed: already removed
-    this.#slots.splice(at, 1);
-    const lost = slot.decoders;
-    this.#count -= lost;
-    this.#idle = this.#idle.filter((d) => d.slot !== slot);
-    for (const d of this.#busy) if (d.slot === slot) this.#busy.delete(d);
-    if (!this.#failure) {
-      this.#options.log.error(
-        { provider: NAME, err: error, decodersLost: lost },
-        'pocketsphinx worker died; its decoders are replaced on demand',
-      );
-    }
-    // Waiters can now have new decoders in the freed room.
-    while (this.#waiters.length > 0 && this.#count < this.#options.maxDecoders && !this.#failure) {
-      const waiter = this.#waiters.shift()!;
-      this.#create().then(waiter.resolve, waiter.reject);
-    }
-  }
 }
 
 /** Rejects when `signal` fires, else settles as `promise` does. */

@@ -6,18 +6,20 @@ import { ConfigError } from '../../errors.js';
 import type { TtsProvider } from '../types.js';
 import type { TtsLogger } from './emitter.js';
 import { createEspeakTts } from './espeak.js';
+import { createFliteTts } from './flite.js';
 import { createKyutaiTts } from './kyutai.js';
 import { createOpenAiTts } from './openai.js';
 
 export * from './emitter.js';
 export * from './espeak.js';
+export * from './flite.js';
 export * from './kyutai.js';
 export * from './openai.js';
 export * from './pcm.js';
 
 /** Which engine speaks, and how to reach it. */
 export type TtsConfig = {
-  provider: 'espeak' | 'openai' | 'kyutai' | 'none';
+  provider: 'flite' | 'espeak' | 'openai' | 'kyutai' | 'none';
   /** `openai`: the base URL up to `/v1`; `kyutai`: the server, `ws://host:8089`. */
   baseURL?: string;
   /** `openai`: the bearer key; `kyutai`: the `kyutai-api-key` header. */
@@ -26,8 +28,12 @@ export type TtsConfig = {
   model?: string;
   /** The voice when the character names none (each provider has its own default). */
   voice?: string;
-  /** `espeak` only: worker threads. @defaultValue one per core */
+  /** `flite` and `espeak`: worker threads. @defaultValue one per core */
   workers?: number;
+  /** `openai`: the rate of the PCM the server sends (asked for with `sample_rate`). @defaultValue 24000 */
+  sampleRate?: number;
+  /** `openai`: whose voice names the server takes. @defaultValue 'openai' */
+  voiceSet?: 'openai' | 'kokoro' | 'piper';
 };
 
 /** Options of {@link createTtsProvider}. */
@@ -41,7 +47,7 @@ export interface CreateTtsProviderOptions {
  * Throws a {@link ConfigError} when a remote provider has no `baseURL`.
  *
  * @example
- * const tts = createTtsProvider({ provider: 'espeak', voice: 'en-gb' }, { log });
+ * const tts = createTtsProvider({ provider: 'flite', voice: 'rms' }, { log });
  * const tts2 = createTtsProvider({ provider: 'openai', baseURL: 'https://api.openai.com/v1', apiKey });
  */
 export function createTtsProvider(
@@ -52,6 +58,8 @@ export function createTtsProvider(
   switch (config.provider) {
     case 'none':
       return null;
+    case 'flite':
+      return createFliteTts({ voice: config.voice, workers: config.workers, log });
     case 'espeak':
       return createEspeakTts({ voice: config.voice, workers: config.workers, log });
     case 'openai':
@@ -60,6 +68,8 @@ export function createTtsProvider(
         apiKey: config.apiKey,
         model: config.model,
         voice: config.voice,
+        ...(config.sampleRate ? { sampleRate: config.sampleRate } : {}),
+        ...(config.voiceSet ? { voiceSet: config.voiceSet } : {}),
         log,
       });
     case 'kyutai':
@@ -72,7 +82,7 @@ export function createTtsProvider(
     default: {
       const provider: never = config.provider;
       throw new ConfigError(
-        `Unknown TTS provider "${String(provider)}"; use espeak, openai, kyutai or none.`,
+        `Unknown TTS provider "${String(provider)}"; use flite, espeak, openai, kyutai or none.`,
       );
     }
   }
@@ -82,7 +92,7 @@ function required(config: TtsConfig, example: string): string {
   if (config.baseURL === undefined || config.baseURL.trim() === '') {
     throw new ConfigError(
       `The ${config.provider} TTS provider needs a base URL (e.g. ${example}); ` +
-        'set it, or choose provider espeak for offline speech.',
+        'set it, or choose provider flite for offline speech.',
     );
   }
   return config.baseURL;

@@ -11,7 +11,9 @@
  *                    server closes the socket once all audio after Eos is out.
  *
  * The server aligns words, not segments, so a pushed segment's text is placed
- * where the server says its first word starts.
+ * where the server says its first word starts. The provider asks for words
+ * (`segmentUnit: 'word'`): each goes out as soon as the LLM has written it,
+ * rather than after the clause it ends.
  */
 import { decode, encode } from '@msgpack/msgpack';
 import WebSocket from 'ws';
@@ -75,6 +77,9 @@ export function createKyutaiTts(options: KyutaiTtsOptions): KyutaiTts {
 export class KyutaiTts implements TtsProvider {
   readonly name = PROVIDER;
   readonly sampleRate = KYUTAI_TTS_SAMPLE_RATE_HZ;
+  readonly voiceEngine = 'kyutai';
+  /** Words go in as the LLM writes them, as Unmute sends them. */
+  readonly segmentUnit = 'word';
   readonly #settings: Settings;
 
   constructor(options: KyutaiTtsOptions) {

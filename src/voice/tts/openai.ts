@@ -1,7 +1,10 @@
 /**
  * TTS through an OpenAI-compatible `POST {baseURL}/audio/speech` endpoint
  * (OpenAI, Kokoro-FastAPI, openedai-speech, Speaches, …) with
- * `response_format: "pcm"`: raw 24 kHz PCM16 LE mono, streamed.
+ * `response_format: "pcm"`: raw PCM16 LE mono, streamed. OpenAI sends it at
+ * 24 kHz; other servers take `sample_rate` (speaches resamples Piper's 22.05
+ * or 16 kHz voices to it), which the provider sends to any server but
+ * OpenAI's. For a server that ignores it, set `sampleRate` to what it sends.
  *
  * One request per pushed segment. To hide the request's latency, the request
  * for the next segment starts while the current one streams (its body waits
@@ -11,7 +14,7 @@
  * AbortSignal and reads no environment — the `openai` package would add
  * retries and env lookups a real-time stream does not want.
  */
-import { SpeechProviderError } from '../../errors.js';
+import { ConfigError, SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, TtsOpenOptions, TtsProvider, TtsStream } from '../types.js';
 import { TtsEmitter } from './emitter.js';
 import type { TtsLogger } from './emitter.js';
@@ -33,6 +36,10 @@ export const OPENAI_TTS_HEALTH_TIMEOUT_MS = 2_000;
 export const DEFAULT_OPENAI_TTS_TIMEOUT_MS = 15_000;
 /** Default number of requests started ahead of the segment being played. */
 export const DEFAULT_OPENAI_TTS_PREFETCH = 1;
+/** Rates a server may be asked for (`sampleRate`). */
+export const OPENAI_TTS_SAMPLE_RATES = Object.freeze([
+  8_000, 16_000, 22_050, 24_000, 44_100, 48_000,
+]);
 /** Most of an error body kept for the message, in characters. */
 const ERROR_BODY_MAX_CHARS = 500;
 
@@ -49,6 +56,19 @@ export interface OpenAiTtsOptions {
   model?: string;
   /** Voice when the stream names none. @defaultValue 'alloy' */
   voice?: string;
+  /**
+   * The rate of the PCM the server sends. Asked for with `sample_rate` from
+   * servers other than api.openai.com (whose PCM is always 24 kHz).
+   * @defaultValue 24000
+   */
+  sampleRate?: number;
+  /**
+   * Whose voice names the server takes: `openai` (OpenAI's), `kokoro`
+   * (Kokoro-FastAPI, speaches' Kokoro: `af_heart`…) or `piper` (speaches'
+   * Piper: `en_US-amy-medium`…). OpenAI's names are mapped to it (voices.ts).
+   * @defaultValue 'openai'
+   */
+  voiceSet?: 'openai' | 'kokoro' | 'piper';
   /** Requests started ahead of the one being played (0 = one at a time). @defaultValue 1 */
   prefetch?: number;
   /** No response headers, or no body bytes, for this long fails the segment, in ms. @defaultValue 15000 */
@@ -73,12 +93,28 @@ export function createOpenAiTts(options: OpenAiTtsOptions): OpenAiTts {
 /** The OpenAI-compatible provider (see {@link createOpenAiTts}). */
 export class OpenAiTts implements TtsProvider {
   readonly name = PROVIDER;
-  readonly sampleRate = OPENAI_TTS_SAMPLE_RATE_HZ;
+  readonly sampleRate: number;
+  readonly voiceEngine: 'openai' | 'kokoro' | 'piper';
   readonly #settings: Settings;
 
   constructor(options: OpenAiTtsOptions) {
+    const baseURL = options.baseURL.replace(/\/+$/u, '');
+    this.sampleRate = options.sampleRate ?? OPENAI_TTS_SAMPLE_RATE_HZ;
+    this.voiceEngine = options.voiceSet ?? 'openai';
+    if (!OPENAI_TTS_SAMPLE_RATES.includes(this.sampleRate)) {
+      throw new ConfigError(
+        `openai TTS: sampleRate must be one of ${OPENAI_TTS_SAMPLE_RATES.join(', ')} Hz, got ${String(options.sampleRate)}.`,
+      );
+    }
+    const official = /^https:\/\/api\.openai\.com(\/|$)/u.test(baseURL);
+    if (official && this.sampleRate !== OPENAI_TTS_SAMPLE_RATE_HZ) {
+      throw new ConfigError(
+        'openai TTS: api.openai.com sends PCM at 24000 Hz only; leave sampleRate unset for it.',
+      );
+    }
     this.#settings = {
-      baseURL: options.baseURL.replace(/\/+$/u, ''),
+      baseURL,
+      sampleRate: official ? undefined : this.sampleRate,
       apiKey: options.apiKey,
       model: options.model ?? DEFAULT_OPENAI_TTS_MODEL,
       voice: options.voice ?? DEFAULT_OPENAI_TTS_VOICE,
@@ -121,6 +157,8 @@ export class OpenAiTts implements TtsProvider {
 /** Resolved options shared by the provider's streams. */
 interface Settings {
   baseURL: string;
+  /** Sent as `sample_rate`; undefined for OpenAI itself. */
+  sampleRate: number | undefined;
   apiKey: string | undefined;
   model: string;
   voice: string;
@@ -198,6 +236,7 @@ class OpenAiTtsStream implements TtsStream {
         input: request.text,
         voice: this.#voice,
         response_format: 'pcm',
+        ...(settings.sampleRate === undefined ? {} : { sample_rate: settings.sampleRate }),
       }),
       signal: request.controller.signal,
     }).finally(() => clearTimeout(timer));
@@ -242,10 +281,11 @@ class OpenAiTtsStream implements TtsStream {
           'the server ignores response_format "pcm". Use a server that supports it.',
       );
     }
-    if (response.body === null) return;
+    if (response.body === null) throw this.#brokeAfter200(0, undefined);
     const reader = response.body.getReader();
     const carry = new Pcm16ByteCarry();
     let first = true;
+    let samples = 0;
     try {
       for (;;) {
         const timer = setTimeout(
@@ -255,6 +295,9 @@ class OpenAiTtsStream implements TtsStream {
         let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
           chunk = await reader.read();
+        } catch (error) {
+          if (timeoutOf(error) !== undefined || !this.#out.live) throw error;
+          throw this.#brokeAfter200(samples, error);
         } finally {
           clearTimeout(timer);
         }
@@ -266,17 +309,41 @@ class OpenAiTtsStream implements TtsStream {
           this.#out.label(request.text);
           first = false;
         }
+        samples += pcm.length;
         this.#out.audio(pcm);
       }
     } finally {
       reader.releaseLock();
     }
+    if (samples === 0 && this.#out.live) throw this.#brokeAfter200(0, undefined);
     if (carry.pending) {
       this.#settings.log?.warn(
         { provider: PROVIDER },
         'tts body ended mid-sample; last byte dropped',
       );
     }
+  }
+
+  /**
+   * The server said 200 and then sent no audio, or broke off: speaches does
+   * this for a voice it does not have. The stream fails with a clear error
+   * (the session goes on in text).
+   */
+  #brokeAfter200(samples: number, cause: unknown): SpeechProviderError {
+    const rate = this.#settings.sampleRate ?? OPENAI_TTS_SAMPLE_RATE_HZ;
+    const what =
+      samples === 0
+        ? 'with no audio'
+        : `and broke off after ${Math.round((samples / rate) * 1000)} ms of audio`;
+    const why = cause === undefined ? '' : ` (${describeFetchError(cause)})`;
+    return new SpeechProviderError(
+      'tts',
+      PROVIDER,
+      `${this.#settings.baseURL}/audio/speech answered 200 ${what}${why}, voice "${this.#voice}", ` +
+        `model "${this.#settings.model}". Servers such as speaches do this for a voice or model ` +
+        'they do not have: check both (the reply goes on as text).',
+      { retryable: true, ...(cause === undefined ? {} : { cause }) },
+    );
   }
 
   #stopAll(): void {

@@ -73,7 +73,7 @@ async function setup(fakeOptions: FakeKyutaiSttOptions = {}, options: KyutaiSttO
 const texts = (events: SttEvent[]) => events.flatMap((e) => (e.type === 'text' ? [e.text] : []));
 
 describe('KyutaiSttProvider', () => {
-  it('streams float32 frames and resolves the commit with the words heard before it', async () => {
+  it('streams float32 frames, skips the server’s empty first word and resolves the commit with the words heard', async () => {
     const words = ['what', 'is', 'the', 'weather'];
     const { fake, stt, stream, events } = await setup({ words, framesPerWord: 3 });
     expect(stt.sampleRate).toBe(24_000);

@@ -194,6 +194,9 @@ describe('PocketsphinxSttProvider (the real engine)', () => {
     b.stream.write(speech.lights.subarray(0, 8000));
     writeChunked(c.stream, speech.lights);
     expect(stt.stats().waiting).toBe(1);
+    // Nobody waits silently: the stats and the health detail say so.
+    expect(stt.stats().saturated).toBe(true);
+    expect((await stt.health()).detail).toMatch(/saturated: 1 stream\(s\) waiting for a decoder/);
     const [, , tc] = await Promise.all([a.stream.commit(), b.stream.commit(), c.stream.commit()]);
     expect(tc).toContain('lights');
     expect(stt.stats()).toMatchObject({ decoders: 2, waiting: 0, busyDecoders: 0 });

@@ -163,7 +163,7 @@ describe('eSpeak NG TTS', () => {
     const next = await speak(['Next.'], { provider: single });
     expect(next.texts()).toEqual(['Next.']);
     expect(rec.events).toHaveLength(eventsAtAbort);
-    expect(singleLog.entries.some((e) => e.msg === 'espeak segment cancelled')).toBe(true);
+    expect(singleLog.entries.some((e) => e.msg === 'speech segment cancelled')).toBe(true);
   });
 
   it('reports an unknown voice as an error event and goes on serving', async () => {

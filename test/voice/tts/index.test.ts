@@ -8,13 +8,15 @@ describe('createTtsProvider', () => {
   });
 
   it('creates each engine with its own rate, starting nothing until used', async () => {
+    const flite = createTtsProvider({ provider: 'flite', voice: 'slt', workers: 1 });
     const espeak = createTtsProvider({ provider: 'espeak', voice: 'en-gb', workers: 1 });
     const openai = createTtsProvider({ provider: 'openai', baseURL: 'http://127.0.0.1:1/v1' });
     const kyutai = createTtsProvider({ provider: 'kyutai', baseURL: 'ws://127.0.0.1:1' });
+    expect([flite?.name, flite?.sampleRate]).toEqual(['flite', 16_000]);
     expect([espeak?.name, espeak?.sampleRate]).toEqual(['espeak', 22_050]);
     expect([openai?.name, openai?.sampleRate]).toEqual(['openai', 24_000]);
     expect([kyutai?.name, kyutai?.sampleRate]).toEqual(['kyutai', 24_000]);
-    await Promise.all([espeak?.close(), openai?.close(), kyutai?.close()]);
+    await Promise.all([flite?.close(), espeak?.close(), openai?.close(), kyutai?.close()]);
   });
 
   it('says what to set when a remote engine has no base URL', () => {

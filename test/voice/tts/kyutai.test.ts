@@ -63,6 +63,24 @@ describe('Kyutai streaming TTS', () => {
     expect(rec.error()).toBeUndefined();
   });
 
+  it('asks for words and sends each one as it is pushed, before the clause is complete', async () => {
+    const { fake, tts, rec, stream } = await setup();
+    expect(tts.segmentUnit).toBe('word');
+    stream.push('Hello');
+    stream.push('there,');
+    // Both words are on their way before the sentence (or even the clause) ends.
+    await within(
+      (async () => {
+        while (fake.received.length < 2) await new Promise((r) => setTimeout(r, 5));
+      })(),
+      'the first two words at the server',
+    );
+    expect(fake.received).toEqual(['Hello', ' there,']);
+    await speak(stream, 'friend.');
+    expect(rec.segments().map((s) => s.text)).toEqual(['Hello', 'there,', 'friend.']);
+    expect(rec.error()).toBeUndefined();
+  });
+
   it('places each segment’s text where the server says its first word starts', async () => {
     const { rec, stream } = await setup();
     await speak(stream, 'Hello there.', 'How are you?');

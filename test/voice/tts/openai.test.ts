@@ -41,6 +41,7 @@ describe('OpenAI-compatible TTS', () => {
   it('asks for each segment as pcm and gives out 24 kHz audio with the segment’s text first', async () => {
     const { fake, tts: provider, rec, stream } = await setup();
     expect(provider.sampleRate).toBe(24_000);
+    expect(provider.voiceEngine).toBe('openai');
     await speak(stream, 'Hello there.', 'How are you?');
     expect(
       fake.requests.map(({ model, voice, input, response_format }) => ({
@@ -163,6 +164,42 @@ describe('OpenAI-compatible TTS', () => {
     expect(rec.error()).toBeInstanceOf(SpeechProviderError);
     expect(rec.events.at(-1)?.type).toBe('error');
     expect(rec.pcm().length).toBeLessThanOrEqual(500);
+  });
+
+  it('fails over to text with a clear error when the server answers 200 for a voice it lacks', async () => {
+    // speaches answers 200 and then cuts the connection for a voice it does not have.
+    const { rec, stream } = await setup({ voices: ['af_heart'] }, { voice: 'nova' });
+    await speak(stream, 'Hello there.');
+    expect(rec.pcm().length).toBe(0);
+    const error = rec.error() as SpeechProviderError;
+    expect(error).toBeInstanceOf(SpeechProviderError);
+    expect(error.message).toMatch(
+      /answered 200 (with no audio|and broke off).*voice "nova".*do not have: check both/,
+    );
+    expect(rec.events).toHaveLength(1);
+  });
+
+  it('asks a server other than OpenAI for its declared rate, and gives audio out at that rate', async () => {
+    const {
+      fake,
+      tts: provider,
+      rec,
+      stream,
+    } = await setup({ nativeSampleRate: 22_050 }, { sampleRate: 16_000 });
+    expect(provider.sampleRate).toBe(16_000);
+    await speak(stream, 'Hello there.');
+    expect(fake.requests[0]?.sample_rate).toBe(16_000);
+    // 12 characters × 10 ms, at 16 kHz.
+    expect(rec.pcm().length).toBe(12 * 160);
+  });
+
+  it('sends no sample_rate to api.openai.com and refuses another rate for it', () => {
+    expect(() =>
+      createOpenAiTts({ baseURL: 'https://api.openai.com/v1', sampleRate: 22_050 }),
+    ).toThrow(/24000 Hz only/);
+    expect(() => createOpenAiTts({ baseURL: 'http://127.0.0.1:1/v1', sampleRate: 12_345 })).toThrow(
+      /sampleRate must be one of/,
+    );
   });
 
   it('reports an unreachable server clearly', async () => {

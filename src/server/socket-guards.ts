@@ -1,0 +1,183 @@
+/**
+ * What keeps one socket from holding the server: keepalive pings, idle and
+ * lifetime clocks, a bounded and fair frame queue, and short echoes.
+ */
+import type { WebSocket } from 'ws';
+import type { Config } from '../config/index.js';
+import { ProtocolError } from '../errors.js';
+import type { ServerEvent } from '../session/events.js';
+
+/** Close code of a session idle past `SESSION_IDLE_TIMEOUT_S` (also `CLOSE.IDLE`). */
+export const CLOSE_IDLE = 4000;
+/** Close code of a session past `SESSION_MAX_DURATION_S` (also `CLOSE.EXPIRED`). */
+export const CLOSE_EXPIRED = 4001;
+/** Frame bytes one socket may have waiting to be handled, whatever the frame count. */
+export const MAX_PENDING_FRAME_BYTES = 16 * 1024 * 1024;
+/** A socket's frames yield to other sockets' I/O after this long handled in one go. */
+export const FRAME_SLICE_MS = 5;
+/** `instructions` longer than this are not echoed in full in `session.created/updated`. */
+export const MAX_ECHOED_INSTRUCTIONS = 32 * 1024;
+
+/**
+ * Pings every socket each `intervalS`; one that has not answered the
+ * previous ping is dead (a vanished peer, a NAT that dropped the flow) and
+ * goes to `onDead`. 0 = no pings.
+ */
+export function startPings(
+  connections: Map<WebSocket, unknown>,
+  intervalS: number,
+  onDead: (ws: WebSocket) => void,
+): NodeJS.Timeout | undefined {
+  if (intervalS <= 0) return undefined;
+  const waiting = new WeakSet<WebSocket>();
+  const answered = new WeakSet<WebSocket>();
+  const timer = setInterval(() => {
+    for (const ws of connections.keys()) {
+      if (ws.readyState !== ws.OPEN) continue;
+      if (!answered.has(ws)) {
+        answered.add(ws);
+        ws.on('pong', () => waiting.delete(ws));
+      }
+      if (waiting.has(ws)) {
+        onDead(ws);
+        continue;
+      }
+      waiting.add(ws);
+      ws.ping();
+    }
+  }, intervalS * 1000);
+  timer.unref();
+  return timer;
+}
+
+/** How a session ends when one of its clocks runs out. */
+export interface SessionEnd {
+  code: number;
+  wireCode: string;
+  metric: string;
+  log: string;
+  limitS: (limits: Config['server']) => number;
+  message: (limits: Config['server']) => string;
+}
+
+const SESSION_ENDS: Record<'idle' | 'expired', SessionEnd> = {
+  idle: {
+    code: CLOSE_IDLE,
+    wireCode: 'session_idle_timeout',
+    metric: 'idle',
+    log: 'idle session closed',
+    limitS: (l) => l.sessionIdleTimeoutS,
+    message: (l) =>
+      `The session had no client event for ${l.sessionIdleTimeoutS} s and was closed; reconnect to continue.`,
+  },
+  expired: {
+    code: CLOSE_EXPIRED,
+    wireCode: 'session_expired',
+    metric: 'expired',
+    log: 'session expired',
+    limitS: (l) => l.sessionMaxDurationS,
+    message: (l) =>
+      `The session reached its maximum duration of ${l.sessionMaxDurationS} s; reconnect to continue.`,
+  },
+};
+
+/**
+ * A session's idle and lifetime clocks: `onIdle` after `sessionIdleTimeoutS`
+ * without client frames (not while a response runs), `onExpired` after
+ * `sessionMaxDurationS`. 0 turns either off.
+ */
+export function watchLifetime(
+  ws: WebSocket,
+  limits: Config['server'],
+  busy: () => boolean,
+  onEnd: (end: SessionEnd) => void,
+): { active(): void; stop(): void } {
+  const on = {
+    onIdle: () => onEnd(SESSION_ENDS.idle),
+    onExpired: () => onEnd(SESSION_ENDS.expired),
+  };
+  const idleMs = limits.sessionIdleTimeoutS * 1000;
+  const maxMs = limits.sessionMaxDurationS * 1000;
+  const idle =
+    idleMs > 0
+      ? setTimeout(function check() {
+          if (ws.readyState !== ws.OPEN) return;
+          // A long response is not idleness: look again once it could have ended.
+          if (busy()) idle!.refresh();
+          else on.onIdle();
+        }, idleMs).unref()
+      : undefined;
+  const expiry =
+    maxMs > 0
+      ? setTimeout(() => ws.readyState === ws.OPEN && on.onExpired(), maxMs).unref()
+      : undefined;
+  return {
+    active: () => idle?.refresh(),
+    stop() {
+      clearTimeout(idle);
+      clearTimeout(expiry);
+    },
+  };
+}
+
+/**
+ * One socket's waiting frames: at most `maxFrames` (and
+ * {@link MAX_PENDING_FRAME_BYTES}) wait; they run back to back for at most
+ * {@link FRAME_SLICE_MS}, then wait a turn of the event loop so other
+ * sockets' frames and replies go first — a flood of 30,000 frames from one
+ * client cannot stall the rest.
+ */
+export class FrameGate {
+  #frames = 0;
+  #bytes = 0;
+  #sliceStart = performance.now();
+  readonly #maxFrames: number;
+
+  constructor(maxFrames: number) {
+    this.#maxFrames = maxFrames;
+  }
+
+  /** Takes a frame of `size` bytes into the queue, or says why not. */
+  admit(size: number): ProtocolError | undefined {
+    if (this.#frames < this.#maxFrames && this.#bytes + size <= MAX_PENDING_FRAME_BYTES) {
+      this.#frames++;
+      this.#bytes += size;
+      return undefined;
+    }
+    return new ProtocolError(
+      'too_many_pending_events',
+      `This event was not handled: ${this.#frames} earlier events are still waiting (at most ${this.#maxFrames}, ${MAX_PENDING_FRAME_BYTES} bytes); wait for the server's answers before sending more.`,
+    );
+  }
+
+  /** Waits for the frame's turn (yielding when the slice is used up), then lets it go. */
+  async next(size: number): Promise<void> {
+    if (performance.now() - this.#sliceStart >= FRAME_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      this.#sliceStart = performance.now();
+    }
+    this.#frames--;
+    this.#bytes -= size;
+  }
+}
+
+/**
+ * `session.created/updated` with `instructions` over {@link MAX_ECHOED_INSTRUCTIONS}
+ * cut short: a client's megabyte of instructions must not come back to it
+ * on every update (it fills the socket and gets a healthy client cut off).
+ */
+export function withShortInstructions(event: ServerEvent): ServerEvent {
+  if (event.type !== 'session.created' && event.type !== 'session.updated') return event;
+  const instructions = (event.session as { instructions?: unknown }).instructions;
+  if (typeof instructions !== 'string' || instructions.length <= MAX_ECHOED_INSTRUCTIONS) {
+    return event;
+  }
+  const left = instructions.length - MAX_ECHOED_INSTRUCTIONS;
+  return {
+    ...event,
+    session: {
+      ...event.session,
+      instructions: `${instructions.slice(0, MAX_ECHOED_INSTRUCTIONS)}… [${left} more characters not echoed]`,
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+
+let started: ChildProcess | undefined;
+afterEach(() => {
+  // npm runs in a process group of its own: whatever it left behind goes with it.
+  if (started?.pid !== undefined) {
+    try {
+      process.kill(-started.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+  started = undefined;
+});
+
+/** Whether something accepts connections on the port. */
+function serving(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+describe('npm start as a process', () => {
+  it('passes SIGTERM sent to npm on to the server, which drains and stops', async () => {
+    const child = spawn('npm', ['start', '--silent'], {
+      env: {
+        ...process.env,
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        CHARACTERS_WATCH: '0',
+        STT_PROVIDER: 'none',
+        TTS_PROVIDER: 'none',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    started = child;
+    let stdout = '';
+    // 'end' comes only when every process holding the pipe (npm, a shell, the server) is gone.
+    const ended = new Promise<void>((resolve) => child.stdout!.on('end', resolve));
+    const port = await new Promise<number>((resolve) => {
+      child.stdout!.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        const m = /"url":"http:\/\/127\.0\.0\.1:(\d+)".*"msg":"server listening"/.exec(stdout);
+        if (m) resolve(Number(m[1]));
+      });
+    });
+    expect(await serving(port)).toBe(true);
+    process.kill(child.pid!, 'SIGTERM');
+    await ended;
+    expect(stdout).toContain('"msg":"shutting down"');
+    expect(stdout).toContain('"msg":"server stopped"');
+    expect(await serving(port)).toBe(false);
+  });
+});

@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { metricValue, scrape } from '../helpers/http.js';
+import { connect } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+describe('idle sessions (SESSION_IDLE_TIMEOUT_S=1)', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ env: { SESSION_IDLE_TIMEOUT_S: '1' } });
+  });
+  afterAll(() => t.close());
+
+  it('closes a session that sends nothing with 4000, after saying why', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const { code, reason } = await within(c.closed, 'the idle close', 20_000);
+    expect(code).toBe(4000);
+    expect(reason).toBe('session_idle_timeout');
+    const error = c.events.find((e) => e.type === 'error') as unknown as {
+      error: { code: string };
+    };
+    expect(error.error.code).toBe('session_idle_timeout');
+    await t.waitForLog('session closed');
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'idle' }),
+    ).toBe(1);
+  });
+});
+
+describe('session lifetime (SESSION_MAX_DURATION_S=1)', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({
+      env: { SESSION_MAX_DURATION_S: '1', SESSION_IDLE_TIMEOUT_S: '0' },
+    });
+  });
+  afterAll(() => t.close());
+
+  it('closes a session at its maximum duration with 4001, after saying why', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const { code, reason } = await within(c.closed, 'the lifetime close', 20_000);
+    expect(code).toBe(4001);
+    expect(reason).toBe('session_expired');
+    expect(c.events.some((e) => e.type === 'error')).toBe(true);
+  });
+});
+
+describe('keepalive pings (WS_PING_INTERVAL_S=1)', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ env: { WS_PING_INTERVAL_S: '1' } });
+  });
+  afterAll(() => t.close());
+
+  it('cuts off a peer that stops answering pings and keeps one that answers', async () => {
+    const healthy = await connect(`${t.wsUrl}?character=plain`);
+    // A peer that vanished answers nothing: ws answers pings unless told not to.
+    const dead = await connect(`${t.wsUrl}?character=plain`, { autoPong: false });
+    await healthy.next('session.created');
+    await dead.next('session.created');
+    await within(dead.closed, 'the dead peer being cut off', 20_000);
+    await t.waitForLog('dead peer cut off');
+    expect(healthy.ws.readyState).toBe(healthy.ws.OPEN);
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'dead_peer',
+      }),
+    ).toBe(1);
+    await healthy.close();
+  });
+});
+
+describe('frame floods (MAX_PENDING_FRAMES=4)', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ env: { MAX_PENDING_FRAMES: '4' } });
+  });
+  afterAll(() => t.close());
+
+  it('refuses frames past the pending cap with an error each, never silently', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const count = 200;
+    for (let i = 0; i < count; i++) {
+      c.send({
+        type: 'conversation.item.create',
+        item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `#${i}` }] },
+      });
+    }
+    const answered = () =>
+      c.events.filter(
+        (e) =>
+          e.type === 'conversation.item.done' ||
+          (e.type === 'error' &&
+            (e as unknown as { error: { code: string } }).error.code === 'too_many_pending_events'),
+      ).length;
+    await within(
+      new Promise<void>((resolve) => {
+        const check = () => {
+          if (answered() < count) return;
+          c.ws.off('message', later);
+          resolve();
+        };
+        // The client's own listener records each event first.
+        const later = () => setImmediate(check);
+        c.ws.on('message', later);
+        check();
+      }),
+      'an answer to every frame',
+      30_000,
+    );
+    const refused = c.events.filter((e) => e.type === 'error').length;
+    expect(refused).toBeGreaterThan(0);
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    await c.close();
+  });
+});
+
+describe('session.updated echo', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t.close());
+
+  it('does not echo a megabyte of instructions back in full', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    c.send({ type: 'session.update', session: { instructions: 'Be brief. '.repeat(90_000) } });
+    const updated = await c.next('session.updated');
+    const echoed = (updated.session as { instructions: string }).instructions;
+    expect(echoed.length).toBeLessThan(40_000);
+    expect(echoed).toContain('more characters not echoed');
+    await c.close();
+  });
+});

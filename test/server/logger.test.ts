@@ -1,0 +1,33 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/server/logger.js';
+
+let child: ChildProcess | undefined;
+afterEach(() => {
+  child?.kill('SIGKILL');
+  child = undefined;
+});
+
+describe('the server logger', () => {
+  it('lets the process exit after SIGTERM while its stdout reader never reads', async () => {
+    const proc = spawn('node', ['--import', 'tsx', 'test/server/fixtures/log-flood.ts'], {
+      // stdout is a pipe nobody reads: it fills after 64 KB.
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child = proc;
+    await new Promise<void>((resolve) =>
+      proc.stderr.on('data', (d: Buffer) => d.toString().includes('logged') && resolve()),
+    );
+    const exited = new Promise<number | null>((resolve) => proc.on('exit', resolve));
+    proc.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it('redacts credentials whatever field a caller puts them in', () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: 'info', content: false }, { write: (l) => lines.push(l) });
+    log.info({ apiKey: 'sk-secret-1', headers: { authorization: 'Bearer x' } }, 'configured');
+    expect(lines.join('')).not.toContain('sk-secret-1');
+    expect(lines.join('')).not.toContain('Bearer x');
+  });
+});
