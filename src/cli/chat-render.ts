@@ -278,7 +278,12 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
   }
 
   function resultLine(event: ServerEvent): Output[] {
-    const callId = str(event.call_id) ?? '';
+    // A server-run tool's call is known by its mcp_call item's id.
+    const itemId = str(event.item_id);
+    const callId =
+      itemId !== undefined && !calls.has(str(event.call_id) ?? '') && calls.has(itemId)
+        ? itemId
+        : (str(event.call_id) ?? '');
     if (!calls.has(callId)) {
       calls.set(callId, { name: str(event.name) ?? 'tool', args: '', shown: false });
     }
@@ -415,6 +420,12 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
         const item = record(event.item);
         const id = str(item.id);
         if (id !== undefined) seenItems.add(id);
+        if (item.type === 'mcp_call') {
+          // A tool the server runs (GA mcp_call): its line shows at mcp_call_arguments.done,
+          // and its item is done only after its result.
+          if (type === 'response.output_item.added') trackCall(item);
+          return [];
+        }
         if (item.type !== 'function_call') return [];
         const callId = trackCall(item);
         // `.done` carries the final arguments: show the call if nothing else did yet.
@@ -422,6 +433,10 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       }
       case 'response.function_call_arguments.done': {
         const callId = trackCall(event);
+        return callId === undefined ? [] : callLine(callId);
+      }
+      case 'response.mcp_call_arguments.done': {
+        const callId = trackCall({ id: event.item_id, arguments: event.arguments });
         return callId === undefined ? [] : callLine(callId);
       }
       case 'troupe.tool_call.result':

@@ -59,6 +59,8 @@ export interface ServerConfig {
   healthCacheMs: number;
   /** Serve https/wss with these PEM files (both or neither). */
   tls?: { certFile: string; keyFile: string };
+  /** A built Kyutai Unmute frontend (its checkout's `frontend/`) to serve at `/unmute`. */
+  unmuteFrontendDir?: string;
 }
 
 /** The OpenAI-compatible LLM endpoint. */
@@ -261,6 +263,7 @@ const envSchema = z.object({
   TOOL_VARIANT: z.enum(['first', 'random'], { error: 'expected first or random' }).optional(),
   TLS_CERT: text('a PEM certificate file').optional(),
   TLS_KEY: text('a PEM key file').optional(),
+  UNMUTE_FRONTEND_DIR: text('a directory path').optional(),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of ${LOG_LEVELS.join(', ')}` }).optional(),
   LOG_CONTENT: flag.optional(),
   STT_PROVIDER: z
@@ -437,6 +440,7 @@ export function loadConfig(
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS ?? D.DEFAULT_SHUTDOWN_GRACE_MS,
       healthCacheMs: e.HEALTH_CACHE_MS ?? D.DEFAULT_HEALTH_CACHE_MS,
       ...(e.TLS_CERT && e.TLS_KEY ? { tls: { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } } : {}),
+      ...(e.UNMUTE_FRONTEND_DIR ? { unmuteFrontendDir: e.UNMUTE_FRONTEND_DIR } : {}),
     },
     llm: {
       baseURL: e.LLM_BASE_URL ?? (apiKey ? D.OPENAI_BASE_URL : D.DEFAULT_LLM_BASE_URL),

@@ -9,12 +9,26 @@ import { formatPath, preview, valueAt } from '../tools/preview.js';
 import type {
   AudioFormat,
   ClientEvent,
+  ClientFunctionCallItem,
+  ClientItem,
+  ClientTool,
   ClientEventType,
   ContentPart,
   ResponseOptions,
   SessionUpdate,
 } from '../session/events.js';
 import type { Dialect } from './server-events.js';
+import {
+  includeSchema,
+  noiseReductionSchema,
+  promptSchema,
+  reasoningSchema,
+  speedSchema,
+  tracingSchema,
+  transcriptionSchema,
+  truncationSchema,
+  turnDetectionSchema,
+} from './ga-values.js';
 import { IGNORED_EVENT_CODE, unmuteSessionSchema } from './unmute.js';
 
 const eventId = z.string().max(256).optional();
@@ -57,7 +71,38 @@ const clientTool = z.strictObject({
       }
     })
     .default({ type: 'object', properties: {} }),
+  strict: z.boolean().optional(),
 });
+
+/**
+ * A tool of `session.tools` / `response.tools`: a function the client runs.
+ * GA's `mcp` tools (a remote MCP server the API would call) are refused by
+ * name: Troupe's own server-side tools are the character's.
+ */
+const toolEntry = z
+  .discriminatedUnion(
+    'type',
+    [
+      clientTool,
+      z.looseObject({ type: z.literal('mcp') }).superRefine((_, ctx) =>
+        ctx.addIssue({
+          code: 'custom',
+          path: ['type'],
+          message:
+            'MCP server tools are not offered: Troupe calls no remote MCP servers (its server-side tools are the character\'s); offer a "function" tool and run it yourself',
+        }),
+      ),
+    ],
+    { error: 'expected one of "function", "mcp"' },
+  )
+  // The mcp branch never passes its check: what gets here is a function tool.
+  .transform((t): ClientTool => t as ClientTool);
+
+/** A voice: a name, or GA's `{id}` of a custom voice. */
+const voiceSchema = z.union([
+  z.string().max(256),
+  z.strictObject({ id: z.string().min(1).max(256) }).transform((v) => v.id),
+]);
 
 /** How deeply a parsed JSON value nests (without recursion: it may be very deep). */
 export function jsonDepth(value: unknown, stopAt = MAX_TOOL_SCHEMA_DEPTH + 1): number {
@@ -99,29 +144,22 @@ const audioFormat = z.union([
   }),
 ]);
 
-const turnDetection = z
-  .strictObject({
-    type: z.enum(['server_vad', 'semantic_vad']),
-    threshold: z.number().min(0).max(1).optional(),
-    prefix_padding_ms: z.number().int().min(0).max(10_000).optional(),
-    silence_duration_ms: z.number().int().min(0).max(10_000).optional(),
-    create_response: z.boolean().optional(),
-    interrupt_response: z.boolean().optional(),
-    eagerness: z.string().optional(),
-    idle_timeout_ms: z.number().int().nullable().optional(),
-  })
-  .nullable();
+const turnDetection = turnDetectionSchema;
 
-/** Fields OpenAI clients send that Troupe accepts without using (the model is the character's). */
+/** GA settings taken as typed values (see ga-values.ts), and read-only fields a client may echo back. */
 const accepted = {
-  model: z.string().optional(),
-  tracing: z.unknown().optional(),
-  include: z.unknown().optional(),
-  prompt: z.unknown().optional(),
-  truncation: z.unknown().optional(),
-  input_audio_transcription: z.unknown().optional(),
-  input_audio_noise_reduction: z.unknown().optional(),
-  speed: z.number().optional(),
+  model: z.string().max(256).optional(),
+  tracing: tracingSchema.optional(),
+  include: includeSchema.optional(),
+  prompt: promptSchema.optional(),
+  truncation: truncationSchema.optional(),
+  parallel_tool_calls: z.boolean().optional(),
+  reasoning: reasoningSchema.optional(),
+  // Beta names.
+  input_audio_transcription: transcriptionSchema.optional(),
+  input_audio_noise_reduction: noiseReductionSchema.optional(),
+  speed: speedSchema.optional(),
+  // Read-only fields of session.created that clients send back unchanged.
   id: z.string().optional(),
   object: z.string().optional(),
   expires_at: z.unknown().optional(),
@@ -138,7 +176,7 @@ const sessionSchema = z
     character: z.string().min(1).optional(),
     instructions: z.string().optional(),
     voice: z.string().optional(),
-    tools: z.array(clientTool).max(128).optional(),
+    tools: z.array(toolEntry).max(128).optional(),
     tool_choice: toolChoice.optional(),
     output_modalities: modalities.optional(),
     audio: z
@@ -147,15 +185,15 @@ const sessionSchema = z
           .strictObject({
             format: audioFormat.optional(),
             turn_detection: turnDetection.optional(),
-            transcription: z.unknown().optional(),
-            noise_reduction: z.unknown().optional(),
+            transcription: transcriptionSchema.optional(),
+            noise_reduction: noiseReductionSchema.optional(),
           })
           .optional(),
         output: z
           .strictObject({
             format: audioFormat.optional(),
-            voice: z.string().optional(),
-            speed: z.number().optional(),
+            voice: voiceSchema.optional(),
+            speed: speedSchema.optional(),
           })
           .optional(),
       })
@@ -194,8 +232,54 @@ const sessionSchema = z
     const max = s.max_output_tokens ?? s.max_response_output_tokens;
     if (max !== undefined) out.max_output_tokens = max;
     if (s.allow_recording !== undefined) out.allow_recording = s.allow_recording;
+    takeGaSettings(s, out);
     return out;
   });
+
+/** The GA settings of a parsed `session.update.session` (GA names first, then beta's). */
+function takeGaSettings(
+  s: {
+    model?: string | undefined;
+    audio?:
+      | {
+          input?: { transcription?: unknown; noise_reduction?: unknown } | undefined;
+          output?: { speed?: number | undefined } | undefined;
+        }
+      | undefined;
+    input_audio_transcription?: SessionUpdate['input_audio_transcription'] | undefined;
+    input_audio_noise_reduction?: SessionUpdate['input_audio_noise_reduction'] | undefined;
+    speed?: number | undefined;
+  } & Pick<
+    SessionUpdate,
+    'truncation' | 'include' | 'prompt' | 'tracing' | 'parallel_tool_calls' | 'reasoning'
+  >,
+  out: SessionUpdate,
+): void {
+  if (s.model !== undefined) out.model = s.model;
+  const input = s.audio?.input;
+  const transcription =
+    input?.transcription !== undefined
+      ? (input.transcription as SessionUpdate['input_audio_transcription'])
+      : s.input_audio_transcription;
+  if (transcription !== undefined) out.input_audio_transcription = transcription;
+  const noise =
+    input?.noise_reduction !== undefined
+      ? (input.noise_reduction as SessionUpdate['input_audio_noise_reduction'])
+      : s.input_audio_noise_reduction;
+  if (noise !== undefined) out.input_audio_noise_reduction = noise;
+  const speed = s.audio?.output?.speed ?? s.speed;
+  if (speed !== undefined) out.output_audio_speed = speed;
+  for (const key of [
+    'truncation',
+    'include',
+    'prompt',
+    'tracing',
+    'parallel_tool_calls',
+    'reasoning',
+  ] as const) {
+    if (s[key] !== undefined) (out as Record<string, unknown>)[key] = s[key];
+  }
+}
 
 const text = z.string();
 
@@ -245,7 +329,28 @@ const functionCallOutputItem = z.strictObject({
   object: z.literal('realtime.item').optional(),
   call_id: z.string().min(1),
   output: z.string(),
+  status: z.string().optional(),
 });
+
+/** GA: a call the client records as made; `arguments` must be JSON (the model reads it back). */
+const functionCallItem = z.strictObject({
+  type: z.literal('function_call'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  status: z.string().optional(),
+  call_id: z.string().min(1).max(128).optional(),
+  name: z.string().regex(TOOL_NAME, {
+    error: 'expected a function name of 1–64 letters, digits, _ or -',
+  }),
+  arguments: z.string().refine(isJsonObjectText, { error: 'expected a JSON object as text' }),
+});
+
+/** Items a response's `input` may hold (GA `response.input`). */
+const inputItem = z.discriminatedUnion(
+  'type',
+  [messageItem, functionCallOutputItem, functionCallItem],
+  { error: 'expected an item of type "message", "function_call" or "function_call_output"' },
+);
 
 const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem], {
   error: 'expected an item of type "message" or "function_call_output"',
@@ -262,11 +367,24 @@ const responseSchema = z
     max_response_output_tokens: maxTokens.optional(),
     metadata: z.record(z.string(), z.string()).optional(),
     conversation: z
-      .literal('auto', { error: 'expected "auto" (out-of-band responses are not offered)' })
+      .enum(['auto', 'none'], {
+        error:
+          'expected "auto" (the session\'s conversation) or "none" (an out-of-band response); a session has one conversation',
+      })
       .optional(),
-    // Accepted, unused: the voice and tools are the session's.
-    voice: z.string().optional(),
-    audio: z.unknown().optional(),
+    input: z.array(inputItem).max(1_000).optional(),
+    tools: z.array(toolEntry).max(128).optional(),
+    voice: voiceSchema.optional(),
+    audio: z
+      .strictObject({
+        output: z
+          .strictObject({ format: audioFormat.optional(), voice: voiceSchema.optional() })
+          .optional(),
+      })
+      .optional(),
+    prompt: promptSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    reasoning: reasoningSchema.optional(),
   })
   .transform((r): ResponseOptions => {
     const out: ResponseOptions = {};
@@ -278,8 +396,36 @@ const responseSchema = z
     const max = r.max_output_tokens ?? r.max_response_output_tokens;
     if (max !== undefined) out.max_output_tokens = max;
     if (r.metadata !== undefined) out.metadata = r.metadata;
+    if (r.conversation !== undefined) out.conversation = r.conversation;
+    if (r.input !== undefined) {
+      out.input = r.input.map((i) => stripItem(i) as ClientItem | ClientFunctionCallItem);
+    }
+    if (r.tools !== undefined) out.tools = r.tools;
+    const voice = r.audio?.output?.voice ?? r.voice;
+    if (voice !== undefined) out.voice = voice;
+    if (r.audio?.output?.format !== undefined) out.output_audio_format = r.audio.output.format;
+    if (r.prompt !== undefined) out.prompt = r.prompt;
+    if (r.parallel_tool_calls !== undefined) out.parallel_tool_calls = r.parallel_tool_calls;
+    if (r.reasoning !== undefined) out.reasoning = r.reasoning;
     return out;
   });
+
+/** An item as the session takes it: without the read-only `object` and `status`. */
+function stripItem<T extends { object?: unknown; status?: unknown }>(
+  item: T,
+): Omit<T, 'object' | 'status'> {
+  const { object: _object, status: _status, ...rest } = item;
+  return rest;
+}
+
+function isJsonObjectText(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
 
 /** One schema per client event type. */
 const SCHEMAS = {

@@ -2,3 +2,4 @@
 export * from './client-events.js';
 export * from './server-events.js';
 export * from './unmute.js';
+export * from './ga-values.js';

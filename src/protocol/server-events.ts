@@ -21,6 +21,13 @@ const BETA_NAMES: Partial<Record<string, string | null>> = {
   'conversation.item.added': 'conversation.item.created',
   // Beta has no item.done: `conversation.item.created` and `response.output_item.done` carry the item.
   'conversation.item.done': null,
+  // Beta has no words for tools the server runs: its clients see the `mcp_call`
+  // items (which they do not answer) and `troupe.tool_call.result`.
+  'response.mcp_call_arguments.delta': null,
+  'response.mcp_call_arguments.done': null,
+  'response.mcp_call.in_progress': null,
+  'response.mcp_call.completed': null,
+  'response.mcp_call.failed': null,
 };
 
 /** Events only the unmute dialect sends (Unmute's own vocabulary). */
@@ -81,7 +88,15 @@ export function createEncoder(dialect: Dialect, options: EncoderOptions = {}): E
       if (UNMUTE_ONLY.has(event.type)) return null;
       // Hot path (one call per text delta): the id goes into the JSON text
       // rather than into a copy of the event.
-      if (dialect === 'openai') return withEventId(JSON.stringify(event), eventId());
+      if (dialect === 'openai') {
+        // The typings' content part is `text` / `audio` (items say `output_text` / `output_audio`).
+        const shaped =
+          event.type === 'response.content_part.added' ||
+          event.type === 'response.content_part.done'
+            ? { ...event, part: { ...event.part, type: betaPartType(event.part.type) } }
+            : event;
+        return withEventId(JSON.stringify(shaped), eventId());
+      }
       const renamed = BETA_NAMES[event.type];
       if (renamed === null) return null;
       return JSON.stringify({ ...toBeta(event), type: renamed ?? event.type, event_id: eventId() });
@@ -147,6 +162,9 @@ function betaSession(s: SessionObject): object {
     input_audio_format: BETA_FORMATS[audio.input.format.type],
     output_audio_format: BETA_FORMATS[audio.output.format.type],
     turn_detection: audio.input.turn_detection,
+    input_audio_transcription: audio.input.transcription,
+    input_audio_noise_reduction: audio.input.noise_reduction,
+    speed: audio.output.speed,
     max_response_output_tokens: max_output_tokens,
   };
 }

@@ -171,8 +171,10 @@ export interface UnmuteShaper {
 export function createUnmuteShaper(options: UnmuteShaperOptions = {}): UnmuteShaper {
   let character = options.character;
   let allowRecording = false;
+  const debug = createDebugDict();
   return {
     shape: function shapeUnmuteEvent(event) {
+      debug.observe(event);
       switch (event.type) {
         case 'session.created':
           character = event.session.character;
@@ -201,9 +203,12 @@ export function createUnmuteShaper(options: UnmuteShaperOptions = {}): UnmuteSha
           return { type: 'response.audio.delta', delta: event.delta };
         case 'response.output_audio.done':
           return { type: 'response.audio.done' };
-        // Unmute's "text" is the text as spoken: the audio's transcript.
-        case 'response.output_audio_transcript.delta':
-          return { type: 'response.text.delta', delta: event.delta };
+        // Unmute's "text" is the text as spoken: the audio's transcript. Its backend
+        // sends the TTS's words without spaces and its frontend puts one before each.
+        case 'response.output_audio_transcript.delta': {
+          const delta = event.delta.trim();
+          return delta === '' ? null : { type: 'response.text.delta', delta };
+        }
         case 'response.output_audio_transcript.done':
           return { type: 'response.text.done', text: event.transcript };
         case 'conversation.item.input_audio_transcription.delta':
@@ -218,11 +223,16 @@ export function createUnmuteShaper(options: UnmuteShaperOptions = {}): UnmuteSha
           return event.error.code === IGNORED_EVENT_CODE
             ? { ...event, error: { ...event.error, type: 'warning' } }
             : event;
+        case 'unmute.additional_outputs':
+          // Its frontend's dev panel shows debug_dict: Troupe's timings, in Unmute's keys.
+          return {
+            ...event,
+            args: { ...event.args, debug_dict: debug.value(event.args.debug_dict) },
+          };
         case 'input_audio_buffer.speech_started':
         case 'input_audio_buffer.speech_stopped':
         case 'unmute.response.text.delta.ready':
         case 'unmute.interrupted_by_vad':
-        case 'unmute.additional_outputs':
           return event;
         default:
           return null;
@@ -230,6 +240,71 @@ export function createUnmuteShaper(options: UnmuteShaperOptions = {}): UnmuteSha
     },
     observe(update) {
       if (update.allow_recording !== undefined) allowRecording = update.allow_recording;
+    },
+  };
+}
+
+/**
+ * The `debug_dict` of `unmute.additional_outputs`, as Unmute's backend fills
+ * it (`timing` in seconds, `connection`, `tts_voice`, `conversation_state`),
+ * from the events a connection sees: the latest response's timings, and
+ * Troupe's own report of it (`troupe`, in ms) beside them.
+ */
+function createDebugDict() {
+  const timing: Record<string, number> = {};
+  let troupe: object | undefined;
+  let voice: string | null = null;
+  let state = 'waiting_for_user';
+  let responses = 0;
+  const seconds = (ms: number | null | undefined) =>
+    ms === null || ms === undefined ? undefined : Math.round(ms) / 1000;
+  const set = (key: string, ms: number | null | undefined) => {
+    const s = seconds(ms);
+    if (s !== undefined) timing[key] = s;
+  };
+  return {
+    observe(event: ServerEvent): void {
+      switch (event.type) {
+        case 'session.created':
+        case 'session.updated':
+          voice = event.session.audio.output.voice;
+          return;
+        case 'input_audio_buffer.speech_started':
+          state = 'user_speaking';
+          return;
+        case 'input_audio_buffer.speech_stopped':
+          state = 'waiting_for_bot';
+          return;
+        case 'response.created':
+          state = 'bot_speaking';
+          return;
+        case 'response.done': {
+          state = 'waiting_for_user';
+          responses++;
+          const info = event.response.troupe;
+          if (!info) return;
+          troupe = { response: event.response.id, status: event.response.status, ...info };
+          for (const key of Object.keys(timing)) delete timing[key];
+          set('to_first_token', info.llm_ttft_ms);
+          set('to_first_text', info.ttft_ms);
+          set('tts_audio', info.first_audio_ms);
+          set('stt', info.voice?.stt_ms);
+          set('total', info.duration_ms);
+          return;
+        }
+        default:
+      }
+    },
+    value(given: object | undefined): object {
+      return {
+        timing: { ...timing },
+        connection: { server: 'troupe' },
+        tts_voice: voice ?? 'none',
+        conversation_state: state,
+        responses,
+        ...(troupe ? { troupe } : {}),
+        ...given,
+      };
     },
   };
 }

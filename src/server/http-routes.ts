@@ -5,7 +5,7 @@
  * allowed origins may read every route (CORS), as Unmute's frontend, served
  * from its own origin, does.
  */
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,6 +16,7 @@ import type { Metrics } from '../metrics/index.js';
 import { unmuteVoiceList, type UnmuteVoice } from '../protocol/index.js';
 import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { ServerLlm } from './llm.js';
+import { serveUnmuteFrontend } from './unmute-frontend.js';
 
 /** The web client's folder (served at `/`). */
 export const WEB_DIR = fileURLToPath(new URL('../web/', import.meta.url));
@@ -58,6 +59,11 @@ export interface RouteContext {
    * @defaultValue [] (same-origin pages only)
    */
   allowedOrigins?: '*' | string[];
+  /**
+   * A built Unmute frontend to serve at `/unmute` (`config.server.unmuteFrontendDir`).
+   * @defaultValue none
+   */
+  unmuteFrontendDir?: string;
   /**
    * Host names same-origin pages may use (`config.server.allowedHosts` and
    * the listening host); see {@link hostAllowed}.
@@ -176,6 +182,18 @@ export function requestUrl(target: string | undefined): URL | undefined {
 }
 
 /**
+ * Unmute's production frontend calls its backend under `/api/` on its own
+ * origin (`/api/v1/health`, `/api/v1/voices`, `/api/v1/realtime`): those
+ * paths are answered as their `/v1/` twins, so no proxy has to strip the prefix.
+ */
+export const UNMUTE_API_PREFIX = '/api';
+
+/** The route of a path: Unmute's `/api/v1/…` as `/v1/…`, any other path as it is. */
+export function unmuteRoute(path: string): string {
+  return path.startsWith(`${UNMUTE_API_PREFIX}/v1/`) ? path.slice(UNMUTE_API_PREFIX.length) : path;
+}
+
+/**
  * Creates the request handler.
  *
  * @example
@@ -218,7 +236,7 @@ export function createHttpHandler(ctx: RouteContext) {
       );
     }
     try {
-      switch (path) {
+      switch (unmuteRoute(path)) {
         case '/health':
           return json(res, 200, await health(ctx, speechHealth), head, cors);
         case '/metrics': {
@@ -240,9 +258,13 @@ export function createHttpHandler(ctx: RouteContext) {
           return await serveStatic(res, 'index.html', head, cors);
         default: {
           const name = path.slice(1);
-          if (STATIC_NAME.test(name) && extension(name) in CONTENT_TYPES) {
+          const ours = STATIC_NAME.test(name) && extension(name) in CONTENT_TYPES;
+          const dir = ctx.unmuteFrontendDir;
+          // The web client's own files first; then Unmute's page and assets, when served.
+          if (ours && (!dir || (await webFileExists(name)))) {
             return await serveStatic(res, name, head, cors);
           }
+          if (dir && (await serveUnmuteFrontend(res, dir, path, head, cors))) return;
           return notFound(res, path, head, cors);
         }
       }
@@ -428,6 +450,15 @@ function characters(registry: CharacterRegistry): object {
     })),
     errors: registry.errors().length,
   };
+}
+
+async function webFileExists(name: string): Promise<boolean> {
+  try {
+    await access(`${WEB_DIR}${name}`);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function serveStatic(

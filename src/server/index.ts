@@ -164,6 +164,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     healthCacheMs: config.server.healthCacheMs,
     healthExtras: () => scale.health(options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
+    ...(config.server.unmuteFrontendDir
+      ? { unmuteFrontendDir: config.server.unmuteFrontendDir }
+      : {}),
   });
   const tls = config.server.tls;
   let server: Server;

@@ -24,7 +24,7 @@ import {
 import type { ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
-import { originAllowed, requestUrl } from './http-routes.js';
+import { originAllowed, requestUrl, unmuteRoute } from './http-routes.js';
 import { refuseImageUrls } from './image-policy.js';
 import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
 import type { ServerLlm } from './llm.js';
@@ -161,7 +161,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     socket.on('error', () => socket.destroy());
     const url = requestUrl(req.url);
     if (url === undefined) return refuseUpgrade(socket, '400 Bad Request', 'not a valid URL');
-    if (url.pathname !== '/v1/realtime') {
+    // Unmute's production frontend dials /api/v1/realtime on its own origin.
+    if (unmuteRoute(url.pathname) !== '/v1/realtime') {
       return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
     }
     if (!accepting && req.headers['x-forwarded-for'] !== undefined) {
@@ -212,9 +213,18 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
     }
     const { character, variant } = picked;
-    // Without ?dialect=, the client's first session.update (or an Unmute-only event) tells.
-    let dialect = picked.dialect ?? 'openai';
-    let detecting = picked.dialect === undefined;
+    // Only Unmute's production frontend dials /api/v1/realtime: its dialect from the start
+    // (so it gets no session.created it does not know). Elsewhere, without ?dialect=, the
+    // client's first session.update (or an Unmute-only event) tells.
+    // Beta-protocol clients announce themselves with OpenAI's `OpenAI-Beta: realtime=v1` header.
+    const impliedDialect =
+      url.pathname !== '/v1/realtime'
+        ? 'unmute'
+        : /\brealtime=v1\b/.test(String(req.headers['openai-beta'] ?? ''))
+          ? 'openai-beta'
+          : undefined;
+    let dialect = picked.dialect ?? impliedDialect ?? 'openai';
+    let detecting = picked.dialect === undefined && impliedDialect === undefined;
     accepted = true;
     connections.set(ws, undefined);
     ws.on('close', () => {
@@ -450,7 +460,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       );
     }
     const ids = ctx.registry.list().map((c) => c.id);
-    const wanted = url.searchParams.get('character') ?? config.sessions.defaultCharacter ?? ids[0];
+    // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
+    const model = url.searchParams.get('model');
+    const byModel = model !== null && ctx.registry.get(model) !== undefined ? model : undefined;
+    const wanted =
+      url.searchParams.get('character') ?? byModel ?? config.sessions.defaultCharacter ?? ids[0];
     if (wanted === undefined) {
       return new ProtocolError(
         'no_characters',

@@ -16,7 +16,15 @@ import type {
   ServerEvent,
 } from './events.js';
 import { History, type HistoryGroup, type TrimResult } from './history.js';
-import { itemNotFound, messageItem, newId, plainMessage, textOf, toChatMessage } from './items.js';
+import {
+  finishedMcpCall,
+  itemNotFound,
+  messageItem,
+  newId,
+  plainMessage,
+  textOf,
+  toChatMessage,
+} from './items.js';
 import type { ConversationState } from './session-state.js';
 
 /**
@@ -255,6 +263,14 @@ export class Conversation {
     const item = this.#history.find(itemId);
     if (!item) return itemNotFound('conversation.item.retrieve', itemId, eventId);
     this.#o.send({ type: 'conversation.item.retrieved', item });
+    if (finishedMcpCall(item)) {
+      // Clients (the Agents SDK) retrieve an mcp_call when it starts and mark what they
+      // retrieve in progress; a call that finished first is said to be done again.
+      const items = this.#history.items;
+      const index = items.indexOf(item);
+      const previous = index > 0 ? items[index - 1]!.id : null;
+      this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    }
     return undefined;
   }
 

@@ -44,8 +44,32 @@ export interface FunctionCallOutputItem {
   output: string;
 }
 
+/** Why a server-run tool failed, in GA's `mcp_call.error` shape. */
+export interface McpCallError {
+  type: 'tool_execution_error';
+  message: string;
+}
+
+/**
+ * A tool the server ran itself (a character's tool), in GA's words for tools
+ * the server runs: clients know not to answer it. `server_label` is the
+ * character's id.
+ */
+export interface McpCallItem {
+  id: string;
+  object: 'realtime.item';
+  type: 'mcp_call';
+  server_label: string;
+  name: string;
+  arguments: string;
+  /** The handler's result; null until it is done, and when it failed. */
+  output: string | null;
+  error: McpCallError | null;
+  approval_request_id: null;
+}
+
 /** Any conversation item. */
-export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem;
+export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | McpCallItem;
 
 // ── Client → session ────────────────────────────────────────────────────────
 
@@ -55,6 +79,8 @@ export interface ClientTool {
   name: string;
   description: string;
   parameters: Record<string, unknown>;
+  /** Strict schema adherence, as the Responses API takes it; Troupe validates arguments either way. */
+  strict?: boolean;
 }
 
 /** Tool choice as the Realtime API takes it. */
@@ -74,7 +100,49 @@ export interface TurnDetection {
   silence_duration_ms?: number;
   create_response?: boolean;
   interrupt_response?: boolean;
-  eagerness?: string;
+  /** `semantic_vad` only; Troupe runs it as the server VAD with a silence window per level. */
+  eagerness?: 'low' | 'medium' | 'high' | 'auto';
+  /** `server_vad` only: silence after a response before `input_audio_buffer.timeout_triggered`; null = off. */
+  idle_timeout_ms?: number | null;
+}
+
+/** `audio.input.transcription`: which transcription the client asked for. */
+export interface TranscriptionSettings {
+  model?: string;
+  language?: string;
+  prompt?: string;
+  delay?: 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
+}
+
+/** `audio.input.noise_reduction`. */
+export interface NoiseReduction {
+  type?: 'near_field' | 'far_field';
+}
+
+/** `truncation`: how the conversation is cut when it outgrows the context. */
+export type Truncation =
+  | 'auto'
+  | 'disabled'
+  | {
+      type: 'retention_ratio';
+      retention_ratio: number;
+      token_limits?: { post_instructions?: number };
+    };
+
+/** `prompt`: a stored prompt template by id. */
+export interface PromptReference {
+  id: string;
+  version?: string | null;
+  variables?: Record<string, unknown> | null;
+}
+
+/** `tracing`: `"auto"` or a tracing configuration. */
+export type TracingSetting =
+  'auto' | { workflow_name?: string; group_id?: string; metadata?: unknown };
+
+/** `reasoning`. */
+export interface Reasoning {
+  effort?: 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
 }
 
 /** `session.update.session`, normalised (beta fields mapped to GA). Absent = unchanged. */
@@ -92,6 +160,19 @@ export interface SessionUpdate {
   max_output_tokens?: number | 'inf';
   /** Unmute's frontend sends it. */
   allow_recording?: boolean;
+  // GA settings taken as typed values (see protocol/ga-values.ts); null = off / cleared.
+  /** The model the client named; the character decides the real one. */
+  model?: string;
+  input_audio_transcription?: TranscriptionSettings | null;
+  input_audio_noise_reduction?: NoiseReduction | null;
+  /** `audio.output.speed`, 0.25–1.5. */
+  output_audio_speed?: number;
+  truncation?: Truncation;
+  include?: Array<'item.input_audio_transcription.logprobs'>;
+  prompt?: PromptReference | null;
+  tracing?: TracingSetting | null;
+  parallel_tool_calls?: boolean;
+  reasoning?: Reasoning;
 }
 
 /** An item the client adds. */
@@ -104,6 +185,15 @@ export type ClientItem =
     }
   | { type: 'function_call_output'; id?: string; call_id: string; output: string };
 
+/** A call the client records as made (GA `function_call` item); its output may follow. */
+export interface ClientFunctionCallItem {
+  type: 'function_call';
+  id?: string;
+  call_id?: string;
+  name: string;
+  arguments: string;
+}
+
 /** `response.create.response`, normalised. */
 export interface ResponseOptions {
   instructions?: string;
@@ -112,6 +202,19 @@ export interface ResponseOptions {
   temperature?: number;
   max_output_tokens?: number | 'inf';
   metadata?: Record<string, string>;
+  /** `"none"`: an out-of-band response, outside the conversation. @defaultValue "auto" */
+  conversation?: 'auto' | 'none';
+  /** The response's input instead of the conversation (GA `response.input`). */
+  input?: Array<ClientItem | ClientFunctionCallItem>;
+  /** Tools for this response only, instead of the session's client tools. */
+  tools?: ClientTool[];
+  /** `audio.output.voice` (beta `voice`) for this response. */
+  voice?: string;
+  /** `audio.output.format` for this response. */
+  output_audio_format?: AudioFormat;
+  prompt?: PromptReference | null;
+  parallel_tool_calls?: boolean;
+  reasoning?: Reasoning;
 }
 
 /** A client event after validation (GA names; `event_id` is the client's own). */
@@ -143,6 +246,16 @@ export interface ResponseUsage {
   total_tokens: number;
   input_tokens: number;
   output_tokens: number;
+  /** The LLM reads text: every input token is a text token (speech is transcribed first). */
+  input_token_details: {
+    text_tokens: number;
+    audio_tokens: 0;
+    image_tokens: 0;
+    cached_tokens: 0;
+    cached_tokens_details: { text_tokens: 0; audio_tokens: 0; image_tokens: 0 };
+  };
+  /** The LLM writes text: speech is made from it by the TTS engine, outside the token count. */
+  output_token_details: { text_tokens: number; audio_tokens: 0 };
 }
 
 /** One server-side or client-side tool call of a response, as `response.done` reports it. */
@@ -216,6 +329,8 @@ export interface ResponseObject {
   output_modalities: Array<'text' | 'audio'>;
   usage: ResponseUsage | null;
   metadata: Record<string, string> | null;
+  /** The session's one conversation. */
+  conversation_id?: string;
   troupe?: ResponseTroupeInfo;
 }
 
@@ -244,10 +359,32 @@ export interface SessionObject {
   temperature: number | null;
   max_output_tokens: number | 'inf';
   audio: {
-    input: { format: AudioFormat; turn_detection: TurnDetection | null };
-    output: { format: AudioFormat; voice: string | null };
+    input: {
+      format: AudioFormat;
+      turn_detection: TurnDetection | null;
+      transcription: TranscriptionSettings | null;
+      noise_reduction: NoiseReduction | null;
+    };
+    output: { format: AudioFormat; voice: string | null; speed: number };
   };
+  truncation: Truncation;
+  include: Array<'item.input_audio_transcription.logprobs'>;
+  prompt: PromptReference | null;
+  tracing: TracingSetting | null;
+  /** Unix seconds; 0: a Troupe session does not expire. */
+  expires_at: number;
   troupe: { character: SessionCharacterInfo };
+}
+
+/** GA settings a session takes and shows back, which Troupe's engines decide for themselves. */
+export interface GaSessionSettings {
+  transcription: TranscriptionSettings | null;
+  noiseReduction: NoiseReduction | null;
+  speed: number;
+  truncation: Truncation;
+  include: Array<'item.input_audio_transcription.logprobs'>;
+  prompt: PromptReference | null;
+  tracing: TracingSetting | null;
 }
 
 /** The error payload of an `error` event. */
@@ -300,6 +437,17 @@ export type ServerEvent =
       name: string;
       arguments: string;
     } & InResponse)
+  // GA's events of a tool the server runs (`mcp_call` items).
+  | ({ type: 'response.mcp_call_arguments.delta'; delta: string } & InResponse)
+  | ({ type: 'response.mcp_call_arguments.done'; arguments: string } & InResponse)
+  | {
+      type:
+        | 'response.mcp_call.in_progress'
+        | 'response.mcp_call.completed'
+        | 'response.mcp_call.failed';
+      item_id: string;
+      output_index: number;
+    }
   | ({
       type: 'troupe.tool_call.result';
       call_id: string;
@@ -321,6 +469,13 @@ export type ServerEvent =
   | { type: 'input_audio_buffer.speech_stopped'; audio_end_ms: number; item_id: string }
   | { type: 'input_audio_buffer.committed'; previous_item_id: string | null; item_id: string }
   | { type: 'input_audio_buffer.cleared' }
+  /** `idle_timeout_ms` passed after a response with no speech from the user. */
+  | {
+      type: 'input_audio_buffer.timeout_triggered';
+      audio_start_ms: number;
+      audio_end_ms: number;
+      item_id: string;
+    }
   | {
       type: 'conversation.item.input_audio_transcription.delta';
       item_id: string;

@@ -3,6 +3,7 @@
  * greeting, a voice turn — one conversation response at a time; cancellation.
  */
 import type { SpeechOutput } from './speech-output.js';
+import type { Item } from './events.js';
 
 /**
  * Where a response comes from. `background` (a background tool's result,
@@ -22,6 +23,8 @@ export interface RunningResponse {
   done: Promise<void>;
   /** Its newest output item: history takes the response's items when it ends. */
   lastItemId?: () => string | null;
+  /** One of its output items by id, before history takes them (`conversation.item.retrieve`). */
+  findItem?: (id: string) => { item: Item; previous_item_id: string | null } | undefined;
   /** Its speech, when it speaks. */
   speech?: SpeechOutput;
   /** Why it was stopped, when it was. */

@@ -41,6 +41,14 @@ export function doneResponse(o: ResponseOutcome): ResponseObject {
           total_tokens: usage.total_tokens,
           input_tokens: usage.prompt_tokens,
           output_tokens: usage.completion_tokens,
+          input_token_details: {
+            text_tokens: usage.prompt_tokens,
+            audio_tokens: 0,
+            image_tokens: 0,
+            cached_tokens: 0,
+            cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+          },
+          output_token_details: { text_tokens: usage.completion_tokens, audio_tokens: 0 },
         }
       : null,
     troupe: {

@@ -13,7 +13,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
-import { llmErrorPayload, round, toDescription } from './items.js';
+import { conversationId, llmErrorPayload, round, toDescription } from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import { doneResponse, recordResponse } from './response-report.js';
 import { FillerTimers, ResponseWriter } from './response-writer.js';
@@ -82,15 +82,22 @@ export async function runResponse(
     output_modalities: modalities,
     usage: null,
     metadata: r.metadata ?? null,
+    conversation_id: conversationId(ctx.sessionId),
   };
   const messages = trimmed(ctx, turnLog, systemMessage, 'history trimmed to the context budget');
   ctx.send({ type: 'response.created', response: base });
 
   const speech = voice?.speechFor(response, turnLog, receivedAt);
-  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech);
+  // Every call but the client's own tools is the server's to run (unknown ones are answered too).
+  const clientNames = new Set(ctx.config.current.tools.map((t) => t.name));
+  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech, {
+    serverLabel: character.id,
+    runs: (name) => !clientNames.has(name),
+  });
   const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
   let requestAt: number | undefined;
   response.lastItemId = () => out.items.at(-1)?.id ?? null;
+  response.findItem = (id) => out.find(id);
   let firstDeltaAt: number | null = null;
   let summary: TurnSummary | undefined;
   let failure: TroupeError | undefined;
@@ -262,11 +269,27 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
     output_modalities: ['audio'],
     usage: null,
     metadata: { troupe: 'greeting' },
+    conversation_id: conversationId(ctx.sessionId),
   };
   ctx.send({ type: 'response.created', response: base });
   const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());
   const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
+  // Announced like any response's item, so clients know what its audio belongs to.
+  ctx.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
+  ctx.send({
+    type: 'response.content_part.added',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: '' },
+  });
   const spoken = await speech.say(place, ctx.character().greeting ?? '');
+  ctx.send({
+    type: 'response.content_part.done',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: spoken.transcript },
+  });
+  ctx.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
   // History keeps what the user heard of the greeting.
   if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
   const status = response.stoppedBy ? 'cancelled' : 'completed';

@@ -11,6 +11,7 @@ import type {
   FunctionCallItem,
   FunctionCallOutputItem,
   Item,
+  McpCallItem,
   MessageItem,
   ResponseObject,
   ServerEvent,
@@ -23,6 +24,16 @@ interface ItemPlace {
   response_id: string;
   item_id: string;
   output_index: number;
+}
+
+/**
+ * Which calls the server runs itself (the character's tools): they go out as
+ * GA's `mcp_call` items, which clients know not to answer, with
+ * `server_label` the character's id.
+ */
+export interface ServerTools {
+  serverLabel: string;
+  runs(name: string): boolean;
 }
 
 /** A spoken item of a response: its round (-1 for a filler), the model's text and what was heard. */
@@ -46,7 +57,10 @@ export class ResponseWriter {
    * closes it first), and every text delta needs it.
    */
   #text: { item: MessageItem; text: string; at: ItemPlace; round: number } | undefined;
-  #calls = new Map<string, FunctionCallItem>();
+  #calls = new Map<string, FunctionCallItem | McpCallItem>();
+  /** Server-run calls whose arguments are complete and whose result has not come yet. */
+  #running = new Set<McpCallItem>();
+  readonly #serverTools: ServerTools | undefined;
   #outputIndex = 0;
   readonly #responseId: string;
   readonly #send: (event: ServerEvent) => void;
@@ -61,11 +75,21 @@ export class ResponseWriter {
     send: (event: ServerEvent) => void,
     before: string | null,
     speech?: SpeechOutput,
+    serverTools?: ServerTools,
   ) {
+    this.#serverTools = serverTools;
     this.#responseId = responseId;
     this.#send = send;
     this.#before = before;
     this.#speech = speech;
+  }
+
+  /** One of the response's items by id, with the item before it. */
+  find(id: string): { item: Item; previous_item_id: string | null } | undefined {
+    const index = this.items.findIndex((i) => i.id === id);
+    if (index === -1) return undefined;
+    const previous = index > 0 ? this.items[index - 1]!.id : this.#before;
+    return { item: this.items[index]!, previous_item_id: previous };
   }
 
   /** The spoken items, once each has played or been cut off. */
@@ -105,6 +129,14 @@ export class ResponseWriter {
         const item = this.#calls.get(e.callId);
         if (!item) return;
         item.arguments += e.delta;
+        if (item.type === 'mcp_call') {
+          this.#send({
+            type: 'response.mcp_call_arguments.delta',
+            ...this.#at(item),
+            delta: e.delta,
+          });
+          return;
+        }
         this.#send({
           type: 'response.function_call_arguments.delta',
           ...this.#at(item),
@@ -244,20 +276,38 @@ export class ResponseWriter {
   finish(status: ResponseObject['status']): void {
     this.closeText(status === 'completed' ? 'completed' : 'incomplete');
     for (const item of this.#calls.values()) {
-      if (item.status === 'in_progress') this.#drop(item);
+      if (item.type === 'mcp_call') {
+        // Its arguments came whole but no result: it was stopped while it ran.
+        if (this.#running.has(item)) {
+          this.#mcpEnd(item, null, 'The tool call was stopped before it finished.');
+        } else if (item.output === null && item.error === null) this.#drop(item);
+      } else if (item.status === 'in_progress') this.#drop(item);
     }
   }
 
-  #startCall(callId: string, name: string): FunctionCallItem {
-    const item: FunctionCallItem = {
-      id: newId('item'),
-      object: 'realtime.item',
-      type: 'function_call',
-      status: 'in_progress',
-      call_id: callId,
-      name,
-      arguments: '',
-    };
+  #startCall(callId: string, name: string): FunctionCallItem | McpCallItem {
+    const server = this.#serverTools;
+    const item: FunctionCallItem | McpCallItem = server?.runs(name)
+      ? {
+          id: newId('item'),
+          object: 'realtime.item',
+          type: 'mcp_call',
+          server_label: server.serverLabel,
+          name,
+          arguments: '',
+          output: null,
+          error: null,
+          approval_request_id: null,
+        }
+      : {
+          id: newId('item'),
+          object: 'realtime.item',
+          type: 'function_call',
+          status: 'in_progress',
+          call_id: callId,
+          name,
+          arguments: '',
+        };
     this.#calls.set(callId, item);
     this.#added(item);
     return item;
@@ -268,6 +318,18 @@ export class ResponseWriter {
     const item = this.#calls.get(call.id) ?? this.#startCall(call.id, call.name);
     item.name = call.name;
     item.arguments = call.arguments;
+    if (item.type === 'mcp_call') {
+      // The server runs it now: the item is done with its result.
+      const at = this.#at(item);
+      this.#send({ type: 'response.mcp_call_arguments.done', ...at, arguments: call.arguments });
+      this.#send({
+        type: 'response.mcp_call.in_progress',
+        item_id: item.id,
+        output_index: at.output_index,
+      });
+      this.#running.add(item);
+      return;
+    }
     item.status = 'completed';
     this.#send({
       type: 'response.function_call_arguments.done',
@@ -286,16 +348,49 @@ export class ResponseWriter {
   }
 
   /** Ends a call as incomplete and takes it out of the conversation. */
-  #drop(item: FunctionCallItem): void {
-    item.status = 'incomplete';
+  #drop(item: FunctionCallItem | McpCallItem): void {
+    if (item.type === 'mcp_call') {
+      item.error = { type: 'tool_execution_error', message: 'The call was never run.' };
+      this.#running.delete(item);
+    } else item.status = 'incomplete';
     this.#done(item);
     // Not in history (the model is not told it ran): take it out of the client's view too.
     this.items.splice(this.items.indexOf(item), 1);
     this.#send({ type: 'conversation.item.deleted', item_id: item.id });
   }
 
+  /** A server-run call's end: its output or its error, then the item is done. */
+  #mcpEnd(item: McpCallItem, output: string | null, error: string | null): void {
+    this.#running.delete(item);
+    item.output = output;
+    item.error = error === null ? null : { type: 'tool_execution_error', message: error };
+    this.#send({
+      type: error === null ? 'response.mcp_call.completed' : 'response.mcp_call.failed',
+      item_id: item.id,
+      output_index: this.items.indexOf(item),
+    });
+  }
+
   #result(result: ToolResult): void {
     const call = this.#calls.get(result.callId);
+    if (call?.type === 'mcp_call') {
+      // GA's words for a tool the server ran: the result is the item's own, no output item.
+      const ok = result.outcome === 'ok';
+      this.#mcpEnd(call, ok ? result.output : null, ok ? null : result.output);
+      this.#send({
+        type: 'troupe.tool_call.result',
+        response_id: this.#responseId,
+        item_id: call.id,
+        output_index: this.items.indexOf(call),
+        call_id: result.callId,
+        name: result.name,
+        outcome: result.outcome,
+        output: result.output,
+        duration_ms: round(result.durationMs),
+      });
+      this.#done(call);
+      return;
+    }
     const item: FunctionCallOutputItem = {
       id: newId('item'),
       object: 'realtime.item',

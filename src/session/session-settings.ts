@@ -7,6 +7,7 @@ import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import type {
   AudioFormat,
+  GaSessionSettings,
   SessionObject,
   SessionUpdate,
   ToolChoice,
@@ -129,6 +130,7 @@ export class SessionConfig {
     if (u.input_audio_format !== undefined) s.inputEncoding = encodingOf(u.input_audio_format);
     if (u.output_audio_format !== undefined) s.outputEncoding = encodingOf(u.output_audio_format);
     if (u.turn_detection !== undefined) this.#setTurnDetection(u.turn_detection);
+    s.ga = applyGa(s.ga ?? GA_DEFAULTS, u);
     return {
       inputEncoding: u.input_audio_format !== undefined,
       turnDetection: u.turn_detection !== undefined && this.#kit !== undefined,
@@ -193,6 +195,7 @@ export class SessionConfig {
   sessionObject(id: string, character: LoadedCharacter, opening: CharacterOpening): SessionObject {
     const s = this.#state;
     const turn = s.turnDetection;
+    const ga = s.ga ?? GA_DEFAULTS;
     return {
       type: 'realtime',
       object: 'realtime.session',
@@ -216,9 +219,20 @@ export class SessionConfig {
             create_response: turn.createResponse,
             interrupt_response: turn.interruptResponse,
           },
+          transcription: ga.transcription,
+          noise_reduction: ga.noiseReduction,
         },
-        output: { format: formatObject(s.outputEncoding), voice: this.ttsVoice(character) ?? null },
+        output: {
+          format: formatObject(s.outputEncoding),
+          voice: this.ttsVoice(character) ?? null,
+          speed: ga.speed,
+        },
       },
+      truncation: ga.truncation,
+      include: ga.include,
+      prompt: ga.prompt,
+      tracing: ga.tracing,
+      expires_at: 0,
       troupe: {
         character: {
           id: character.id,
@@ -318,4 +332,31 @@ function formatObject(encoding: AudioEncoding): AudioFormat {
 
 function encodingOf(format: AudioFormat): AudioEncoding {
   return format.type === 'audio/ogg' ? 'ogg_opus' : 'pcm16';
+}
+
+/** The GA API's defaults for the settings of {@link GaSessionSettings}. */
+const GA_DEFAULTS: GaSessionSettings = {
+  transcription: null,
+  noiseReduction: null,
+  speed: 1,
+  truncation: 'auto',
+  include: [],
+  prompt: null,
+  tracing: null,
+};
+
+function applyGa(g: GaSessionSettings, u: SessionUpdate): GaSessionSettings {
+  return {
+    transcription:
+      u.input_audio_transcription !== undefined ? u.input_audio_transcription : g.transcription,
+    noiseReduction:
+      u.input_audio_noise_reduction !== undefined
+        ? u.input_audio_noise_reduction
+        : g.noiseReduction,
+    speed: u.output_audio_speed ?? g.speed,
+    truncation: u.truncation ?? g.truncation,
+    include: u.include ?? g.include,
+    prompt: u.prompt !== undefined ? u.prompt : g.prompt,
+    tracing: u.tracing !== undefined ? u.tracing : g.tracing,
+  };
 }

@@ -4,7 +4,7 @@
  */
 import type { ChatMessage } from '../llm/chunk.js';
 import type { VadSettings } from './audio-input.js';
-import type { ClientTool, Item, ToolChoice } from './events.js';
+import type { ClientTool, GaSessionSettings, Item, ToolChoice } from './events.js';
 import type { AudioEncoding } from './voice-settings.js';
 
 /** The snapshot format; a restore refuses any other. */
@@ -31,6 +31,8 @@ export interface SettingsState {
   turnDetection: TurnSettings | null;
   /** Unmute's frontend is sent the chat history after each change. */
   shareHistory: boolean;
+  /** GA settings shown back as given (absent in older snapshots: the GA defaults). */
+  ga?: GaSessionSettings;
 }
 
 /** A chat message by its place in history: group, then message index. */

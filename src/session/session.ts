@@ -10,7 +10,13 @@ import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import { audioUnsupported, itemNotFound, newId } from './items.js';
+import {
+  audioUnsupported,
+  finishedMcpCall,
+  itemNotFound,
+  newId,
+  responseOptionNotOffered,
+} from './items.js';
 import { ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
@@ -321,8 +327,17 @@ class ConversationSession implements Session {
         return this.#changedUnless(
           conversation.create(event.item, event.previous_item_id, eventId),
         );
-      case 'conversation.item.retrieve':
-        return conversation.retrieve(event.item_id, eventId);
+      case 'conversation.item.retrieve': {
+        // An item of the running response (clients retrieve an mcp_call as it starts).
+        const live = this.#queue.active?.findItem?.(event.item_id);
+        if (!live) return conversation.retrieve(event.item_id, eventId);
+        this.#send({ type: 'conversation.item.retrieved', item: live.item });
+        if (finishedMcpCall(live.item)) {
+          // See Conversation.retrieve: a finished call is said to be done again.
+          this.#send({ type: 'conversation.item.done', ...live });
+        }
+        return undefined;
+      }
       case 'conversation.item.delete':
         return this.#changedUnless(
           conversation.delete(event.item_id, this.#queue.active !== undefined, eventId),
@@ -487,6 +502,8 @@ class ConversationSession implements Session {
     if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
       return audioUnsupported('response.output_modalities', eventId);
     }
+    const notOffered = responseOptionNotOffered(r, eventId);
+    if (notOffered) return notOffered;
     if (typeof r.tool_choice === 'object') {
       const names = [
         ...this.#character.toolNames,

@@ -581,7 +581,16 @@ function handleServerEvent(event) {
       break;
     case 'response.output_item.added':
     case 'response.output_item.done':
-      if (event.item?.type === 'function_call') onFunctionCallItem(event.item);
+      // mcp_call: a tool the server ran (the character's), in GA's words.
+      if (event.item?.type === 'function_call' || event.item?.type === 'mcp_call') {
+        onFunctionCallItem(event.item);
+      }
+      break;
+    case 'response.mcp_call_arguments.delta':
+      appendToolArguments(undefined, event.item_id, event.delta ?? '');
+      break;
+    case 'response.mcp_call_arguments.done':
+      setToolArguments(undefined, event.item_id, event.arguments);
       break;
     case 'response.function_call_arguments.delta':
       appendToolArguments(event.call_id, event.item_id, event.delta ?? '');
@@ -965,7 +974,8 @@ function setCardOutcome(card, outcome, label = outcome) {
 }
 
 function onToolResult(event) {
-  const card = findCard(event.call_id) ?? createCard(event.call_id, event.name ?? 'tool');
+  const card =
+    findCard(event.call_id, event.item_id) ?? createCard(event.call_id, event.name ?? 'tool');
   if (event.name) setCardName(card, event.name);
   card.dataset.phase = 'done';
   setCardOutcome(card, String(event.outcome ?? 'unknown'));

@@ -167,6 +167,49 @@ describe('the chat renderer', () => {
     ]);
   });
 
+  it("shows a server-run tool sent as GA's mcp_call item on the same two lines", () => {
+    const args = '{"location": "Glasgow, Scotland", "format": "celsius"}';
+    const output = '{"temperature":12}';
+    const mcp = (extra: object) => ({
+      id: 'mcp_1',
+      type: 'mcp_call',
+      server_label: 'weather',
+      name: 'get_current_weather',
+      error: null,
+      approval_request_id: null,
+      ...extra,
+    });
+    const turn: ServerEvent[] = [
+      { type: 'response.created', response: { id: 'resp_1', status: 'in_progress' } },
+      { type: 'response.output_item.added', item: mcp({ arguments: '', output: null }) },
+      { type: 'conversation.item.added', item: mcp({ arguments: '', output: null }) },
+      { type: 'response.mcp_call_arguments.delta', item_id: 'mcp_1', delta: args },
+      { type: 'response.mcp_call_arguments.done', item_id: 'mcp_1', arguments: args },
+      { type: 'response.mcp_call.in_progress', item_id: 'mcp_1', output_index: 0 },
+      { type: 'response.mcp_call.completed', item_id: 'mcp_1', output_index: 0 },
+      {
+        type: 'troupe.tool_call.result',
+        item_id: 'mcp_1',
+        call_id: 'call_1',
+        name: 'get_current_weather',
+        outcome: 'ok',
+        output,
+        duration_ms: 2,
+      },
+      { type: 'response.output_item.done', item: mcp({ arguments: args, output }) },
+      { type: 'conversation.item.done', item: mcp({ arguments: args, output }) },
+      { type: 'response.done', response: { id: 'resp_1', status: 'completed' } },
+    ];
+    const { stdout, stderr } = play([SESSION, ...turn]);
+    expect(stderr).toBe('');
+    expect(stdout.split('\n')).toEqual([
+      'connected to Weather (weather), session sess_1',
+      '  [tool] get_current_weather {"location":"Glasgow, Scotland","format":"celsius"}',
+      `  [tool] get_current_weather → ok in 2.0 ms: ${output}`,
+      '',
+    ]);
+  });
+
   it('does not repeat a reply when its history item arrives during the response', () => {
     const { stdout } = play([SESSION, ...WEATHER_TURN]);
     expect(stdout.match(/Checking Glasgow/g)).toHaveLength(1);

@@ -322,9 +322,9 @@ describe('parseClientEvent: what it refuses and how it says so', () => {
       'got "ftp://x"',
     ],
     [
-      { type: 'response.create', response: { conversation: 'none' } },
+      { type: 'response.create', response: { conversation: 'conv_1' } },
       'response.conversation',
-      'got "none"',
+      'got "conv_1"',
     ],
     [{ type: 'input_audio_buffer.append', audio: '!!' }, 'audio', 'got "!!"'],
     [

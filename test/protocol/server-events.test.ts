@@ -34,9 +34,19 @@ const session: SessionObject = {
   temperature: null,
   max_output_tokens: 'inf',
   audio: {
-    input: { format: { type: 'audio/pcm', rate: 24000 }, turn_detection: null },
-    output: { format: { type: 'audio/pcmu' }, voice: 'alloy' },
+    input: {
+      format: { type: 'audio/pcm', rate: 24000 },
+      turn_detection: null,
+      transcription: null,
+      noise_reduction: null,
+    },
+    output: { format: { type: 'audio/pcmu' }, voice: 'alloy', speed: 1 },
   },
+  truncation: 'auto',
+  include: [],
+  prompt: null,
+  tracing: null,
+  expires_at: 0,
   troupe: {
     character: {
       id: 'plain',
@@ -56,7 +66,19 @@ const response: ResponseObject = {
   status_details: null,
   output: [message, call],
   output_modalities: ['text'],
-  usage: { total_tokens: 3, input_tokens: 2, output_tokens: 1 },
+  usage: {
+    total_tokens: 3,
+    input_tokens: 2,
+    output_tokens: 1,
+    input_token_details: {
+      text_tokens: 2,
+      audio_tokens: 0,
+      image_tokens: 0,
+      cached_tokens: 0,
+      cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+    },
+    output_token_details: { text_tokens: 1, audio_tokens: 0 },
+  },
   metadata: null,
 };
 
@@ -90,6 +112,63 @@ describe('the event encoder', () => {
     const { event_id, ...rest } = roundTrip('openai', event)!;
     expect(event_id).toEqual(expect.any(String));
     expect(rest).toEqual(event);
+  });
+});
+
+describe('GA shapes the openai typings give', () => {
+  it('calls content_part parts "text" and "audio", while items keep output_text and output_audio', () => {
+    for (const [type, wire] of [
+      ['output_text', 'text'],
+      ['output_audio', 'audio'],
+    ] as const) {
+      for (const event of ['response.content_part.added', 'response.content_part.done'] as const) {
+        const part = type === 'output_text' ? { type, text: '' } : { type, transcript: '' };
+        expect(roundTrip('openai', { type: event, ...at, part })).toMatchObject({
+          type: event,
+          part: { type: wire },
+        });
+      }
+    }
+    expect(
+      roundTrip('openai', {
+        type: 'response.output_item.done',
+        response_id: 'resp_1',
+        output_index: 0,
+        item: message,
+      }),
+    ).toMatchObject({ item: { content: [{ type: 'output_text' }] } });
+  });
+
+  it('sends mcp_call items and their events in GA, and only the items in beta', () => {
+    const mcp: Item = {
+      id: 'item_3',
+      object: 'realtime.item',
+      type: 'mcp_call',
+      server_label: 'weather',
+      name: 'get_current_weather',
+      arguments: '{}',
+      output: '{"t":1}',
+      error: null,
+      approval_request_id: null,
+    };
+    const added: ServerEvent = {
+      type: 'response.output_item.added',
+      response_id: 'resp_1',
+      output_index: 0,
+      item: mcp,
+    };
+    const completed: ServerEvent = {
+      type: 'response.mcp_call.completed',
+      item_id: 'item_3',
+      output_index: 0,
+    };
+    expect(roundTrip('openai', added)).toMatchObject({ item: mcp });
+    expect(roundTrip('openai', completed)).toMatchObject(completed);
+    expect(roundTrip('openai-beta', added)).toMatchObject({ item: mcp });
+    expect(roundTrip('openai-beta', completed)).toBeNull();
+    expect(
+      roundTrip('openai-beta', { type: 'response.mcp_call_arguments.delta', ...at, delta: '{' }),
+    ).toBeNull();
   });
 });
 

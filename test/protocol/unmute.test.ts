@@ -26,9 +26,19 @@ const session: SessionObject = {
   temperature: null,
   max_output_tokens: 'inf',
   audio: {
-    input: { format: { type: 'audio/ogg', rate: 24000 }, turn_detection: null },
-    output: { format: { type: 'audio/ogg', rate: 24000 }, voice: null },
+    input: {
+      format: { type: 'audio/ogg', rate: 24000 },
+      turn_detection: null,
+      transcription: null,
+      noise_reduction: null,
+    },
+    output: { format: { type: 'audio/ogg', rate: 24000 }, voice: null, speed: 1 },
   },
+  truncation: 'auto',
+  include: [],
+  prompt: null,
+  tracing: null,
+  expires_at: 0,
   troupe: {
     character: {
       id: 'plain',
@@ -119,12 +129,67 @@ describe('the unmute encoder', () => {
       },
       { type: 'unmute.response.text.delta.ready', delta: 'Hel' },
       { type: 'unmute.interrupted_by_vad' },
-      {
-        type: 'unmute.additional_outputs',
-        args: { chat_history: [{ role: 'user', content: 'hi' }] },
-      },
     ];
     for (const event of events) expect(unmute(event)).toEqual(event);
+  });
+
+  it('sends spoken text without the spaces around it, as its backend sends TTS words', () => {
+    const at = { response_id: 'r', item_id: 'i', output_index: 0, content_index: 0 };
+    const delta = (d: string) =>
+      unmute({ type: 'response.output_audio_transcript.delta', ...at, delta: d });
+    expect(delta(' there,')).toMatchObject({ type: 'response.text.delta', delta: 'there,' });
+    expect(delta('Hello ')).toMatchObject({ delta: 'Hello' });
+    expect(delta(' ')).toBeNull();
+  });
+
+  it("fills additional_outputs' debug_dict with the last response's timings", () => {
+    const encoder = createEncoder('unmute');
+    const history: ServerEvent = {
+      type: 'unmute.additional_outputs',
+      args: { chat_history: [{ role: 'user', content: 'hi' }] },
+    };
+    expect(unmute(history, encoder)).toMatchObject({
+      args: {
+        chat_history: [{ role: 'user', content: 'hi' }],
+        debug_dict: { timing: {}, responses: 0 },
+      },
+    });
+    const troupe = {
+      character: 'plain',
+      variant: 'default',
+      ttft_ms: 120,
+      llm_ttft_ms: 80,
+      first_audio_ms: 300,
+      duration_ms: 900,
+      tool_rounds: 0,
+      llm_requests: 1,
+      rounds: [],
+      tools: [],
+    };
+    encoder.encode({
+      type: 'response.done',
+      response: {
+        object: 'realtime.response',
+        id: 'resp_1',
+        status: 'completed',
+        status_details: null,
+        output: [],
+        output_modalities: ['audio'],
+        usage: null,
+        metadata: null,
+        troupe,
+      },
+    });
+    expect(unmute(history, encoder)).toMatchObject({
+      args: {
+        debug_dict: {
+          timing: { to_first_token: 0.08, to_first_text: 0.12, tts_audio: 0.3, total: 0.9 },
+          responses: 1,
+          conversation_state: 'waiting_for_user',
+          troupe: { response: 'resp_1', status: 'completed', ttft_ms: 120 },
+        },
+      },
+    });
   });
 
   it('sends errors about ignored bridge events as warnings, which the frontend only logs', () => {

@@ -110,18 +110,39 @@ describe('the openai SDK realtime client over wss', () => {
     const result = await next('troupe.tool_call.result');
     expect(result).toMatchObject({ name: 'get_current_weather', outcome: 'ok' });
     expect(String(result.output)).toMatch(/temperature/);
+    // The character's tool, which the server ran: GA's mcp_call item, labelled with the character.
     const call = events.find(
       (e) =>
-        e.type === 'response.output_item.done' &&
-        (e.item as { type: string }).type === 'function_call',
+        e.type === 'response.output_item.done' && (e.item as { type: string }).type === 'mcp_call',
     );
-    expect(call?.item).toMatchObject({ name: 'get_current_weather', call_id: result.call_id });
+    expect(call?.item).toMatchObject({
+      id: result.item_id,
+      name: 'get_current_weather',
+      server_label: 'weather',
+      output: result.output,
+    });
     expect(deltas.join('')).toContain('Checking Glasgow.');
     expect(deltas.join('')).toContain("It's 5 °C and windy in Glasgow right now.");
     expect(errors).toEqual([]);
 
     rt.close({ code: 1000, reason: 'done' });
     expect(await within(closed, 'the SDK socket closing')).toBe(1000);
+  });
+
+  it('picks the character its model names: new OpenAIRealtimeWS({model: "plain"})', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${t.url}/v1` });
+    const rt = new OpenAIRealtimeWS({ model: 'plain', options: { ca } }, client);
+    const { next } = record(rt);
+    expect((await next('session.created')).session).toMatchObject({ character: 'plain' });
+    rt.close({ code: 1000, reason: 'done' });
+  });
+
+  it("ignores a model that names no character: the server's default character serves", async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: `${t.url}/v1` });
+    const rt = new OpenAIRealtimeWS({ model: 'gpt-realtime', options: { ca } }, client);
+    const { next } = record(rt);
+    expect((await next('session.created')).session).toMatchObject({ character: 'weather' });
+    rt.close({ code: 1000, reason: 'done' });
   });
 
   it('is refused with 1008 when the SDK has the wrong API key', async () => {

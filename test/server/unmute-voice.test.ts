@@ -67,11 +67,17 @@ describe("Unmute's frontend", () => {
     expect(chat.at(-1)).toEqual({ role: 'assistant', content: 'Sure — in celsius or fahrenheit?' });
 
     const events = c.events;
-    const text = events
+    // As the frontend shows them: a space before each delta (its backend's words have none).
+    const deltas = events
       .filter((e) => e.type === 'response.text.delta')
-      .map((e) => e.delta)
-      .join('');
-    expect(text.replace(/\s+/g, ' ')).toContain('celsius or fahrenheit?');
+      .map((e) => String(e.delta));
+    expect(deltas.every((d) => d === d.trim() && d !== '')).toBe(true);
+    expect(deltas.map((d) => ` ${d}`).join('')).toContain(' celsius or fahrenheit?');
+    const dev = events.filter((e) => e.type === 'unmute.additional_outputs').at(-1)!;
+    expect((dev.args as { debug_dict: object }).debug_dict).toMatchObject({
+      timing: { to_first_token: expect.any(Number), tts_audio: expect.any(Number) },
+      troupe: { character: 'weather', status: 'completed' },
+    });
     expect(events.some((e) => e.type === 'unmute.response.text.delta.ready')).toBe(true);
     // The pages decode as one Ogg/Opus stream, as the frontend's decoder worker reads them.
     const decoder = new OggOpusDecoder({ sampleRate: 24000 });

@@ -84,19 +84,19 @@ describe('when the LLM fails mid-turn', () => {
     const response = doneOf(await c.untilDone());
     const events = c.events;
     expect(response.status).toBe('failed');
-    expect(response.output.filter((i) => i.type === 'function_call')).toEqual([]);
+    expect(response.output.filter((i) => i.type === 'mcp_call')).toEqual([]);
     const started = events.find(
       (e) =>
-        e.type === 'response.output_item.added' &&
-        (e.item as { type: string }).type === 'function_call',
+        e.type === 'response.output_item.added' && (e.item as { type: string }).type === 'mcp_call',
     );
     expect(started, 'the call had started streaming').toBeDefined();
     const id = (started!.item as { id: string }).id;
+    // Done with an error (it never ran), then taken out.
     expect(
       events.find(
         (e) => e.type === 'response.output_item.done' && (e.item as { id: string }).id === id,
       ),
-    ).toMatchObject({ item: { status: 'incomplete' } });
+    ).toMatchObject({ item: { output: null, error: { type: 'tool_execution_error' } } });
     expect(events.find((e) => e.type === 'conversation.item.deleted')).toMatchObject({
       item_id: id,
     });

@@ -76,16 +76,15 @@ describe('a text turn', () => {
       'response.content_part.done',
       'response.output_item.done(message)',
       'conversation.item.done',
-      'response.output_item.added(function_call)',
+      // The character's tool, which the server runs: GA's mcp_call item and events.
+      'response.output_item.added(mcp_call)',
       'conversation.item.added',
-      'response.function_call_arguments.delta',
-      'response.function_call_arguments.done',
-      'response.output_item.done(function_call)',
-      'conversation.item.done',
+      'response.mcp_call_arguments.delta',
+      'response.mcp_call_arguments.done',
+      'response.mcp_call.in_progress',
+      'response.mcp_call.completed',
       'troupe.tool_call.result',
-      'response.output_item.added(function_call_output)',
-      'conversation.item.added',
-      'response.output_item.done(function_call_output)',
+      'response.output_item.done(mcp_call)',
       'conversation.item.done',
       'response.output_item.added(message)',
       'conversation.item.added',
@@ -107,9 +106,9 @@ describe('a text turn', () => {
     expect(texts).toEqual(['Checking Glasgow. ', "It's 5 °C and windy in Glasgow right now."]);
     expect(textOf(events)).toBe(texts.join(''));
 
-    const args = events.find((e) => e.type === 'response.function_call_arguments.done')!;
+    const args = events.find((e) => e.type === 'response.mcp_call_arguments.done')!;
     const argDeltas = events
-      .filter((e) => e.type === 'response.function_call_arguments.delta')
+      .filter((e) => e.type === 'response.mcp_call_arguments.delta')
       .map((e) => e.delta)
       .join('');
     expect(argDeltas).toBe(args.arguments);
@@ -120,7 +119,8 @@ describe('a text turn', () => {
 
     const result = events.find((e) => e.type === 'troupe.tool_call.result')!;
     expect(result).toMatchObject({
-      call_id: args.call_id,
+      item_id: args.item_id,
+      call_id: expect.any(String),
       name: 'get_current_weather',
       outcome: 'ok',
       duration_ms: expect.any(Number),
@@ -135,10 +135,13 @@ describe('a text turn', () => {
     expect(response).toMatchObject({
       status: 'completed',
       status_details: null,
+      conversation_id: expect.stringMatching(/^conv_/),
       usage: {
         total_tokens: expect.any(Number),
         input_tokens: expect.any(Number),
         output_tokens: expect.any(Number),
+        input_token_details: { text_tokens: expect.any(Number), audio_tokens: 0 },
+        output_token_details: { text_tokens: expect.any(Number), audio_tokens: 0 },
       },
       troupe: {
         character: 'weather',
@@ -147,7 +150,7 @@ describe('a text turn', () => {
         llm_requests: 2,
         tools: [
           {
-            call_id: args.call_id,
+            call_id: result.call_id,
             name: 'get_current_weather',
             outcome: 'ok',
             duration_ms: expect.any(Number),
@@ -156,15 +159,19 @@ describe('a text turn', () => {
       },
     });
     expect((response.usage as { total_tokens: number }).total_tokens).toBeGreaterThan(0);
-    expect(response.output.map((i) => i.type)).toEqual([
-      'message',
-      'function_call',
-      'function_call_output',
-      'message',
-    ]);
-    expect(
-      response.output.every((i) => i.type === 'function_call_output' || i.status === 'completed'),
-    ).toBe(true);
+    // GA never puts a function_call_output in a response's output: the result is the mcp_call's.
+    expect(response.output.map((i) => i.type)).toEqual(['message', 'mcp_call', 'message']);
+    expect(response.output[1]).toMatchObject({
+      id: args.item_id,
+      server_label: 'weather',
+      name: 'get_current_weather',
+      arguments: args.arguments,
+      output: result.output,
+      error: null,
+    });
+    expect(response.output.every((i) => i.type === 'mcp_call' || i.status === 'completed')).toBe(
+      true,
+    );
     await c.close();
   });
 

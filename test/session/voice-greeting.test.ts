@@ -62,6 +62,27 @@ describe('the greeting', () => {
     expect(audioMs(events, greetingId)).toBeGreaterThan(GREETING.replaceAll(' ', '').length * 15);
     const audioDone = events.find((e) => e.type === 'response.output_audio_transcript.done')!;
     expect(audioDone).toMatchObject({ item_id: greetingId, transcript: GREETING });
+    // Its item is announced and done in the response, like any response's.
+    const mine = (type: string) =>
+      typesOf(events).indexOf(type) >= 0 &&
+      events.some(
+        (e) =>
+          e.type === type &&
+          ((e.item as { id?: string } | undefined)?.id ?? e.item_id) === greetingId,
+      );
+    for (const type of [
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.content_part.done',
+      'response.output_item.done',
+    ]) {
+      expect(mine(type), type).toBe(true);
+    }
+    const order = typesOf(events);
+    expect(order.indexOf('response.output_item.added')).toBeLessThan(
+      order.indexOf('response.output_audio.delta'),
+    );
+    expect(order.indexOf('response.output_item.done')).toBeLessThan(order.indexOf('response.done'));
 
     // Later updates, and turns, do not bring it back.
     c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { concat, sendAudio, silence, soundBounds, speech } from '../helpers/audio.js';
 import type { TestServer } from '../helpers/server.js';
+import { SEMANTIC_VAD_SILENCE_MS } from '../../src/protocol/index.js';
 import { nextError } from '../helpers/session.js';
 import {
   barrier,
@@ -138,12 +139,30 @@ describe('options Troupe does not offer', () => {
     return error.message;
   }
 
-  it('refuses semantic_vad, naming what is offered', async () => {
+  it('refuses an unknown turn detection type, naming the two offered', async () => {
     const message = await refused(
-      { audio: { input: { turn_detection: { type: 'semantic_vad' } } } },
+      { audio: { input: { turn_detection: { type: 'magic_vad' } } } },
       'session.audio.input.turn_detection.type',
     );
-    expect(message).toMatch(/semantic_vad.*server_vad.*null/);
+    expect(message).toMatch(/server_vad.*semantic_vad.*null.*magic_vad/);
+  });
+
+  it('runs semantic_vad as the server VAD with the silence window of its eagerness', async () => {
+    const c = await openVoiceSession(t);
+    c.send({
+      type: 'session.update',
+      session: { audio: { input: { turn_detection: { type: 'semantic_vad', eagerness: 'low' } } } },
+    });
+    const updated = await c.next(
+      'session.updated',
+      (e) => e !== c.events.find((x) => x.type === 'session.updated'),
+    );
+    const session = updated.session as { audio: { input: { turn_detection: unknown } } };
+    expect(session.audio.input.turn_detection).toMatchObject({
+      type: 'server_vad',
+      silence_duration_ms: SEMANTIC_VAD_SILENCE_MS.low,
+    });
+    await c.close();
   });
 
   it('refuses G.711 audio/pcmu input and output', async () => {
@@ -170,7 +189,7 @@ describe('options Troupe does not offer', () => {
     const c = await openVoiceSession(t);
     c.send({
       type: 'session.update',
-      session: { audio: { input: { turn_detection: { type: 'semantic_vad' } } } },
+      session: { audio: { input: { turn_detection: { type: 'magic_vad' } } } },
     });
     await nextError(c, 'invalid_value');
     heard.push('hello');

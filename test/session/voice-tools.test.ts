@@ -145,13 +145,8 @@ describe('a tool call in a spoken reply', () => {
     const events = c.events.slice(from);
     const done = doneEvent.response as { status: string; output: Output[] };
     expect(done.status).toBe('completed');
-    expect(done.output.map((o) => o.type)).toEqual([
-      'message',
-      'function_call',
-      'function_call_output',
-      'message',
-    ]);
-    const [before, callItem, result, answer] = done.output as [Output, Output, Output, Output];
+    expect(done.output.map((o) => o.type)).toEqual(['message', 'mcp_call', 'message']);
+    const [before, callItem, answer] = done.output as [Output, Output, Output];
     expect(before.content![0]!.transcript).toBe('Let me look that up.');
     expect(answer.content![0]!.transcript).toBe('It is sunny in Paris.');
     expect(spokenText(events, before.id)).toBe('Let me look that up.');
@@ -167,7 +162,7 @@ describe('a tool call in a spoken reply', () => {
       outcome: 'ok',
       output: 'Sunny in Paris.',
     });
-    expect(result).toMatchObject({ output: 'Sunny in Paris.' });
+    expect(callItem).toMatchObject({ output: 'Sunny in Paris.', error: null });
     expectConsistentIndexes(events, done.output);
 
     // The items play in order: the answer's audio follows all of the first item's.
@@ -204,12 +199,11 @@ describe('a tool filler', () => {
 
     const done = (await c.next('response.done')).response as { output: Output[] };
     expect(done.output.map((o) => `${o.type}${o.role ? `:${o.role}` : ''}`)).toEqual([
-      'function_call',
+      'mcp_call',
       'message:assistant',
-      'function_call_output',
       'message:assistant',
     ]);
-    const [callItem, filler, , answer] = done.output as [Output, Output, Output, Output];
+    const [callItem, filler, answer] = done.output as [Output, Output, Output];
     expect(filler.id).toBe(fillerDone.item_id);
     expect(filler.content).toEqual([{ type: 'output_audio', transcript: FILLER }]);
     expect(answer.content![0]!.transcript).toBe('It is sunny today.');
@@ -243,11 +237,7 @@ describe('a tool filler', () => {
     c.send(userMessage('Look it up quickly.'));
     c.send({ type: 'response.create' });
     const done = (await c.next('response.done')).response as { output: Output[] };
-    expect(done.output.map((o) => o.type)).toEqual([
-      'function_call',
-      'function_call_output',
-      'message',
-    ]);
+    expect(done.output.map((o) => o.type)).toEqual(['mcp_call', 'message']);
     expect(JSON.stringify(c.events.slice(from))).not.toContain(FILLER);
     await c.close();
   });

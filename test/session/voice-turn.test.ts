@@ -177,12 +177,13 @@ describe('a server VAD turn', () => {
       'conversation.item.done',
       'response.done',
     ]);
+    // The typings' part type: "audio" (the item's content says output_audio).
     expect(out.find((e) => e.type === 'response.content_part.added')!.part).toEqual({
-      type: 'output_audio',
+      type: 'audio',
       transcript: '',
     });
     expect(out.find((e) => e.type === 'response.content_part.done')!.part).toEqual({
-      type: 'output_audio',
+      type: 'audio',
       transcript: ANSWER,
     });
     expect(out.find((e) => e.type === 'response.output_audio_transcript.done')!.transcript).toBe(

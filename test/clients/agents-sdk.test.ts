@@ -1,0 +1,121 @@
+/**
+ * The OpenAI Agents SDK's `RealtimeSession` over WebSocket, with its default
+ * session config (spoken replies, `semantic_vad`, its own transcription and
+ * audio settings), against a Troupe server: its own tools, a character's
+ * server tools, audio out and its history, with no error on either side.
+ */
+import { RealtimeAgent, tool } from '@openai/agents-realtime';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
+import { connectSdk, hasReply, itemText, type SdkClient } from '../helpers/agents-sdk.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { fakeVoice } from '../helpers/voice.js';
+
+/** The demo's lines, and one that makes the model call the client's clock. */
+const SCRIPT: SimScript = {
+  rules: [
+    {
+      when: { user: 'time in oslo', round: 0 },
+      reply: { parts: [{ toolCall: { name: 'get_local_time', arguments: { city: 'Oslo' } } }] },
+    },
+    {
+      when: { user: 'time in oslo', toolResult: '12:00' },
+      reply: { parts: [{ text: 'It is noon in Oslo.' }] },
+    },
+    ...DEMO_SCRIPT.rules,
+  ],
+};
+
+/** A tool the SDK runs itself, counting its calls. */
+function clockAgent(calls: string[]): RealtimeAgent {
+  const clock = tool({
+    name: 'get_local_time',
+    description: 'The local time in a city.',
+    parameters: z.object({ city: z.string() }),
+    execute: async ({ city }) => {
+      calls.push(city);
+      return `12:00 in ${city}`;
+    },
+  });
+  return new RealtimeAgent({ name: 'Assistant', instructions: 'Be brief.', tools: [clock] });
+}
+
+describe('the Agents SDK RealtimeSession with its default config', () => {
+  let t: TestServer;
+  let client: SdkClient | undefined;
+
+  beforeAll(async () => {
+    t = await startTestServer({ script: SCRIPT, voice: await fakeVoice() });
+  });
+  afterEach(() => {
+    client?.close();
+    client = undefined;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Server errors the SDK received, as text. */
+  const serverErrors = (c: SdkClient) =>
+    c.received.filter((e) => e.type === 'error').map((e) => JSON.stringify(e.error));
+
+  it('has its session.update taken whole: instructions, tools and spoken replies', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    const answers = await client.settled();
+    expect(answers.map((e) => e.type)).toEqual(['session.updated', 'session.updated']);
+    const session = answers.at(-1)!.session as Record<string, unknown>;
+    expect(session.output_modalities).toEqual(['audio']);
+    expect(session.tools).toEqual([expect.objectContaining({ name: 'get_local_time' })]);
+    expect(session.instructions).toBe('Be brief.');
+    // The GA settings it sent come back as given (the engines are the server's own).
+    expect(session).toMatchObject({
+      audio: {
+        input: { transcription: { model: 'gpt-4o-mini-transcribe' }, noise_reduction: null },
+        output: { speed: 1 },
+      },
+      tracing: 'auto',
+      truncation: 'auto',
+      include: [],
+      prompt: null,
+      expires_at: 0,
+    });
+    expect(serverErrors(client)).toEqual([]);
+  });
+
+  it('runs its own tool and hears the spoken reply that follows', async () => {
+    const calls: string[] = [];
+    client = await connectSdk(t, clockAgent(calls), 'character=weather');
+    client.session.sendMessage("What's the time in Oslo?");
+    const history = await client.historyWhere('the reply after the clock', (h) =>
+      hasReply(h, 'It is noon in Oslo.'),
+    );
+    expect(calls).toEqual(['Oslo']);
+    const call = history.find((i) => i.type === 'function_call');
+    expect(call && itemText(call)).toContain('get_local_time');
+    expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+
+  it("sees the character's server tool as an mcp_call it never answers", async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    client.session.sendMessage('Celsius, please.');
+    const history = await client.historyWhere('the reply after the weather tool', (h) =>
+      hasReply(h, 'in Glasgow right now.'),
+    );
+    const call = history.find((i) => i.type === 'mcp_call');
+    expect(call).toMatchObject({ name: 'get_current_weather', status: 'completed' });
+    expect(call && itemText(call)).toMatch(/temperature/);
+    // The SDK answered no tool call: Troupe ran it.
+    const answers = client.sent.filter(
+      (e) =>
+        e.type === 'conversation.item.create' &&
+        (e.item as { type?: string }).type === 'function_call_output',
+    );
+    expect(answers).toEqual([]);
+    expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+});
