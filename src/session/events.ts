@@ -373,7 +373,11 @@ export interface SessionObject {
   tracing: TracingSetting | null;
   /** Unix seconds; 0: a Troupe session does not expire. */
   expires_at: number;
-  troupe: { character: SessionCharacterInfo };
+  troupe: {
+    character: SessionCharacterInfo;
+    /** Why the voice asked for is not the one speaking (it fell back), when so. */
+    voice_warning?: string;
+  };
 }
 
 /** GA settings a session takes and shows back, which Troupe's engines decide for themselves. */

@@ -242,8 +242,15 @@ export class SessionConfig {
           tools: [...character.toolNames],
           greeting: character.greeting ?? null,
         },
+        ...this.#voiceWarning(character),
       },
     };
+  }
+
+  /** A voice the engine does not have is never a failed response: it falls back, and says so here. */
+  #voiceWarning(character: LoadedCharacter): { voice_warning?: string } {
+    const { warning } = this.resolvedVoice(character);
+    return warning === undefined ? {} : { voice_warning: warning };
   }
 }
 
