@@ -33,6 +33,7 @@ import { createToolset, defineTool, type Toolset } from '../src/tools/index.js';
 import { createMemoryLogger } from '../src/testing/memory-logger.js';
 import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
+import { HELP_FLAG, readCommandLine, type CommandInfo } from '../src/cli/command-line.js';
 import { startSimChild } from './lib/children.js';
 import { percentile } from './lib/stats.js';
 import { engineBenchSection } from './report/engine-section.js';
@@ -959,8 +960,24 @@ function ratios(results: readonly EngineResult[]): Ratios {
 
 // ---------------------------------------------------------------------------
 
+/** `npm run bench`: its help and flags. */
+const BENCH_COMMAND: CommandInfo = {
+  usage: 'npm run bench -- [flags]',
+  summary:
+    'The engine benchmark: assembler throughput, tool round overhead, and CPU per tool turn next to openai runTools and the AI SDK.',
+  flags: [
+    { name: 'turns', value: 'N', help: 'measured turns per engine in section 3 (default 300)' },
+    { name: 'warmup', value: 'N', help: 'warm-up turns per engine in section 3 (default 30)' },
+    { name: 'blocks', value: 'N', help: 'interleaved blocks in section 3 (default 6)' },
+    HELP_FLAG,
+  ],
+  more: 'Writes loadtest/reports/engine-bench.json and .html.',
+  helpCommand: 'npm run bench -- --help',
+};
+
 /** Section 3 length from the command line (`npm run bench -- --turns 900 --warmup 600`). */
 function parseCli(argv: string[]): HeadToHeadOptions {
+  readCommandLine(argv, BENCH_COMMAND, 'bench');
   const { values } = parseArgs({
     args: argv,
     strict: true,

@@ -25,11 +25,28 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
+import { HELP_FLAG, readCommandLine, type CommandInfo } from '../src/cli/command-line.js';
 import { loadConfig } from '../src/config/index.js';
 import { createLogger, startServer } from '../src/server/index.js';
 import { DEMO_SCRIPT, fliteSpeech, soundBounds, startSimulator } from '../src/testing/index.js';
 import { PocketsphinxSttProvider } from '../src/voice/stt/pocketsphinx.js';
 import { encodePcm16Base64 } from '../src/voice/audio/pcm.js';
+
+/** `npm run bench:voice`: its help and flags. */
+const VOICE_BENCH_COMMAND: CommandInfo = {
+  usage: 'npm run bench:voice -- [flags]',
+  summary:
+    'The voice benchmark: end of speech → first audio with the embedded engines, split into STT, LLM, TTS and Troupe.',
+  flags: [
+    { name: 'turns', value: 'N', help: 'rounds of speech (default 10)' },
+    { name: 'silence-ms', value: 'MS', help: 'silence between rounds (default 200)' },
+    { name: 'speakers', value: 'N', help: 'sessions speaking at once each round (default 1)' },
+    { name: 'tts', value: 'PROVIDER', help: 'flite or espeak (default flite)' },
+    HELP_FLAG,
+  ],
+  more: 'Writes loadtest/reports/voice-bench.json.',
+  helpCommand: 'npm run bench:voice -- --help',
+};
 
 const ROOT_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const REPORT_PATH = path.join(ROOT_DIR, 'loadtest', 'reports', 'voice-bench.json');
@@ -52,6 +69,7 @@ const TARGET_FIRST_AUDIO_MS = 500;
 const TARGET_CONCURRENT_P90_MS = 1_200;
 const TARGET_TROUPE_MS = 5;
 
+readCommandLine(process.argv.slice(2), VOICE_BENCH_COMMAND, 'bench:voice');
 const { values: args } = parseArgs({
   options: {
     turns: { type: 'string', default: '10' },

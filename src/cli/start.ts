@@ -10,8 +10,9 @@ import { start } from './serve.js';
 import { START_COMMAND } from './start-options.js';
 
 readCommandLine(process.argv.slice(2), START_COMMAND, 'troupe');
-// On a terminal: human log lines and a banner; piped (production, log shippers): JSON lines.
-const terminal = process.stdout.isTTY === true;
+// On a terminal: human log lines and a banner; piped (log shippers) or in
+// production (NODE_ENV=production): JSON lines.
+const terminal = process.stdout.isTTY === true && process.env.NODE_ENV !== 'production';
 const server = await start({ env: process.env, argv: process.argv.slice(2), prettyLogs: terminal });
 // One process serving: the banner. The primary of several workers has no server of its own.
 if (terminal && server) {
