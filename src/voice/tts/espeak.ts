@@ -9,11 +9,14 @@
  * are synthesised in order, one at a time; the pool serves streams round
  * robin, a segment each, so a long answer cannot starve a short one.
  */
-import { availableParallelism } from 'node:os';
-import { ConfigError } from '../../errors.js';
 import type { ProviderHealth, TtsOpenOptions, TtsProvider, TtsStream } from '../types.js';
 import type { TtsLogger } from './emitter.js';
-import { SynthPool, SynthStream, SYNTH_WORKER_START_TIMEOUT_MS } from './synth-pool.js';
+import {
+  SynthPool,
+  SynthStream,
+  SYNTH_WORKER_START_TIMEOUT_MS,
+  synthWorkers,
+} from './synth-pool.js';
 import type { SynthVoice } from './synth-pool.js';
 
 /** eSpeak NG's output rate, in Hz. */
@@ -116,13 +119,7 @@ export class EspeakTts implements TtsProvider {
   readonly #log: TtsLogger | undefined;
 
   constructor(options: EspeakTtsOptions = {}) {
-    const workers = options.workers ?? availableParallelism();
-    if (!Number.isInteger(workers) || workers < 1 || workers > MAX_ESPEAK_WORKERS) {
-      throw new ConfigError(
-        `espeak: workers must be a whole number from 1 to ${MAX_ESPEAK_WORKERS}, got ${String(options.workers)}; ` +
-          'one per core is usually right.',
-      );
-    }
+    const workers = synthWorkers(PROVIDER, options.workers, MAX_ESPEAK_WORKERS);
     this.#voice = options.voice ?? DEFAULT_ESPEAK_VOICE;
     this.#log = options.log;
     this.#pool = new SynthPool({

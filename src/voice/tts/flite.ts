@@ -14,11 +14,10 @@
  * A voice name may carry a speaking rate: `slt` speaks at Flite's natural
  * rate, `slt:1.15` 15% faster, `rms:0.9` 10% slower.
  */
-import { availableParallelism } from 'node:os';
 import { ConfigError } from '../../errors.js';
 import type { ProviderHealth, TtsOpenOptions, TtsProvider, TtsStream } from '../types.js';
 import type { TtsLogger } from './emitter.js';
-import { SynthPool, SynthStream } from './synth-pool.js';
+import { SynthPool, SynthStream, synthWorkers } from './synth-pool.js';
 import type { SynthVoice } from './synth-pool.js';
 
 /** Flite's output rate with its built-in voices, in Hz. */
@@ -104,13 +103,7 @@ export class FliteTts implements TtsProvider {
   readonly #log: TtsLogger | undefined;
 
   constructor(options: FliteTtsOptions = {}) {
-    const workers = options.workers ?? availableParallelism();
-    if (!Number.isInteger(workers) || workers < 1 || workers > MAX_FLITE_WORKERS) {
-      throw new ConfigError(
-        `flite: workers must be a whole number from 1 to ${MAX_FLITE_WORKERS}, got ${String(options.workers)}; ` +
-          'one per core is usually right.',
-      );
-    }
+    const workers = synthWorkers(PROVIDER, options.workers, MAX_FLITE_WORKERS);
     const rate = options.rate ?? 1;
     if (parseFliteVoice(DEFAULT_FLITE_VOICE, rate) === undefined) {
       throw new ConfigError(

@@ -15,14 +15,30 @@
  * Its `workerData` holds `cancel` (the job to stop, a shared Int32Array),
  * `busy` (jobs running in the pool) and `warmUp`.
  */
+import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { SpeechProviderError } from '../../errors.js';
+import { ConfigError, SpeechProviderError } from '../../errors.js';
 import type { TtsOpenOptions, TtsStream } from '../types.js';
 import { TtsEmitter } from './emitter.js';
 import type { TtsLogger } from './emitter.js';
 
 /** How long a worker may take to load the engine before it counts as failed, in ms. */
 export const SYNTH_WORKER_START_TIMEOUT_MS = 60_000;
+
+/**
+ * The worker count a synthesis provider was given, checked: a whole number
+ * from 1 to `max`, one per core when unset.
+ */
+export function synthWorkers(provider: string, requested: number | undefined, max: number): number {
+  const workers = requested ?? availableParallelism();
+  if (!Number.isInteger(workers) || workers < 1 || workers > max) {
+    throw new ConfigError(
+      `${provider}: workers must be a whole number from 1 to ${max}, got ${String(requested)}; ` +
+        'one per core is usually right.',
+    );
+  }
+  return workers;
+}
 
 /** A voice an engine has, as its worker lists them. */
 export interface SynthVoice {
