@@ -14,6 +14,7 @@ import { fromModule } from './layout.js';
 import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
+import { connectMcpServers, withMcpTools, type McpTools } from '../mcp/tools.js';
 import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
 /** What loading one file produced: a character, or the errors that stopped it. */
@@ -111,7 +112,8 @@ export async function fromNamespace(
   if ('problems' in bound) {
     return { ok: false, errors: toErrors(shown, authorPaths(bound.problems, mod.authorPath)) };
   }
-  const loaded = buildLoaded(character, bound.toolsets, { ...where, layout: mod.layout, shown });
+  const at = { ...where, layout: mod.layout, shown };
+  const loaded = buildLoaded(character, bound.toolsets, at);
   const sample = sampleContext(loaded.variants[0] ?? DEFAULT_VARIANT);
   try {
     await loaded.systemPrompt(sample);
@@ -124,7 +126,16 @@ export async function fromNamespace(
     };
     return { ok: false, errors: toErrors(shown, authorPaths([problem], mod.authorPath)) };
   }
-  return { ok: true, character: loaded };
+  if (!character.mcp?.length) return { ok: true, character: loaded };
+  // Last, once nothing else can fail: the connections are the character's to release.
+  const mcp = await connectMcpServers(character.mcp, {
+    file: where.file,
+    ownTools: loaded.toolNames,
+    fresh: where.version > 1,
+  });
+  const toolsets = withMcpTools(bound.toolsets, mcp.tools);
+  const warnings = toErrors(shown, authorPaths(mcp.problems, mod.authorPath));
+  return { ok: true, character: buildLoaded(character, toolsets, at, { mcp, warnings }) };
 }
 
 /** The `type` of the package.json nearest to `dir`, as Node decides how to load .ts/.js files. */
@@ -196,6 +207,7 @@ function buildLoaded(
   character: Character<unknown>,
   toolsets: Map<string, Toolset>,
   where: { id: string; file: string; version: number; layout: 'troupe' | 'unmute'; shown: string },
+  extra?: { mcp: McpTools; warnings: CharacterError[] },
 ): LoadedCharacter {
   const variants = [...toolsets.keys()];
   const generator =
@@ -234,6 +246,13 @@ function buildLoaded(
       }
       return set;
     },
+    ...(extra && {
+      mcpServers: Object.freeze(extra.mcp.servers),
+      warnings: Object.freeze(extra.warnings),
+      release: async () => {
+        await Promise.all(extra.mcp.leases.map((lease) => lease.release()));
+      },
+    }),
   });
 }
 
