@@ -14,6 +14,7 @@ import { fromModule } from './layout.js';
 import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
+import type { ToolLogger } from '../tools/types.js';
 import { connectMcpServers, withMcpTools, type McpTools } from '../mcp/tools.js';
 import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
@@ -29,6 +30,8 @@ export interface LoadFileOptions {
   generation?: number;
   /** Version stamped on the loaded character. @defaultValue 1 */
   version?: number;
+  /** Where the character's MCP connections log (an stdio server's stderr, reconnects). */
+  log?: ToolLogger;
 }
 
 let generations = 0;
@@ -89,7 +92,12 @@ export async function loadCharacterFile(
     const detail = await describeImportError(err, path, shown);
     return fail(new CharacterError('import', shown, '', detail, { cause: err }));
   }
-  return fromNamespace(ns, { id, file: path, version: options.version ?? 1 });
+  return fromNamespace(ns, {
+    id,
+    file: path,
+    version: options.version ?? 1,
+    ...(options.log ? { log: options.log } : {}),
+  });
 }
 
 /**
@@ -98,7 +106,7 @@ export async function loadCharacterFile(
  */
 export async function fromNamespace(
   ns: Record<string, unknown>,
-  where: { id: string; file: string; version: number },
+  where: { id: string; file: string; version: number; log?: ToolLogger },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
   const mod = fromModule(ns);
@@ -132,6 +140,7 @@ export async function fromNamespace(
     file: where.file,
     ownTools: loaded.toolNames,
     fresh: where.version > 1,
+    ...(where.log ? { log: where.log } : {}),
   });
   const toolsets = withMcpTools(bound.toolsets, mcp.tools);
   const warnings = toErrors(shown, authorPaths(mcp.problems, mod.authorPath));

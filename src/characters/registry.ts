@@ -198,6 +198,7 @@ export async function loadCharacters(
         root: dir,
         generation,
         version: (previous?.version ?? 0) + 1,
+        ...(log ? { log } : {}),
       });
       if (!result.ok) {
         recordErrors(file, result.errors);
