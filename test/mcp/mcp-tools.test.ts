@@ -142,6 +142,16 @@ describe('a character with MCP servers', () => {
     expect(await call(reloaded, 'ping')).toMatchObject({ outcome: 'ok', output: 'pong' });
     tools = reloaded;
   });
+
+  it('closes the connection of a server a reload drops', async () => {
+    const size = mcpPool.size;
+    const updated = nextChange(registry, (c) => c.id === 'tools' && c.type === 'updated');
+    await chars.write('tools.ts', toolsCharacter(web).replace(/\{ label: 'slow'[^\n]*\n/, ''));
+    const change = await within(updated, 'the reload of tools.ts without slow');
+    tools = (change as { character: LoadedCharacter }).character;
+    expect(tools.toolNames).toEqual(['roll', 'add', 'ping', 'fail', 'picture', 'echo']);
+    expect(mcpPool.size).toBe(size - 1);
+  });
 });
 
 describe('MCP server problems', () => {
