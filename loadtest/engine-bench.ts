@@ -5,6 +5,7 @@
  * 1. StreamAssembler throughput on in-memory chunk sequences (openai, vLLM shapes).
  * 2. Tool round overhead: stream end of round 0 → request of round 1, minus handler time.
  * 3. CPU and wall time per two-round tool turn, Troupe vs runTools vs streamText.
+ * 4. MCP call overhead: a trivial tool on an stdio MCP server vs a local tool (lib/mcp-call-bench.ts).
  *
  * Prints a table and writes loadtest/reports/engine-bench.json. Targets are
  * printed as PASS/FAIL; the exit code only says whether the bench itself ran.
@@ -35,6 +36,7 @@ import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
 import { HELP_FLAG, readCommandLine, type CommandInfo } from '../src/cli/command-line.js';
 import { startSimChild } from './lib/children.js';
+import { benchMcpCalls, mcpBenchLines } from './lib/mcp-call-bench.js';
 import { percentile } from './lib/stats.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
@@ -964,7 +966,7 @@ function ratios(results: readonly EngineResult[]): Ratios {
 const BENCH_COMMAND: CommandInfo = {
   usage: 'npm run bench -- [flags]',
   summary:
-    'The engine benchmark: assembler throughput, tool round overhead, and CPU per tool turn next to openai runTools and the AI SDK.',
+    'The engine benchmark: assembler throughput, tool round overhead, CPU per tool turn next to openai runTools and the AI SDK, and MCP call overhead.',
   flags: [
     { name: 'turns', value: 'N', help: 'measured turns per engine in section 3 (default 300)' },
     { name: 'warmup', value: 'N', help: 'warm-up turns per engine in section 3 (default 30)' },
@@ -1029,6 +1031,8 @@ async function main(): Promise<void> {
   } finally {
     await sim.close();
   }
+  process.stderr.write('engine-bench: MCP call overhead (stdio server)…\n');
+  const mcp = await benchMcpCalls();
 
   const report = {
     generatedAt: new Date().toISOString(),
@@ -1049,8 +1053,10 @@ async function main(): Promise<void> {
       results: h2h.results,
       ratios: ratios(h2h.results),
     },
+    mcp,
   };
   printTable(report);
+  console.log(['', ...mcpBenchLines(mcp)].join('\n'));
   await mkdir(path.dirname(REPORT_PATH), { recursive: true });
   await writeFile(REPORT_PATH, `${JSON.stringify(report, null, 2)}\n`);
   // The same HTML report as the load test's (which shows the latest bench too).

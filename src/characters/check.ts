@@ -58,15 +58,22 @@ export async function checkCharacters(
 
 /** The report of what a registry holds now: its characters and the files that failed. */
 export function reportOf(registry: CharacterRegistry): CheckReport {
-  const errors = registry.errors();
+  // A character that loaded without some MCP tools is an error here: check is where authors look.
+  const mcpProblems = registry.warnings();
+  const errors = [...registry.errors(), ...mcpProblems];
+  const warned = new Map<string, Set<string>>();
+  for (const w of mcpProblems) {
+    const id = characterId(w.file);
+    warned.set(id, (warned.get(id) ?? new Set()).add(w.kind));
+  }
   const rows: CheckRow[] = registry.list().map((c) => ({
     id: c.id,
     name: c.name,
     tools: c.tools,
-    status: 'ok',
+    status: warned.has(c.id) ? `error: ${[...warned.get(c.id)!].join(', ')}` : 'ok',
   }));
   const failed = new Map<string, Set<string>>();
-  for (const e of errors) {
+  for (const e of registry.errors()) {
     const id = characterId(e.file);
     failed.set(id, (failed.get(id) ?? new Set()).add(e.kind));
   }

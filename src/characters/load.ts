@@ -14,6 +14,8 @@ import { fromModule } from './layout.js';
 import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
+import type { ToolLogger } from '../tools/types.js';
+import { connectMcpServers, withMcpTools, type McpTools } from '../mcp/tools.js';
 import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
 /** What loading one file produced: a character, or the errors that stopped it. */
@@ -28,6 +30,8 @@ export interface LoadFileOptions {
   generation?: number;
   /** Version stamped on the loaded character. @defaultValue 1 */
   version?: number;
+  /** Where the character's MCP connections log (an stdio server's stderr, reconnects). */
+  log?: ToolLogger;
 }
 
 let generations = 0;
@@ -88,7 +92,12 @@ export async function loadCharacterFile(
     const detail = await describeImportError(err, path, shown);
     return fail(new CharacterError('import', shown, '', detail, { cause: err }));
   }
-  return fromNamespace(ns, { id, file: path, version: options.version ?? 1 });
+  return fromNamespace(ns, {
+    id,
+    file: path,
+    version: options.version ?? 1,
+    ...(options.log ? { log: options.log } : {}),
+  });
 }
 
 /**
@@ -97,7 +106,7 @@ export async function loadCharacterFile(
  */
 export async function fromNamespace(
   ns: Record<string, unknown>,
-  where: { id: string; file: string; version: number },
+  where: { id: string; file: string; version: number; log?: ToolLogger },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
   const mod = fromModule(ns);
@@ -111,7 +120,8 @@ export async function fromNamespace(
   if ('problems' in bound) {
     return { ok: false, errors: toErrors(shown, authorPaths(bound.problems, mod.authorPath)) };
   }
-  const loaded = buildLoaded(character, bound.toolsets, { ...where, layout: mod.layout, shown });
+  const at = { ...where, layout: mod.layout, shown };
+  const loaded = buildLoaded(character, bound.toolsets, at);
   const sample = sampleContext(loaded.variants[0] ?? DEFAULT_VARIANT);
   try {
     await loaded.systemPrompt(sample);
@@ -124,7 +134,17 @@ export async function fromNamespace(
     };
     return { ok: false, errors: toErrors(shown, authorPaths([problem], mod.authorPath)) };
   }
-  return { ok: true, character: loaded };
+  if (!character.mcp?.length) return { ok: true, character: loaded };
+  // Last, once nothing else can fail: the connections are the character's to release.
+  const mcp = await connectMcpServers(character.mcp, {
+    file: where.file,
+    ownTools: loaded.toolNames,
+    fresh: where.version > 1,
+    ...(where.log ? { log: where.log } : {}),
+  });
+  const toolsets = withMcpTools(bound.toolsets, mcp.tools);
+  const warnings = toErrors(shown, authorPaths(mcp.problems, mod.authorPath));
+  return { ok: true, character: buildLoaded(character, toolsets, at, { mcp, warnings }) };
 }
 
 /** The `type` of the package.json nearest to `dir`, as Node decides how to load .ts/.js files. */
@@ -196,6 +216,7 @@ function buildLoaded(
   character: Character<unknown>,
   toolsets: Map<string, Toolset>,
   where: { id: string; file: string; version: number; layout: 'troupe' | 'unmute'; shown: string },
+  extra?: { mcp: McpTools; warnings: CharacterError[] },
 ): LoadedCharacter {
   const variants = [...toolsets.keys()];
   const generator =
@@ -234,6 +255,13 @@ function buildLoaded(
       }
       return set;
     },
+    ...(extra && {
+      mcpServers: Object.freeze(extra.mcp.servers),
+      warnings: Object.freeze(extra.warnings),
+      release: async () => {
+        await Promise.all(extra.mcp.leases.map((lease) => lease.release()));
+      },
+    }),
   });
 }
 

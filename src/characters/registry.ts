@@ -63,6 +63,11 @@ export interface CharacterRegistry {
   get(id: string): LoadedCharacter | undefined;
   /** Errors of the files that are wrong right now, in file order. */
   errors(): readonly CharacterError[];
+  /**
+   * Problems of characters that loaded anyway (an unreachable MCP server,
+   * whose tools are missing): warnings at start, errors in `troupe check`.
+   */
+  warnings(): readonly CharacterError[];
   /** Errors seen since startup, by kind (what the metrics count). */
   errorCounts(): Record<CharacterErrorKind, number>;
   /** Calls `listener` on every change; returns the function that stops it. */
@@ -161,6 +166,7 @@ export async function loadCharacters(
       if (!found.has(id) && (only === 'all' || only.has(id))) {
         characters.delete(id);
         fileErrors.delete(character.file);
+        void character.release?.();
         metrics?.reloads.inc({ outcome: 'removed' });
         log?.info({ id, file: shownPath(character.file) }, 'character removed');
         emit({ type: 'removed', id });
@@ -192,6 +198,7 @@ export async function loadCharacters(
         root: dir,
         generation,
         version: (previous?.version ?? 0) + 1,
+        ...(log ? { log } : {}),
       });
       if (!result.ok) {
         recordErrors(file, result.errors);
@@ -201,6 +208,16 @@ export async function loadCharacters(
       }
       fileErrors.delete(file);
       characters.set(id, result.character);
+      // Its MCP connections stay open when the new version uses them too (it holds them already).
+      void previous?.release?.();
+      for (const w of result.character.warnings ?? []) {
+        counts[w.kind]++;
+        metrics?.loadErrors.inc({ type: w.kind });
+        log?.warn(
+          { file: w.file, path: w.path, kind: w.kind, detail: w.detail },
+          'character warning',
+        );
+      }
       if (previous) metrics?.reloads.inc({ outcome: 'ok' });
       log?.info(
         { id, file: shownPath(file), version: result.character.version },
@@ -237,6 +254,10 @@ export async function loadCharacters(
     list: () => [...characters.values()].sort((a, b) => (a.id < b.id ? -1 : 1)).map(summarise),
     get: (id) => characters.get(id),
     errors: () => [...fileErrors.values()].flat(),
+    warnings: () =>
+      [...characters.values()]
+        .sort((a, b) => (a.id < b.id ? -1 : 1))
+        .flatMap((c) => c.warnings ?? []),
     errorCounts: () => ({ ...counts }),
     subscribe(listener) {
       listeners.add(listener);
@@ -248,6 +269,7 @@ export async function loadCharacters(
       watcher = undefined;
       await closing;
       await queue;
+      await Promise.all([...characters.values()].map((c) => c.release?.()));
     },
   };
 }

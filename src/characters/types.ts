@@ -1,4 +1,6 @@
 import type { ToolFormat, ToolMode } from '../llm/client.js';
+import type { CharacterError } from '../errors.js';
+import type { McpServerConfig, McpServerStatus } from '../mcp/types.js';
 import type { HandleToolCall, ToolLibrary, ToolSpec, Toolset } from '../tools/library.js';
 
 /** What the prompt generator gets at the start of every session. */
@@ -67,6 +69,11 @@ export interface Character<I = CharacterInstructions> {
   llm?: CharacterLlmOverrides;
   /** Free-form data for whoever runs the character (dashboards, frontends); Troupe ignores it. */
   metadata?: Record<string, unknown>;
+  /**
+   * MCP servers whose tools the character offers too, listed at load.
+   * @example [{ label: 'files', command: 'node', args: ['mcp/files.mjs'] }]
+   */
+  mcp?: readonly McpServerConfig[];
 }
 
 /** A character that passed validation, ready for sessions. Immutable. */
@@ -101,6 +108,12 @@ export interface LoadedCharacter {
    * ConfigError naming the known variants when the variant is unknown.
    */
   toolset(variant?: string): Toolset;
+  /** Its MCP servers as loading found them: the tools each gave, or why none. */
+  readonly mcpServers?: readonly McpServerStatus[];
+  /** What loading found wrong that did not stop it (an unreachable MCP server): warnings at start, errors in `troupe check`. */
+  readonly warnings?: readonly CharacterError[];
+  /** Releases what the character holds (its MCP connections); the registry calls it when the character is replaced or removed. */
+  release?(): Promise<void>;
 }
 
 /** One line of a character list (`GET /v1/characters`). */

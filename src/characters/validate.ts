@@ -8,6 +8,8 @@ import { CharacterError, type CharacterErrorKind } from '../errors.js';
 import { TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
+import { MAX_MCP_SERVERS } from '../mcp/constants.js';
+import { MCP_SERVER_FIELDS, mcpServerSchema } from '../mcp/schema.js';
 import { closest } from './closest.js';
 import {
   MAX_CHARACTER_TOOL_ROUNDS,
@@ -279,6 +281,13 @@ const characterSchema = z.strictObject({
     )
     .optional(),
   metadata: z.record(z.string(), z.unknown(), { error: 'expected an object' }).optional(),
+  mcp: z
+    .array(z.unknown(), {
+      error:
+        'expected an array of MCP servers such as [{ label: "files", command: "node", args: ["mcp/server.mjs"] }]',
+    })
+    .max(MAX_MCP_SERVERS, { error: `expected at most ${MAX_MCP_SERVERS} MCP servers` })
+    .optional(),
 });
 
 const KNOWN_FIELDS = Object.keys(characterSchema.shape);
@@ -308,6 +317,7 @@ export function validateCharacter(value: unknown): {
   if (!parsed.success) problems.push(...issuesToProblems(parsed.error.issues, [], KNOWN_FIELDS));
   const raw = value as Record<string, unknown>;
   if (Array.isArray(raw.tools)) problems.push(...checkTools(raw));
+  if (Array.isArray(raw.mcp)) problems.push(...checkMcpServers(raw.mcp));
   if (raw.makeSystemPrompt === undefined && raw.instructions !== undefined) {
     const i = raw.instructions as { prompt?: unknown } | string;
     if (typeof i !== 'string' && typeof i?.prompt !== 'string') {
@@ -393,6 +403,53 @@ function checkTools(raw: Record<string, unknown>): FieldProblem[] {
     }
   });
   return problems;
+}
+
+/** Checks each `mcp` entry's shape and that labels are unique. */
+function checkMcpServers(servers: readonly unknown[]): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  const seen = new Map<string, number>();
+  servers.forEach((server, i) => {
+    const at: PropertyKey[] = ['mcp', i];
+    const parsed = mcpServerSchema.safeParse(server, { reportInput: true });
+    if (!parsed.success) {
+      problems.push(...issuesToProblems(parsed.error.issues, at, MCP_SERVER_FIELDS));
+    }
+    const label = (server as { label?: unknown } | null)?.label;
+    if (typeof label !== 'string') return;
+    const first = seen.get(label);
+    if (first === undefined) seen.set(label, i);
+    else {
+      problems.push({
+        kind: 'shape',
+        path: [...at, 'label'],
+        detail: `duplicate MCP server label "${label}" (mcp[${first}] has it too); give each server its own label`,
+      });
+    }
+  });
+  return problems;
+}
+
+/**
+ * Checks tool parameters that come from elsewhere (an MCP server's input
+ * schema) with the same rules as a character's OpenAI-JSON tools. Returns
+ * what is wrong, or `undefined` when they can be used.
+ */
+export function checkToolParameters(name: string, parameters: unknown): string | undefined {
+  const parsed = toolParameters.safeParse(parameters, { reportInput: true });
+  if (!parsed.success) {
+    return parsed.error.issues
+      .slice(0, 3)
+      .map((issue) => `${formatPath(issue.path) || '(schema)'}: ${issue.message}`)
+      .join('; ');
+  }
+  try {
+    compileJsonSchema(name, parameters as Record<string, unknown>);
+  } catch (err) {
+    const cause = (err as Error).cause;
+    return `cannot be validated (${cause instanceof Error ? cause.message : (err as Error).message})`;
+  }
+  return undefined;
 }
 
 /** Turns zod issues into problems with paths under `prefix`. */

@@ -93,6 +93,7 @@ export async function runResponse(
   const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech, {
     serverLabel: character.id,
     runs: (name) => !clientNames.has(name),
+    labelOf: (name) => opening.toolset.tools.get(name)?.serverLabel,
   });
   const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
   let requestAt: number | undefined;

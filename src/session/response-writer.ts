@@ -29,11 +29,13 @@ interface ItemPlace {
 /**
  * Which calls the server runs itself (the character's tools): they go out as
  * GA's `mcp_call` items, which clients know not to answer, with
- * `server_label` the character's id.
+ * `server_label` the character's id (an MCP tool's: its server's label).
  */
 export interface ServerTools {
   serverLabel: string;
   runs(name: string): boolean;
+  /** The label of a tool from an MCP server (its `label`); others get `serverLabel`. */
+  labelOf?(name: string): string | undefined;
 }
 
 /** A spoken item of a response: its round (-1 for a filler), the model's text and what was heard. */
@@ -292,7 +294,7 @@ export class ResponseWriter {
           id: newId('item'),
           object: 'realtime.item',
           type: 'mcp_call',
-          server_label: server.serverLabel,
+          server_label: server.labelOf?.(name) ?? server.serverLabel,
           name,
           arguments: '',
           output: null,

@@ -60,7 +60,7 @@ export interface CharacterTestSession {
   readonly simulator: Simulator;
   /** Sends a user message and runs the turn to its end. */
   say(text: string, options?: { signal?: AbortSignal }): Promise<CharacterTurn>;
-  /** Stops the simulator. */
+  /** Stops the simulator, and closes the character's MCP connections when the kit loaded it. */
   close(): Promise<void>;
 }
 
@@ -84,6 +84,8 @@ export async function testCharacter<I>(
   options: CharacterTestOptions,
 ): Promise<CharacterTestSession> {
   const loaded = await resolveCharacter(character, options.id ?? 'inline');
+  // A character the caller loaded is the caller's to release.
+  const owned = !(typeof character === 'object' && 'toolset' in character);
   const sessionId = options.sessionId ?? randomUUID();
   const opening = await openConversation(loaded, {
     now: options.now ?? new Date(),
@@ -133,7 +135,10 @@ export async function testCharacter<I>(
       history.push(...summary.messages);
       return { text: summary.text, toolCalls: summary.toolCalls, summary, events };
     },
-    close: () => simulator.close(),
+    async close() {
+      await simulator.close();
+      if (owned) await loaded.release?.();
+    },
   };
 }
 

@@ -70,6 +70,8 @@ export interface RunnableTool extends ToolBehaviour {
   /** Validates and applies defaults; built from zod or from the JSON Schema. */
   schema: z.ZodType;
   handler: ToolHandler;
+  /** The MCP server the tool comes from: `server_label` of its `mcp_call` items. @defaultValue the character's id */
+  serverLabel?: string;
 }
 
 /** A tool call as the model made it, assembled from the stream. */

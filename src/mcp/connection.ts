@@ -1,0 +1,298 @@
+/**
+ * One connection to one MCP server, through the official SDK client
+ * (`@modelcontextprotocol/sdk`): streamable HTTP for a `url`, stdio for a
+ * `command`. It connects on first use, reconnects on the next call after the
+ * server went away, and is shared by every session of the process (see
+ * {@link McpPool}).
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import {
+  StdioClientTransport,
+  getDefaultEnvironment,
+} from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  ErrorCode,
+  McpError,
+  type CallToolResult,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { TroupeError } from '../errors.js';
+import type { ToolLogger } from '../tools/types.js';
+import { MCP_CONNECT_TIMEOUT_MS, MCP_STDERR_LINE_MAX } from './constants.js';
+import type { McpServerConfig } from './types.js';
+
+/** How Troupe introduces itself to MCP servers. */
+const CLIENT_INFO = { name: 'troupe', version: '0.1.0' };
+
+/** An MCP server could not be reached, or broke the protocol. */
+export class McpConnectionError extends TroupeError {
+  override name = 'McpConnectionError';
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('E_MCP_CONNECT', message, { ...options, retryable: true });
+  }
+}
+
+/** Options of {@link McpConnection}. */
+export interface McpConnectionOptions {
+  /** Working directory of an stdio server (the character's folder). */
+  cwd: string;
+  log?: ToolLogger;
+  /** Time to connect (the MCP handshake). @defaultValue 10000 */
+  connectTimeoutMs?: number;
+}
+
+interface Live {
+  client: Client;
+  /** Calls running on this client; a retired client closes once they end. */
+  running: number;
+  retired: boolean;
+}
+
+/** One MCP server, one SDK client at a time. */
+export class McpConnection {
+  readonly label: string;
+  readonly #config: McpServerConfig;
+  readonly #options: McpConnectionOptions;
+  #live: Promise<Live> | undefined;
+  #closed = false;
+
+  constructor(config: McpServerConfig, options: McpConnectionOptions) {
+    this.label = config.label;
+    this.#config = config;
+    this.#options = options;
+  }
+
+  /** Where the server is, for messages: its URL or its command line. */
+  get target(): string {
+    const c = this.#config;
+    return c.url ?? [c.command, ...(c.args ?? [])].join(' ');
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Every tool the server lists (all pages). */
+  async listTools(signal?: AbortSignal): Promise<Tool[]> {
+    const live = await this.#connect(signal);
+    const tools: Tool[] = [];
+    let cursor: string | undefined;
+    try {
+      do {
+        const page = await live.client.listTools(cursor === undefined ? {} : { cursor }, {
+          signal,
+          timeout: this.#options.connectTimeoutMs ?? MCP_CONNECT_TIMEOUT_MS,
+        });
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor !== undefined);
+    } catch (err) {
+      this.#failed(live, err);
+      throw err;
+    }
+    return tools;
+  }
+
+  /**
+   * Calls a tool. `signal` ends the request (the SDK tells the server it was
+   * cancelled); `timeoutMs` is a backstop for callers without one.
+   */
+  async callTool(
+    name: string,
+    args: Record<string, unknown>,
+    options: { signal?: AbortSignal; timeoutMs?: number } = {},
+  ): Promise<CallToolResult> {
+    const live = await this.#connect(options.signal);
+    live.running++;
+    try {
+      const result = await live.client.callTool({ name, arguments: args }, undefined, {
+        signal: options.signal,
+        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+      });
+      return result as CallToolResult;
+    } catch (err) {
+      this.#failed(live, err);
+      throw err;
+    } finally {
+      live.running--;
+      if (live.retired && live.running === 0) void closeQuietly(live.client);
+    }
+  }
+
+  /**
+   * Starts over with a new client (a reloaded character picks up a changed
+   * server). Calls running on the old client finish on it; it closes after them.
+   */
+  restart(): void {
+    const old = this.#live;
+    this.#live = undefined;
+    if (old)
+      void old.then(
+        (live) => this.#retire(live),
+        () => undefined,
+      );
+  }
+
+  /** Closes the client (ends an stdio server's process); later calls fail. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const live = this.#live;
+    this.#live = undefined;
+    if (live)
+      await live.then(
+        (l) => closeQuietly(l.client),
+        () => undefined,
+      );
+  }
+
+  #connect(signal?: AbortSignal): Promise<Live> {
+    if (this.#closed) {
+      return Promise.reject(
+        new McpConnectionError(
+          `MCP server "${this.label}" is closed (the server is shutting down or the character was reloaded without it)`,
+        ),
+      );
+    }
+    if (this.#live === undefined) {
+      // Not the caller's signal: the connection is shared, one caller giving up must not end it.
+      const opening = this.#open();
+      this.#live = opening;
+      opening.catch(() => {
+        if (this.#live === opening) this.#live = undefined;
+      });
+    }
+    return untilAborted(this.#live, signal);
+  }
+
+  async #open(): Promise<Live> {
+    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    const transport = this.#transport();
+    const live: Live = { client, running: 0, retired: false };
+    // The server went away (an stdio process exited, the HTTP session ended): the next call reconnects.
+    client.onclose = () => this.#drop(live);
+    client.onerror = (err) =>
+      this.#options.log?.debug({ mcp: this.label, err }, 'mcp transport error');
+    try {
+      await client.connect(transport, {
+        timeout: this.#options.connectTimeoutMs ?? MCP_CONNECT_TIMEOUT_MS,
+      });
+    } catch (err) {
+      await closeQuietly(client);
+      throw new McpConnectionError(
+        `cannot connect to MCP server "${this.label}" (${this.target}): ${describe(err)}`,
+        { cause: err },
+      );
+    }
+    if (this.#closed) {
+      await closeQuietly(client);
+      throw new McpConnectionError(`MCP server "${this.label}" is closed`);
+    }
+    this.#options.log?.info({ mcp: this.label, target: this.target }, 'mcp server connected');
+    return live;
+  }
+
+  #transport(): Transport {
+    const c = this.#config;
+    if (c.url !== undefined) {
+      return new StreamableHTTPClientTransport(new URL(c.url), {
+        requestInit: { headers: { ...c.headers } },
+      });
+    }
+    const transport = new StdioClientTransport({
+      command: c.command!,
+      args: [...(c.args ?? [])],
+      env: { ...getDefaultEnvironment(), ...c.env },
+      cwd: this.#options.cwd,
+      stderr: 'pipe',
+    });
+    // What the server prints on stderr goes to the log, a line at a time.
+    let partial = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (line.trim() === '') continue;
+        this.#options.log?.info(
+          { mcp: this.label, line: line.slice(0, MCP_STDERR_LINE_MAX) },
+          'mcp server stderr',
+        );
+      }
+    });
+    return transport;
+  }
+
+  /** After a failed request: a broken connection is dropped so the next call reconnects. */
+  #failed(live: Live, err: unknown): void {
+    if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) return; // the server answered
+    if (isAbort(err)) return; // our own timeout or cancel; the connection is fine
+    this.#drop(live);
+  }
+
+  #drop(live: Live): void {
+    void this.#live?.then(
+      (current) => {
+        if (current === live) {
+          this.#live = undefined;
+          this.#retire(live);
+        }
+      },
+      () => undefined,
+    );
+  }
+
+  #retire(live: Live): void {
+    if (live.retired) return;
+    live.retired = true;
+    if (live.running === 0) void closeQuietly(live.client);
+  }
+}
+
+/** `promise`, or a rejection with the signal's reason when it aborts first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err as Error);
+      },
+    );
+  });
+}
+
+function isAbort(err: unknown): boolean {
+  return (
+    err instanceof Error &&
+    (err.name === 'AbortError' ||
+      (err instanceof McpError && err.code === ErrorCode.RequestTimeout))
+  );
+}
+
+/** The reason a connection failed, in one line. */
+export function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause =
+    err.cause instanceof Error && !err.message.includes(err.cause.message)
+      ? `: ${err.cause.message}`
+      : '';
+  const code = (err as { code?: unknown }).code;
+  const text = `${err.message}${cause}`.split('\n', 1)[0]!;
+  return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+}
+
+async function closeQuietly(client: Client): Promise<void> {
+  try {
+    await client.close();
+  } catch {
+    // Closing a broken connection may throw; it is gone either way.
+  }
+}
