@@ -209,7 +209,9 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
 
 function hasFinish(chunk: ChunkLike): boolean {
   const choices = chunk.choices;
-  return choices !== undefined && choices.some((c) => c?.finish_reason);
+  if (!Array.isArray(choices)) return false;
+  for (let i = 0; i < choices.length; i++) if (choices[i]?.finish_reason) return true;
+  return false;
 }
 
 /**

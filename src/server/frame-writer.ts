@@ -6,7 +6,14 @@ import type { Duplex } from 'node:stream';
 import type { WebSocket } from 'ws';
 
 /** Writes text frames to one WebSocket. */
-export type FrameWriter = (frame: string) => void;
+export interface FrameWriter {
+  write(frame: string): void;
+  /**
+   * Characters written this tick and held back until it ends: part of
+   * `ws.bufferedAmount`, but no sign of a client that stopped reading.
+   */
+  readonly held: number;
+}
 
 /**
  * A writer that corks the connection's socket at the first frame of a tick
@@ -20,22 +27,32 @@ export type FrameWriter = (frame: string) => void;
  * stream that cannot cork gets one write per frame, as `ws` does on its own.
  *
  * @example
- * const write = createFrameWriter(ws, req.socket);
- * write(JSON.stringify(event));
+ * const out = createFrameWriter(ws, req.socket);
+ * out.write(JSON.stringify(event));
  */
 export function createFrameWriter(ws: WebSocket, socket: Duplex | undefined): FrameWriter {
-  if (socket === undefined || typeof socket.cork !== 'function') return (frame) => ws.send(frame);
+  if (socket === undefined || typeof socket.cork !== 'function') {
+    return { write: (frame) => ws.send(frame), held: 0 };
+  }
+  let held = 0;
   let corked = false;
   const flush = (): void => {
     corked = false;
+    held = 0;
     socket.uncork();
   };
-  return (frame) => {
-    if (!corked) {
-      corked = true;
-      socket.cork();
-      process.nextTick(flush);
-    }
-    ws.send(frame);
+  return {
+    write(frame) {
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        process.nextTick(flush);
+      }
+      held += frame.length;
+      ws.send(frame);
+    },
+    get held() {
+      return held;
+    },
   };
 }

@@ -246,7 +246,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     let cutOff = false;
     /** The session's link to the resume store, once it has one. */
     const resumeLink: { tracker?: ResumeTracker } = {};
-    const writeFrame = createFrameWriter(ws, req.socket);
+    const frames = createFrameWriter(ws, req.socket);
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
       if (event.type === 'session.created' && resumeLink.tracker) {
@@ -258,8 +258,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
       const frame = encoder.encode(withShortInstructions(event));
       if (frame === null) return;
-      writeFrame(frame);
-      if (ws.bufferedAmount > limits.maxBufferedBytes) {
+      frames.write(frame);
+      if (ws.bufferedAmount - frames.held > limits.maxBufferedBytes) {
         // A client that stopped reading: free what it holds now, not when it
         // wakes up; the close frame (1013) follows what it has not read yet.
         cutOff = true;
