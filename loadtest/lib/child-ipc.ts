@@ -16,6 +16,8 @@ export function lagMs(ns: number): number {
 export interface ChildStats {
   /** CPU time ÷ wall time, percent of one core. */
   cpuPercent: number;
+  /** CPU seconds (user + system) over the interval. */
+  cpuS: number;
   lagP99Ms: number;
   lagMaxMs: number;
   rssMiB: number;
@@ -54,6 +56,7 @@ export async function serveChild<T>(
       const cpuUs = now.cpu.user - since.cpu.user + (now.cpu.system - since.cpu.system);
       const stats: ChildStats = {
         cpuPercent: (cpuUs / 1000 / (now.at - since.at)) * 100,
+        cpuS: cpuUs / 1e6,
         lagP99Ms: lagMs(lag.percentile(99)),
         lagMaxMs: lagMs(lag.max),
         rssMiB: process.memoryUsage.rss() / 2 ** 20,

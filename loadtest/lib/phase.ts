@@ -177,6 +177,8 @@ function phaseReport(
       : {
           server: {
             cpuPercent: round(server.cpuPercent, 0),
+            // The measure of the hot path: server CPU seconds ÷ deltas forwarded.
+            cpuUsPerDelta: rec.deltas > 0 ? round((server.cpuS * 1e6) / rec.deltas, 1) : null,
             lagP99Ms: round(server.lagP99Ms, 2),
             lagMaxMs: round(server.lagMaxMs, 2),
             rssMiB: round(server.rssMiB, 0),

@@ -60,7 +60,14 @@ export interface PhaseReport {
   /** Event-loop delay of the load-test client itself: large values make every number suspect. */
   clientLagMs: { p50: number; p99: number; max: number };
   /** The server's CPU use and event-loop delay, when the load test started the server (`--sim`). */
-  server?: { cpuPercent: number; lagP99Ms: number; lagMaxMs: number; rssMiB: number };
+  server?: {
+    cpuPercent: number;
+    /** Server CPU time ÷ text deltas the clients received, µs (null without deltas). */
+    cpuUsPerDelta?: number | null;
+    lagP99Ms: number;
+    lagMaxMs: number;
+    rssMiB: number;
+  };
 }
 
 /** A stated goal and whether the run met it. */

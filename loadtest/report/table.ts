@@ -54,7 +54,9 @@ export function printReport(report: LoadtestReport): void {
         ` · client lag p99 ${formatMs(p.clientLagMs.p99)} ms` +
         (p.server === undefined
           ? ''
-          : ` · server CPU ${p.server.cpuPercent}%, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB`),
+          : ` · server CPU ${p.server.cpuPercent}%` +
+            (p.server.cpuUsPerDelta == null ? '' : ` (${p.server.cpuUsPerDelta} µs per delta)`) +
+            `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB`),
     );
   }
   if (report.comparisons.length > 0) {

@@ -73,3 +73,10 @@ export interface AssistantToolCall {
   type: 'function';
   function: { name: string; arguments: string };
 }
+
+/**
+ * Put among a stream's chunks by a transport that watches for silence
+ * (`LlmClient.streamWatched`): `slowNoticeMs` passed without a chunk
+ * (again each time as long).
+ */
+export const LLM_SILENT: unique symbol = Symbol('llm silent');

@@ -8,7 +8,7 @@ import {
   redactUrl,
 } from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
-import type { ChatMessage, ChunkLike } from './chunk.js';
+import type { ChatMessage, ChunkLike, LLM_SILENT } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
 
 /**
@@ -85,6 +85,16 @@ export interface LlmClient {
   readonly slowNoticeMs?: number;
   /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
   stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
+  /**
+   * Like `stream`, with `LLM_SILENT` among the chunks each time `slowNoticeMs`
+   * pass without one, kept by the transport's own clock (no timer race per
+   * chunk). Transports without it get the turn's own watch instead.
+   */
+  streamWatched?(
+    request: ChatRequest,
+    signal: AbortSignal,
+    slowNoticeMs: number,
+  ): AsyncIterable<ChunkLike | typeof LLM_SILENT>;
 }
 
 /** Default retries of a request that failed before streaming. */
@@ -146,7 +156,13 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
       totalTimeoutMs: totalMs,
       ...(options.maxLineBytes !== undefined ? { maxLineBytes: options.maxLineBytes } : {}),
     });
-    return { ...backend, stream: (request, signal) => transport(bodyOf(request), signal) };
+    return {
+      ...backend,
+      // Without a notice interval the transport puts no LLM_SILENT in.
+      stream: (request, signal) => transport(bodyOf(request), signal) as AsyncIterable<ChunkLike>,
+      streamWatched: (request, signal, slowNoticeMs) =>
+        transport(bodyOf(request), signal, slowNoticeMs),
+    };
   }
 
   return {

@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
-import type { ChunkLike } from './chunk.js';
+import { LLM_SILENT, type ChunkLike } from './chunk.js';
 import { SseParser } from './sse.js';
 
 /** Options of {@link createHttpTransport}. */
@@ -24,11 +24,15 @@ export interface HttpTransportOptions {
   maxLineBytes?: number;
 }
 
-/** Streams the chunks of one chat-completions request. */
+/**
+ * Streams the chunks of one chat-completions request; with `slowNoticeMs`
+ * (> 0), {@link LLM_SILENT} each time that long passes without a chunk.
+ */
 export type StreamChat = (
   body: object,
   signal: AbortSignal,
-) => AsyncGenerator<ChunkLike, void, undefined>;
+  slowNoticeMs?: number,
+) => AsyncGenerator<ChunkLike | typeof LLM_SILENT, void, undefined>;
 
 /** Statuses worth another try: rate limits, timeouts, conflicts, server errors. */
 const RETRYABLE_STATUS = new Set([408, 409, 429, 500, 502, 503, 504]);
@@ -86,41 +90,59 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     });
   }
 
-  return async function* streamChat(body, signal) {
+  return async function* streamChat(body, signal, slowNoticeMs = 0) {
     const payload = JSON.stringify(body);
-    let res: http.IncomingMessage;
+    // Slow notices: from the request on, through retries, until the last chunk.
+    const watch = slowNoticeMs > 0 ? new SilenceWatch(slowNoticeMs) : undefined;
+    let res!: http.IncomingMessage;
     let silence: Attempt['silence'];
     let heard: Attempt['chunk'];
     let stopClocks: Attempt['stop'];
-    for (let attempt = 0; ; attempt++) {
-      let failure: LlmStreamError;
-      try {
-        ({ res, silence, chunk: heard, stop: stopClocks } = await open(payload, signal));
-      } catch (err) {
-        if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
-        failure =
-          err instanceof LlmStreamError
-            ? err
-            : new LlmStreamError('The LLM could not be reached.', {
-                cause: err,
-                retryable: true,
-                detail: `${where}: ${(err as Error).message}`,
-              });
-        if (attempt >= maxRetries) throw failure;
-        await backoff(attempt, undefined, signal);
-        continue;
+    let answered = false;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        let failure: LlmStreamError;
+        try {
+          ({
+            res,
+            silence,
+            chunk: heard,
+            stop: stopClocks,
+          } = yield* whileWaiting(
+            open(payload, signal),
+            watch,
+            // Left during a notice (the reader stopped): the answer is not read.
+            (late) => late.res.destroy(),
+          ));
+        } catch (err) {
+          if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
+          failure =
+            err instanceof LlmStreamError
+              ? err
+              : new LlmStreamError('The LLM could not be reached.', {
+                  cause: err,
+                  retryable: true,
+                  detail: `${where}: ${(err as Error).message}`,
+                });
+          if (attempt >= maxRetries) throw failure;
+          yield* whileWaiting(backoff(attempt, undefined, signal), watch);
+          continue;
+        }
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) break;
+        stopClocks();
+        const detail = yield* whileWaiting(readErrorBody(res), watch);
+        failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
+          status,
+          retryable: RETRYABLE_STATUS.has(status),
+          detail: `${where} answered HTTP ${status}: ${detail}`,
+        });
+        if (!failure.retryable || attempt >= maxRetries) throw failure;
+        yield* whileWaiting(backoff(attempt, res.headers, signal), watch);
       }
-      const status = res.statusCode ?? 0;
-      if (status >= 200 && status < 300) break;
-      stopClocks();
-      const detail = await readErrorBody(res);
-      failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
-        status,
-        retryable: RETRYABLE_STATUS.has(status),
-        detail: `${where} answered HTTP ${status}: ${detail}`,
-      });
-      if (!failure.retryable || attempt >= maxRetries) throw failure;
-      await backoff(attempt, res.headers, signal);
+      answered = true;
+    } finally {
+      if (!answered) watch?.stop();
     }
 
     let complete = false;
@@ -129,18 +151,28 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         // Some servers ignore `stream:true` and answer with the whole completion.
         yield completionToChunk(JSON.parse(await readAll(res)) as Record<string, unknown>);
       } else {
-        // Parsed here rather than through readSseChunks: one async layer less
-        // per chunk on the hot path. Not destroyed when the reader stops at
-        // [DONE]: the socket goes back to the pool.
+        // Parsed as the bytes arrive rather than through readSseChunks or the
+        // response's async iterator: one async step per chunk on the hot path,
+        // and the silence clocks keep a timestamp instead of resetting a timer
+        // per chunk. Not destroyed when the reader stops at [DONE]: the socket
+        // goes back to the pool.
         const parser = new SseParser({ maxLineBytes: options.maxLineBytes });
+        const inbox = new ChunkInbox(res, parser, heard, watch);
         let finished = false;
-        for await (const piece of res.iterator({ destroyOnReturn: false })) {
-          for (const chunk of parser.push(piece as Buffer)) {
-            heard();
-            finished ||= hasFinish(chunk);
-            yield chunk;
+        try {
+          for (;;) {
+            const next = inbox.take();
+            if (next !== undefined) {
+              if (next !== LLM_SILENT) finished ||= hasFinish(next);
+              yield next;
+              continue;
+            }
+            if (inbox.failure !== undefined) throw inbox.failure;
+            if (inbox.ended) break;
+            await inbox.arrival();
           }
-          if (parser.done) break;
+        } finally {
+          inbox.close();
         }
         const sawDone = parser.done;
         for (const chunk of parser.end()) {
@@ -168,6 +200,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       });
     } finally {
       stopClocks();
+      watch?.stop();
       // A stream left early (cancel, barge-in) must not go back to the pool half read.
       if (!complete) res.destroy();
     }
@@ -176,7 +209,199 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
 
 function hasFinish(chunk: ChunkLike): boolean {
   const choices = chunk.choices;
-  return choices !== undefined && choices.some((c) => c?.finish_reason);
+  if (!Array.isArray(choices)) return false;
+  for (let i = 0; i < choices.length; i++) if (choices[i]?.finish_reason) return true;
+  return false;
+}
+
+/**
+ * Slow notices: due each time `ms` pass without a chunk (counted from the
+ * request, then from the last chunk or notice). One timer, looked at when it
+ * fires and set again for the rest: a chunk only notes the time.
+ */
+class SilenceWatch {
+  /** A notice is due and not yet taken. */
+  due = false;
+  /** Called when a notice falls due. */
+  onDue: (() => void) | undefined;
+  readonly #ms: number;
+  #since = performance.now();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(ms: number) {
+    this.#ms = ms;
+    this.#timer = setTimeout(this.#check, ms);
+  }
+
+  /** A chunk came: the silence starts again. */
+  heard(at: number): void {
+    this.#since = at;
+  }
+
+  /** Takes the due notice, if any. */
+  take(): boolean {
+    if (!this.due) return false;
+    this.due = false;
+    return true;
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.onDue = undefined;
+  }
+
+  #check = (): void => {
+    const now = performance.now();
+    const quiet = now - this.#since;
+    if (quiet < this.#ms) {
+      this.#timer = setTimeout(this.#check, this.#ms - quiet);
+      return;
+    }
+    this.#since = now;
+    this.due = true;
+    this.#timer = setTimeout(this.#check, this.#ms);
+    this.onDue?.();
+  };
+}
+
+/**
+ * Awaits `pending`, putting {@link LLM_SILENT} in the stream each time a
+ * notice falls due meanwhile (connecting, waiting for headers, retrying).
+ * A reader that leaves during a notice leaves `pending` to `abandon`.
+ */
+async function* whileWaiting<T>(
+  pending: Promise<T>,
+  watch: SilenceWatch | undefined,
+  abandon?: (late: T) => void,
+): AsyncGenerator<typeof LLM_SILENT, T, undefined> {
+  if (watch === undefined) return await pending;
+  let settled = false;
+  const result = pending.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  try {
+    for (;;) {
+      if (watch.take()) {
+        yield LLM_SILENT;
+        continue;
+      }
+      const due = new Promise<undefined>((resolve) => (watch.onDue = () => resolve(undefined)));
+      const step = await Promise.race([result, due]);
+      watch.onDue = undefined;
+      if (step === undefined) continue;
+      settled = true;
+      if ('error' in step) throw step.error;
+      return step.value;
+    }
+  } finally {
+    watch.onDue = undefined;
+    if (!settled && abandon) void pending.then(abandon, () => {});
+  }
+}
+
+/**
+ * The chunks of an event-stream response, parsed as its bytes arrive, for
+ * one reader to take in order (with the watch's notices when no chunk
+ * waits). Ends at `[DONE]` (or a bad event: {@link SseParser.end} throws
+ * it), at the end of the body, or with the response's error.
+ */
+class ChunkInbox {
+  /** The response failed (or closed before its end): the reader throws this. */
+  failure: unknown = undefined;
+  /** No chunk will come any more. */
+  ended = false;
+  #chunks: ChunkLike[] = [];
+  #head = 0;
+  #wake: (() => void) | undefined;
+  readonly #res: http.IncomingMessage;
+  readonly #parser: SseParser;
+  readonly #heard: () => void;
+  readonly #watch: SilenceWatch | undefined;
+
+  constructor(
+    res: http.IncomingMessage,
+    parser: SseParser,
+    heard: () => void,
+    watch: SilenceWatch | undefined,
+  ) {
+    this.#res = res;
+    this.#parser = parser;
+    this.#heard = heard;
+    this.#watch = watch;
+    if (watch) watch.onDue = this.#notify;
+    res.on('data', this.#onData);
+    res.on('end', this.#onEnd);
+    res.on('error', this.#onError);
+    res.on('close', this.#onClose);
+  }
+
+  /** The next chunk, else a due notice, else undefined (then see `failure` and `ended`). */
+  take(): ChunkLike | typeof LLM_SILENT | undefined {
+    if (this.#head < this.#chunks.length) {
+      const chunk = this.#chunks[this.#head]!;
+      this.#chunks[this.#head++] = undefined as never;
+      if (this.#head === this.#chunks.length) {
+        this.#chunks.length = 0;
+        this.#head = 0;
+      }
+      return chunk;
+    }
+    if (this.#watch?.take()) return LLM_SILENT;
+    return undefined;
+  }
+
+  /** Resolves when there may be something to take. */
+  arrival(): Promise<void> {
+    return new Promise((resolve) => (this.#wake = resolve));
+  }
+
+  /** Stops listening (the reader is done); the response itself is left as it is. */
+  close(): void {
+    const res = this.#res;
+    res.off('data', this.#onData);
+    res.off('end', this.#onEnd);
+    res.off('error', this.#onError);
+    res.off('close', this.#onClose);
+    if (this.#watch) this.#watch.onDue = undefined;
+    // Not flowing any more: whoever reads on (the drain after [DONE]) resumes it.
+    res.pause();
+  }
+
+  #notify = (): void => {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  };
+
+  #onData = (piece: Buffer): void => {
+    if (this.ended) return;
+    const chunks = this.#parser.push(piece);
+    if (chunks.length > 0) {
+      this.#heard();
+      this.#watch?.heard(performance.now());
+      for (const chunk of chunks) this.#chunks.push(chunk);
+    }
+    // [DONE] or a bad event: the rest of the body carries nothing.
+    if (this.#parser.done) this.ended = true;
+    if (chunks.length > 0 || this.ended) this.#notify();
+  };
+
+  #onEnd = (): void => {
+    this.ended = true;
+    this.#notify();
+  };
+
+  #onError = (err: unknown): void => {
+    this.failure ??= err;
+    this.#notify();
+  };
+
+  #onClose = (): void => {
+    if (!this.ended) this.failure ??= new Error('the response closed before its end');
+    this.#notify();
+  };
 }
 
 /**
@@ -235,10 +460,23 @@ function watchDeadlines(
   req.on('close', stop);
   return {
     streaming() {
-      // From here only chunks count as news.
+      // From here only chunks count as news. The clock is looked at when
+      // its timer fires (and set again for the rest), not reset per chunk.
       req.setTimeout(0);
-      idle = setTimeout(() => fail(silentFor()), timeoutMs);
-      return { silence: () => silence, chunk: () => idle?.refresh(), stop };
+      let heardAt = performance.now();
+      const check = (): void => {
+        const quiet = performance.now() - heardAt;
+        if (quiet >= timeoutMs) fail(silentFor());
+        else idle = setTimeout(check, timeoutMs - quiet);
+      };
+      idle = setTimeout(check, timeoutMs);
+      return {
+        silence: () => silence,
+        chunk: () => {
+          heardAt = performance.now();
+        },
+        stop,
+      };
     },
   };
 }

@@ -73,9 +73,9 @@ export class SseParser {
     // The held part has no line end: search only what is new.
     for (let nl = buffer.indexOf('\n', held); nl >= 0; nl = buffer.indexOf('\n', start)) {
       const end = nl > start && buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
-      const line = buffer.slice(start, end);
+      const from = start;
       start = nl + 1;
-      if (line === '') {
+      if (end === from) {
         // Blank line: the event is complete.
         const data = this.#data;
         if (data !== undefined) {
@@ -92,8 +92,9 @@ export class SseParser {
             break;
           }
         }
-      } else if (line.startsWith('data:')) {
-        const value = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+      } else if (buffer.startsWith('data:', from)) {
+        // The value is cut straight from the buffer: no string for the whole line.
+        const value = buffer.slice(buffer.charCodeAt(from + 5) === 32 ? from + 6 : from + 5, end);
         this.#data = this.#data === undefined ? value : `${this.#data}\n${value}`;
       }
       // Anything else (`event:`, `id:`, `retry:`, `: comment`) carries nothing for chat completions.

@@ -10,7 +10,13 @@ import type {
   ToolResult,
 } from '../tools/types.js';
 import { StreamAssembler, type AssembledCall } from './assembler.js';
-import type { AssistantToolCall, ChatMessage, UsageLike } from './chunk.js';
+import {
+  LLM_SILENT,
+  type AssistantToolCall,
+  type ChatMessage,
+  type ChunkLike,
+  type UsageLike,
+} from './chunk.js';
 import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
 import {
   DEFAULT_MAX_TOOL_ROUNDS,
@@ -236,8 +242,8 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     let failure: unknown;
 
     try {
-      for await (const chunk of withSlowNotices(llm.stream(request, signal), slowMs)) {
-        if (chunk === SLOW) {
+      for await (const chunk of chunksOf(llm, request, signal, slowMs)) {
+        if (chunk === LLM_SILENT) {
           yield {
             type: 'llm.slow',
             round,
@@ -532,24 +538,34 @@ function logFailure(log: ToolLogger, round: number, error: TroupeError, chunks: 
   );
 }
 
-/** Stands for "no chunk for a while" among the chunks of {@link withSlowNotices}. */
-const SLOW: unique symbol = Symbol('slow');
+/**
+ * A round's chunks with {@link LLM_SILENT} each time `slowMs` pass without
+ * one (0 = never): the transport's own watch when it has one (the default
+ * http transport), else {@link withSlowNotices}.
+ */
+function chunksOf(
+  llm: LlmClient,
+  request: ChatRequest,
+  signal: AbortSignal,
+  slowMs: number,
+): AsyncIterable<ChunkLike | typeof LLM_SILENT> {
+  if (slowMs <= 0) return llm.stream(request, signal);
+  if (llm.streamWatched) return llm.streamWatched(request, signal, slowMs);
+  return withSlowNotices(llm.stream(request, signal), slowMs);
+}
 
 /**
- * The chunks of `stream`, with {@link SLOW} put in each time `afterMs` pass
- * without one (0 = never). One timer per stream, re-armed per chunk.
+ * The chunks of `stream`, with {@link LLM_SILENT} put in each time `afterMs`
+ * pass without one. One timer per stream, re-armed per chunk, and a race
+ * per chunk: for transports that cannot watch for silence themselves.
  */
 async function* withSlowNotices<T>(
   stream: AsyncIterable<T>,
   afterMs: number,
-): AsyncGenerator<T | typeof SLOW, void, undefined> {
-  if (afterMs <= 0) {
-    yield* stream;
-    return;
-  }
+): AsyncGenerator<T | typeof LLM_SILENT, void, undefined> {
   const it = stream[Symbol.asyncIterator]();
   let ring!: () => void;
-  let rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+  let rang = new Promise<typeof LLM_SILENT>((r) => (ring = () => r(LLM_SILENT)));
   const timer = setTimeout(() => ring(), afterMs);
   let pending = false;
   try {
@@ -558,10 +574,10 @@ async function* withSlowNotices<T>(
       pending = true;
       for (;;) {
         const step = await Promise.race([next, rang]);
-        if (step === SLOW) {
-          rang = new Promise<typeof SLOW>((r) => (ring = () => r(SLOW)));
+        if (step === LLM_SILENT) {
+          rang = new Promise<typeof LLM_SILENT>((r) => (ring = () => r(LLM_SILENT)));
           timer.refresh();
-          yield SLOW;
+          yield LLM_SILENT;
           continue;
         }
         pending = false;

@@ -82,9 +82,12 @@ export function createEncoder(dialect: Dialect, options: EncoderOptions = {}): E
       observe: (update) => unmute.observe(update),
     };
   }
+  const deltas = deltaEncoder(dialect === 'openai' ? GA_TEXT_DELTA : BETA_TEXT_DELTA);
   return {
     dialect,
     encode: function encodeEvent(event) {
+      // The hot path: one text delta per LLM chunk.
+      if (event.type === GA_TEXT_DELTA) return deltas(event, eventId());
       if (UNMUTE_ONLY.has(event.type)) return null;
       // Hot path (one call per text delta): the id goes into the JSON text
       // rather than into a copy of the event.
@@ -102,6 +105,47 @@ export function createEncoder(dialect: Dialect, options: EncoderOptions = {}): E
       return JSON.stringify({ ...toBeta(event), type: renamed ?? event.type, event_id: eventId() });
     },
     observe() {},
+  };
+}
+
+const GA_TEXT_DELTA = 'response.output_text.delta';
+const BETA_TEXT_DELTA = 'response.text.delta';
+
+type TextDelta = Extract<ServerEvent, { type: typeof GA_TEXT_DELTA }>;
+
+/**
+ * Encodes text deltas as `JSON.stringify` would (same members, same order,
+ * `event_id` last) without serialising the event: the part before the delta
+ * text is built once per stretch of text and reused, so a delta costs one
+ * string escape and one concatenation.
+ */
+function deltaEncoder(type: string): (event: TextDelta, id: string) => string {
+  let responseId: string | undefined;
+  let itemId: string | undefined;
+  let outputIndex = -1;
+  let contentIndex = -1;
+  let prefix = '';
+  return (event, id) => {
+    if (
+      event.item_id !== itemId ||
+      event.response_id !== responseId ||
+      event.output_index !== outputIndex ||
+      event.content_index !== contentIndex
+    ) {
+      responseId = event.response_id;
+      itemId = event.item_id;
+      outputIndex = event.output_index;
+      contentIndex = event.content_index;
+      const head = JSON.stringify({
+        type,
+        response_id: responseId,
+        item_id: itemId,
+        output_index: outputIndex,
+        content_index: contentIndex,
+      });
+      prefix = `${head.slice(0, -1)},"delta":`;
+    }
+    return `${prefix}${JSON.stringify(event.delta)},"event_id":"${id}"}`;
   };
 }
 

@@ -25,6 +25,7 @@ import type { ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import { originAllowed, requestUrl, unmuteRoute } from './http-routes.js';
+import { createFrameWriter } from './frame-writer.js';
 import { refuseImageUrls } from './image-policy.js';
 import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
 import type { ServerLlm } from './llm.js';
@@ -245,6 +246,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     let cutOff = false;
     /** The session's link to the resume store, once it has one. */
     const resumeLink: { tracker?: ResumeTracker } = {};
+    const frames = createFrameWriter(ws, req.socket);
     const send = (event: ServerEvent): void => {
       if (cutOff || ws.readyState !== ws.OPEN) return;
       if (event.type === 'session.created' && resumeLink.tracker) {
@@ -256,8 +258,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
       const frame = encoder.encode(withShortInstructions(event));
       if (frame === null) return;
-      ws.send(frame);
-      if (ws.bufferedAmount > limits.maxBufferedBytes) {
+      frames.write(frame);
+      if (ws.bufferedAmount - frames.held > limits.maxBufferedBytes) {
         // A client that stopped reading: free what it holds now, not when it
         // wakes up; the close frame (1013) follows what it has not read yet.
         cutOff = true;

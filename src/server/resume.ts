@@ -23,7 +23,7 @@ const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 /** Where a session's state comes from: the session as data, and when it changes. */
 export interface SessionStateSource {
-  /** The session as JSON-safe data. */
+  /** The session as JSON-safe data; serialised at once, so it may share live objects. */
   snapshot(): unknown;
 }
 

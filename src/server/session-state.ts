@@ -14,9 +14,9 @@ import type { SessionStateSource } from './resume.js';
 /** What restoring needs: a session's options, less what the snapshot holds. */
 export type RestoreInput = RestoreOptions;
 
-/** The session's state source for the resume store. */
+/** The session's state source for the resume store (which serialises it at once: no copy first). */
 export function sessionStateSource(session: Session): SessionStateSource {
-  return { snapshot: () => session.snapshot() };
+  return { snapshot: () => session.snapshotToSerialise() };
 }
 
 /**

@@ -223,9 +223,13 @@ export class ResponseWriter {
       this.#send({ type: 'unmute.response.text.delta.ready', delta });
       return;
     }
+    const at = this.#text.at;
+    // Members spelled out (not spread from `at`): one of these per LLM chunk.
     this.#send({
       type: 'response.output_text.delta',
-      ...this.#text.at,
+      response_id: at.response_id,
+      item_id: at.item_id,
+      output_index: at.output_index,
       content_index: 0,
       delta,
     });

@@ -87,6 +87,11 @@ export interface Session {
   configureVoice(defaults: VoiceDefaults): void;
   /** Everything the conversation is, as plain JSON-safe data (a detached copy). */
   snapshot(): SessionState;
+  /**
+   * The same data without the copy: it shares the live conversation, so turn
+   * it into text at once (as the resume store does) and keep nothing of it.
+   */
+  snapshotToSerialise(): SessionState;
   /** Resolves when no response is running. */
   idle(): Promise<void>;
   /** Stops the response in flight (if any) and records the session's end. */
@@ -274,7 +279,11 @@ class ConversationSession implements Session {
   }
 
   snapshot(): SessionState {
-    return structuredClone({ ...this.#state, conversation: this.#conversation.toState() });
+    return structuredClone(this.snapshotToSerialise());
+  }
+
+  snapshotToSerialise(): SessionState {
+    return { ...this.#state, conversation: this.#conversation.toState() };
   }
 
   async idle(): Promise<void> {
