@@ -135,6 +135,8 @@ export interface VoiceConfig {
     sampleRate?: number;
     /** openai: whose voice names the server takes. @defaultValue openai */
     voiceSet?: 'openai' | 'kokoro' | 'piper';
+    /** openai: ask for raw `pcm` or `wav`. @defaultValue pcm */
+    responseFormat?: 'pcm' | 'wav';
   };
   /** Server VAD defaults (a session's `turn_detection` overrides them). */
   vad: { threshold: number; prefixPaddingMs: number; silenceDurationMs: number };
@@ -295,6 +297,7 @@ const envSchema = z.object({
   TTS_VOICE_SET: z
     .enum(['openai', 'kokoro', 'piper'], { error: 'expected openai, kokoro or piper' })
     .optional(),
+  TTS_RESPONSE_FORMAT: z.enum(['pcm', 'wav'], { error: 'expected pcm or wav' }).optional(),
   VAD_THRESHOLD: fraction.optional(),
   VAD_PREFIX_PADDING_MS: integer(0, 5_000).optional(),
   VAD_SILENCE_MS: integer(50, 10_000).optional(),
@@ -475,6 +478,7 @@ export function loadConfig(
         ...(e.TTS_WORKERS ? { workers: e.TTS_WORKERS } : {}),
         ...(e.TTS_SAMPLE_RATE ? { sampleRate: e.TTS_SAMPLE_RATE } : {}),
         ...(e.TTS_VOICE_SET ? { voiceSet: e.TTS_VOICE_SET } : {}),
+        ...(e.TTS_RESPONSE_FORMAT ? { responseFormat: e.TTS_RESPONSE_FORMAT } : {}),
       },
       vad: {
         threshold: e.VAD_THRESHOLD ?? D.DEFAULT_VAD_THRESHOLD,

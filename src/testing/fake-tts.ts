@@ -37,6 +37,53 @@ function tone(index: number, hz: number, rate: number): number {
   return TONE_LEVEL * Math.sin((2 * Math.PI * hz * index) / rate);
 }
 
+/** `samples` frames of a tone as PCM16 LE, the same in each of `channels`. */
+function tonePcm(samples: number, rate: number, hz: number, channels: number): Buffer {
+  const bytes = Buffer.alloc(samples * 2 * channels);
+  for (let i = 0, at = 0; i < samples; i++) {
+    const v = Math.round(tone(i, hz, rate) * 32_767);
+    for (let c = 0; c < channels; c++, at += 2) bytes.writeInt16LE(v, at);
+  }
+  return bytes;
+}
+
+/** A WAV file of `samples` frames of a tone, written as {@link FakeWavOptions} say. */
+function fakeWav(samples: number, rate: number, hz: number, options: FakeWavOptions): Buffer {
+  const channels = options.channels ?? 1;
+  const bits = options.bitsPerSample ?? 16;
+  const blockAlign = channels * Math.ceil(bits / 8);
+  const data =
+    bits === 16 ? tonePcm(samples, rate, hz, channels) : Buffer.alloc(samples * blockAlign);
+  const streamed = (options.sizes ?? 'streamed') === 'streamed';
+  const fmt = Buffer.alloc(24);
+  fmt.write('fmt ', 0, 'latin1');
+  fmt.writeUInt32LE(16, 4);
+  fmt.writeUInt16LE(1, 8); // integer PCM
+  fmt.writeUInt16LE(channels, 10);
+  fmt.writeUInt32LE(rate, 12);
+  fmt.writeUInt32LE(rate * blockAlign, 16);
+  fmt.writeUInt16LE(blockAlign, 20);
+  fmt.writeUInt16LE(bits, 22);
+  // ffmpeg's muxer names itself in a LIST/INFO chunk (an odd length, padded).
+  const software = Buffer.from('Lavf61.7.100\0', 'latin1');
+  const list = Buffer.alloc(streamed ? 8 + 4 + 8 + software.length + 1 : 0);
+  if (streamed) {
+    list.write('LIST', 0, 'latin1');
+    list.writeUInt32LE(list.length - 8, 4);
+    list.write('INFOISFT', 8, 'latin1');
+    list.writeUInt32LE(software.length, 16);
+    software.copy(list, 20);
+  }
+  const dataHead = Buffer.alloc(8);
+  dataHead.write('data', 0, 'latin1');
+  dataHead.writeUInt32LE(streamed ? 0xffffffff : data.length, 4);
+  const riff = Buffer.alloc(12);
+  riff.write('RIFF', 0, 'latin1');
+  riff.writeUInt32LE(streamed ? 0xffffffff : 4 + fmt.length + list.length + 8 + data.length, 4);
+  riff.write('WAVE', 8, 'latin1');
+  return Buffer.concat([riff, fmt, list, dataHead, data]);
+}
+
 /** Closes a server and every socket it holds. */
 function closeServer(server: ReturnType<typeof createServer>, sockets: Set<Socket>): Promise<void> {
   for (const socket of sockets) socket.destroy();
@@ -94,6 +141,29 @@ export interface FakeOpenAiTtsOptions {
   nativeSampleRate?: number;
   /** Honour a request's `sample_rate` (speaches does; OpenAI has none). @defaultValue true */
   takesSampleRate?: boolean;
+  /** Name the rate of raw PCM in its content type, `audio/pcm;rate=22050`, as openedai-speech does. @defaultValue false */
+  rateInContentType?: boolean;
+  /** How `response_format: "wav"` answers are written (see {@link FakeWavOptions}). */
+  wav?: FakeWavOptions;
+  /** The answer's `Content-Type`, whatever it holds. @defaultValue 'audio/pcm' or 'audio/wav' */
+  contentType?: string;
+}
+
+/** How the OpenAI fake writes a WAV answer. */
+export interface FakeWavOptions {
+  /**
+   * `streamed`: RIFF and data sizes 0xFFFFFFFF and a `LIST` chunk before
+   * `data`, as ffmpeg writing to a pipe does (speaches, openedai-speech);
+   * `exact`: a canonical 44-byte header with the real sizes.
+   * @defaultValue 'streamed'
+   */
+  sizes?: 'streamed' | 'exact';
+  /** Bits per sample; only 16 carries the tone (others are silence). @defaultValue 16 */
+  bitsPerSample?: number;
+  /** Channels, each the same tone. @defaultValue 1 */
+  channels?: number;
+  /** Answer WAV even when `pcm` was asked for (a server ignoring `response_format`). @defaultValue false */
+  always?: boolean;
 }
 
 /** A running OpenAI-compatible TTS fake. */
@@ -107,8 +177,10 @@ export interface FakeOpenAiTts {
 
 /**
  * Starts an OpenAI-compatible TTS fake on 127.0.0.1 (`POST /v1/audio/speech`,
- * `GET /v1/models`). It streams `response_format: "pcm"` (24 kHz PCM16 LE):
- * a tone of `samplesPerChar × input.length` samples, `chunkBytes` at a time.
+ * `GET /v1/models`). It streams `response_format: "pcm"` (PCM16 LE) or
+ * `"wav"` (by default as ffmpeg writes it to a pipe: unknown sizes, a `LIST`
+ * chunk): a tone lasting `samplesPerChar × input.length` samples at 24 kHz,
+ * at the asked `sample_rate` or the server's own, `chunkBytes` at a time.
  *
  * @example
  * const fake = await startFakeOpenAiTts({ chunkBytes: 4801 });
@@ -168,11 +240,11 @@ export async function startFakeOpenAiTts(
       sendError(res, failure.status, failure.message ?? 'fake failure', 'server_error');
       return;
     }
-    if (request.response_format !== 'pcm') {
+    if (request.response_format !== 'pcm' && request.response_format !== 'wav') {
       sendError(
         res,
         400,
-        `this fake only speaks pcm, not ${request.response_format}`,
+        `this fake speaks pcm and wav, not ${request.response_format}`,
         'invalid_request_error',
       );
       return;
@@ -191,12 +263,14 @@ export async function startFakeOpenAiTts(
     const samples = Math.round(
       (request.input.length * samplesPerChar * rate) / FAKE_TTS_SAMPLE_RATE_HZ,
     );
-    const bytes = Buffer.alloc(samples * 2);
-    const hz = 300 + 40 * (index % 10);
-    for (let i = 0; i < samples; i++) {
-      bytes.writeInt16LE(Math.round(tone(i, hz, rate) * 32_767), i * 2);
-    }
-    res.writeHead(200, { 'content-type': 'audio/pcm', 'transfer-encoding': 'chunked' });
+    const wav = request.response_format === 'wav' || options.wav?.always === true;
+    const bytes = wav
+      ? fakeWav(samples, rate, 300 + 40 * (index % 10), options.wav ?? {})
+      : tonePcm(samples, rate, 300 + 40 * (index % 10), 1);
+    const contentType =
+      options.contentType ??
+      (wav ? 'audio/wav' : options.rateInContentType ? `audio/pcm;rate=${rate}` : 'audio/pcm');
+    res.writeHead(200, { 'content-type': contentType, 'transfer-encoding': 'chunked' });
     res.socket?.setNoDelay(true);
     const cutAt = failsNow ? failure.afterBytes : undefined;
     for (let at = 0; at < bytes.length; at += chunkBytes) {

@@ -30,10 +30,12 @@ export type TtsConfig = {
   voice?: string;
   /** `flite` and `espeak`: worker threads. @defaultValue one per core */
   workers?: number;
-  /** `openai`: the rate of the PCM the server sends (asked for with `sample_rate`). @defaultValue 24000 */
+  /** `openai`: the rate audio is given out at (asked for with `sample_rate`; other rates are resampled). @defaultValue 24000 */
   sampleRate?: number;
   /** `openai`: whose voice names the server takes. @defaultValue 'openai' */
   voiceSet?: 'openai' | 'kokoro' | 'piper';
+  /** `openai`: ask for raw `pcm` or `wav`. @defaultValue 'pcm' */
+  responseFormat?: 'pcm' | 'wav';
 };
 
 /** Options of {@link createTtsProvider}. */
@@ -70,6 +72,7 @@ export function createTtsProvider(
         voice: config.voice,
         ...(config.sampleRate ? { sampleRate: config.sampleRate } : {}),
         ...(config.voiceSet ? { voiceSet: config.voiceSet } : {}),
+        ...(config.responseFormat ? { responseFormat: config.responseFormat } : {}),
         log,
       });
     case 'kyutai':

@@ -1,10 +1,14 @@
 /**
  * TTS through an OpenAI-compatible `POST {baseURL}/audio/speech` endpoint
  * (OpenAI, Kokoro-FastAPI, openedai-speech, Speaches, …) with
- * `response_format: "pcm"`: raw PCM16 LE mono, streamed. OpenAI sends it at
- * 24 kHz; other servers take `sample_rate` (speaches resamples Piper's 22.05
- * or 16 kHz voices to it), which the provider sends to any server but
- * OpenAI's. For a server that ignores it, set `sampleRate` to what it sends.
+ * `response_format: "pcm"` (raw PCM16 LE mono, streamed) or `"wav"`. OpenAI
+ * sends PCM at 24 kHz; other servers are asked for `sampleRate` with
+ * `sample_rate` (speaches resamples Piper's 22.05 or 16 kHz voices to it).
+ * What comes is read for what it is (speech-body.ts): a WAV's header gives
+ * its rate and channels, raw PCM's content type may name its rate
+ * (`audio/pcm;rate=22050`, openedai-speech), and audio at another rate is
+ * resampled to `sampleRate`, so a server that ignores `sample_rate` still
+ * plays at the right speed and pitch.
  *
  * One request per pushed segment. To hide the request's latency, the request
  * for the next segment starts while the current one streams (its body waits
@@ -14,11 +18,11 @@
  * AbortSignal and reads no environment — the `openai` package would add
  * retries and env lookups a real-time stream does not want.
  */
-import { ConfigError, SpeechProviderError } from '../../errors.js';
+import { AudioFormatError, ConfigError, SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, TtsOpenOptions, TtsProvider, TtsStream } from '../types.js';
 import { TtsEmitter } from './emitter.js';
 import type { TtsLogger } from './emitter.js';
-import { Pcm16ByteCarry } from './pcm.js';
+import { SpeechBody } from './speech-body.js';
 
 /** The rate of `response_format: "pcm"`, in Hz. */
 export const OPENAI_TTS_SAMPLE_RATE_HZ = 24_000;
@@ -40,6 +44,8 @@ export const DEFAULT_OPENAI_TTS_PREFETCH = 1;
 export const OPENAI_TTS_SAMPLE_RATES = Object.freeze([
   8_000, 16_000, 22_050, 24_000, 44_100, 48_000,
 ]);
+/** What `responseFormat` may ask for. */
+export const OPENAI_TTS_RESPONSE_FORMATS = Object.freeze(['pcm', 'wav'] as const);
 /** Most of an error body kept for the message, in characters. */
 const ERROR_BODY_MAX_CHARS = 500;
 
@@ -57,11 +63,19 @@ export interface OpenAiTtsOptions {
   /** Voice when the stream names none. @defaultValue 'alloy' */
   voice?: string;
   /**
-   * The rate of the PCM the server sends. Asked for with `sample_rate` from
-   * servers other than api.openai.com (whose PCM is always 24 kHz).
+   * The rate the provider gives audio out at. Asked for with `sample_rate`
+   * from servers other than api.openai.com (whose PCM is always 24 kHz);
+   * a WAV or a content type naming another rate is resampled to it.
    * @defaultValue 24000
    */
   sampleRate?: number;
+  /**
+   * What to ask the server for: raw `pcm` (streams best), or `wav` for a
+   * server without raw PCM (its header names the rate). Either is accepted
+   * in the answer.
+   * @defaultValue 'pcm'
+   */
+  responseFormat?: 'pcm' | 'wav';
   /**
    * Whose voice names the server takes: `openai` (OpenAI's), `kokoro`
    * (Kokoro-FastAPI, speaches' Kokoro: `af_heart`…) or `piper` (speaches'
@@ -106,6 +120,12 @@ export class OpenAiTts implements TtsProvider {
         `openai TTS: sampleRate must be one of ${OPENAI_TTS_SAMPLE_RATES.join(', ')} Hz, got ${String(options.sampleRate)}.`,
       );
     }
+    const responseFormat = options.responseFormat ?? 'pcm';
+    if (!OPENAI_TTS_RESPONSE_FORMATS.includes(responseFormat)) {
+      throw new ConfigError(
+        `openai TTS: responseFormat must be one of ${OPENAI_TTS_RESPONSE_FORMATS.join(', ')}, got ${String(options.responseFormat)}.`,
+      );
+    }
     const official = /^https:\/\/api\.openai\.com(\/|$)/u.test(baseURL);
     if (official && this.sampleRate !== OPENAI_TTS_SAMPLE_RATE_HZ) {
       throw new ConfigError(
@@ -115,6 +135,8 @@ export class OpenAiTts implements TtsProvider {
     this.#settings = {
       baseURL,
       sampleRate: official ? undefined : this.sampleRate,
+      outputRate: this.sampleRate,
+      responseFormat,
       apiKey: options.apiKey,
       model: options.model ?? DEFAULT_OPENAI_TTS_MODEL,
       voice: options.voice ?? DEFAULT_OPENAI_TTS_VOICE,
@@ -159,6 +181,9 @@ interface Settings {
   baseURL: string;
   /** Sent as `sample_rate`; undefined for OpenAI itself. */
   sampleRate: number | undefined;
+  /** The provider's rate: what comes at another rate is resampled to it. */
+  outputRate: number;
+  responseFormat: 'pcm' | 'wav';
   apiKey: string | undefined;
   model: string;
   voice: string;
@@ -235,7 +260,7 @@ class OpenAiTtsStream implements TtsStream {
         model: settings.model,
         input: request.text,
         voice: this.#voice,
-        response_format: 'pcm',
+        response_format: settings.responseFormat,
         ...(settings.sampleRate === undefined ? {} : { sample_rate: settings.sampleRate }),
       }),
       signal: request.controller.signal,
@@ -270,22 +295,33 @@ class OpenAiTtsStream implements TtsStream {
     if (!this.#out.live) return;
     if (!response.ok) throw await httpError(response, this.#settings, this.#voice);
     const type = response.headers.get('content-type') ?? '';
-    if (
-      /^(application\/json|text\/|audio\/(mpeg|mp3|wav|x-wav|wave|ogg|opus|aac|flac))/iu.test(type)
-    ) {
+    if (/^(application\/json|text\/|audio\/(mpeg|mp3|ogg|opus|aac|flac))/iu.test(type)) {
       await response.body?.cancel();
       throw new SpeechProviderError(
         'tts',
         PROVIDER,
-        `${this.#settings.baseURL}/audio/speech sent "${type}" instead of raw PCM; ` +
-          'the server ignores response_format "pcm". Use a server that supports it.',
+        `${this.#settings.baseURL}/audio/speech sent "${type}" instead of raw PCM or WAV; ` +
+          `the server ignores response_format "${this.#settings.responseFormat}". Use a server that supports it.`,
       );
     }
     if (response.body === null) throw this.#brokeAfter200(0, undefined);
     const reader = response.body.getReader();
-    const carry = new Pcm16ByteCarry();
+    const body = new SpeechBody({
+      contentType: type,
+      requestedRate: this.#settings.sampleRate ?? OPENAI_TTS_SAMPLE_RATE_HZ,
+      outputRate: this.#settings.outputRate,
+    });
     let first = true;
     let samples = 0;
+    const give = (pcm: Int16Array): void => {
+      if (pcm.length === 0 || !this.#out.live) return;
+      if (first) {
+        this.#out.label(request.text);
+        first = false;
+      }
+      samples += pcm.length;
+      this.#out.audio(pcm);
+    };
     try {
       for (;;) {
         const timer = setTimeout(
@@ -303,23 +339,35 @@ class OpenAiTtsStream implements TtsStream {
         }
         if (!this.#out.live) return;
         if (chunk.done) break;
-        const pcm = carry.push(chunk.value);
-        if (pcm.length === 0) continue;
-        if (first) {
-          this.#out.label(request.text);
-          first = false;
-        }
-        samples += pcm.length;
-        this.#out.audio(pcm);
+        give(this.#decoded(() => body.push(chunk.value), request));
       }
+      give(this.#decoded(() => body.end(), request));
     } finally {
       reader.releaseLock();
     }
     if (samples === 0 && this.#out.live) throw this.#brokeAfter200(0, undefined);
-    if (carry.pending) {
+    if (body.droppedBytes > 0) {
       this.#settings.log?.warn(
-        { provider: PROVIDER },
-        'tts body ended mid-sample; last byte dropped',
+        { provider: PROVIDER, bytes: body.droppedBytes },
+        'tts body ended mid-frame; last bytes dropped',
+      );
+    }
+  }
+
+  /** Runs a decoding step; audio that cannot be played fails the stream clearly. */
+  #decoded(step: () => Int16Array, request: Request): Int16Array {
+    try {
+      return step();
+    } catch (error) {
+      if (!(error instanceof AudioFormatError)) throw error;
+      request.controller.abort();
+      throw new SpeechProviderError(
+        'tts',
+        PROVIDER,
+        `${this.#settings.baseURL}/audio/speech sent audio Troupe cannot play (voice "${this.#voice}", ` +
+          `model "${this.#settings.model}"): ${error.message} Ask the server for response_format ` +
+          '"pcm", or "wav" of 16-bit PCM.',
+        { cause: error },
       );
     }
   }
@@ -330,7 +378,7 @@ class OpenAiTtsStream implements TtsStream {
    * (the session goes on in text).
    */
   #brokeAfter200(samples: number, cause: unknown): SpeechProviderError {
-    const rate = this.#settings.sampleRate ?? OPENAI_TTS_SAMPLE_RATE_HZ;
+    const rate = this.#settings.outputRate;
     const what =
       samples === 0
         ? 'with no audio'

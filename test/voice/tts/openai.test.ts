@@ -267,3 +267,100 @@ describe('OpenAI-compatible TTS', () => {
     expect(health.detail).toMatch(/\/models/);
   });
 });
+
+/** A tone's pitch from its zero crossings, in Hz. */
+function pitchHz(pcm: Int16Array, rate: number): number {
+  let crossings = 0;
+  for (let i = 1; i < pcm.length; i++) if (pcm[i - 1]! < 0 !== pcm[i]! < 0) crossings++;
+  return crossings / 2 / (pcm.length / rate);
+}
+
+describe('OpenAI-compatible TTS: what the server really sends', () => {
+  // 'Hello there.' is 12 characters × 10 ms: 2,880 samples at 24 kHz. The
+  // fake's first answer is a 300 Hz tone.
+  const TEXT = 'Hello there.';
+  const SAMPLES_24K = 12 * 240;
+
+  it.each([
+    [22_050, 'streamed'],
+    [16_000, 'streamed'],
+    [22_050, 'exact'],
+    [16_000, 'exact'],
+  ] as const)(
+    'reads a %i Hz WAV (%s sizes, header split across chunks) and plays it at 24 kHz, same length and pitch',
+    async (rate, sizes) => {
+      // Piper voices in speaches: WAV at the voice's own rate when no sample_rate is honoured.
+      const { fake, rec, stream } = await setup(
+        { nativeSampleRate: rate, takesSampleRate: false, wav: { sizes }, chunkBytes: 7 },
+        { responseFormat: 'wav' },
+      );
+      await speak(stream, TEXT);
+      expect(rec.error()).toBeUndefined();
+      expect(fake.requests[0]).toMatchObject({ response_format: 'wav', sample_rate: 24_000 });
+      const pcm = rec.pcm();
+      expect(Math.abs(pcm.length - SAMPLES_24K)).toBeLessThanOrEqual(1);
+      expect(pitchHz(pcm, 24_000)).toBeCloseTo(300, -1);
+      expect(rec.texts()).toEqual([TEXT]);
+    },
+  );
+
+  it('resamples to the provider’s rate: a 22.05 kHz WAV for a 16 kHz provider', async () => {
+    const { rec, stream } = await setup(
+      { nativeSampleRate: 22_050, takesSampleRate: false, wav: { channels: 2 } },
+      { responseFormat: 'wav', sampleRate: 16_000 },
+    );
+    await speak(stream, TEXT, 'How are you?');
+    expect(rec.error()).toBeUndefined();
+    // Stereo mixed down to mono; both segments 12 × 10 ms at 16 kHz.
+    expect(Math.abs(rec.pcm().length - 2 * 12 * 160)).toBeLessThanOrEqual(2);
+    expect(rec.segments()[1]?.startSample).toBeCloseTo(12 * 160, 0);
+  });
+
+  it('follows the rate a raw PCM content type names (audio/pcm;rate=22050, as openedai-speech)', async () => {
+    const { rec, stream } = await setup({
+      nativeSampleRate: 22_050,
+      takesSampleRate: false,
+      rateInContentType: true,
+      chunkBytes: 301,
+    });
+    await speak(stream, TEXT);
+    expect(rec.error()).toBeUndefined();
+    expect(Math.abs(rec.pcm().length - SAMPLES_24K)).toBeLessThanOrEqual(1);
+    expect(pitchHz(rec.pcm(), 24_000)).toBeCloseTo(300, -1);
+  });
+
+  it('recognises a WAV sent for a pcm request under another content type', async () => {
+    const { rec, stream } = await setup({
+      nativeSampleRate: 16_000,
+      takesSampleRate: false,
+      wav: { always: true },
+      contentType: 'application/octet-stream',
+      chunkBytes: 5,
+    });
+    await speak(stream, TEXT);
+    expect(rec.error()).toBeUndefined();
+    expect(Math.abs(rec.pcm().length - SAMPLES_24K)).toBeLessThanOrEqual(1);
+  });
+
+  it('fails clearly on a WAV that is not 16-bit, and plays nothing of it', async () => {
+    const { rec, stream } = await setup(
+      { wav: { bitsPerSample: 8, sizes: 'exact' } },
+      { responseFormat: 'wav' },
+    );
+    await speak(stream, TEXT);
+    expect(rec.pcm().length).toBe(0);
+    const error = rec.error() as SpeechProviderError;
+    expect(error).toBeInstanceOf(SpeechProviderError);
+    expect(error.message).toMatch(/cannot play.*8-bit integer PCM.*16-bit/);
+    expect(rec.events.at(-1)?.type).toBe('error');
+  });
+
+  it('refuses a response format it cannot read', () => {
+    expect(() =>
+      createOpenAiTts({
+        baseURL: 'http://127.0.0.1:1/v1',
+        responseFormat: 'mp3' as unknown as 'pcm',
+      }),
+    ).toThrow(/responseFormat must be one of pcm, wav, got mp3/);
+  });
+});
