@@ -118,7 +118,8 @@ export type CharacterErrorKind =
   | 'handler_type'
   | 'json_schema'
   | 'binding'
-  | 'system_prompt';
+  | 'system_prompt'
+  | 'handoff';
 
 /** Every kind, for metrics that want each label present from the start. */
 export const CHARACTER_ERROR_KINDS: readonly CharacterErrorKind[] = [
@@ -133,6 +134,7 @@ export const CHARACTER_ERROR_KINDS: readonly CharacterErrorKind[] = [
   'json_schema',
   'binding',
   'system_prompt',
+  'handoff',
 ];
 
 /**

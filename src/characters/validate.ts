@@ -10,6 +10,8 @@ import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
 import { closest } from './closest.js';
 import {
+  CHARACTER_ID_PATTERN,
+  MAX_CHARACTER_HANDOFFS,
   MAX_CHARACTER_TOOL_ROUNDS,
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
   MAX_CHARACTER_TOOLS,
@@ -261,6 +263,35 @@ const characterSchema = z.strictObject({
     .enum(['tools', 'functions'], { error: 'expected "tools" or "functions"' })
     .optional(),
   greeting: z.string({ error: 'expected the first line the character says' }).optional(),
+  handoffs: z
+    .array(
+      z
+        .string({
+          error: 'expected a character id (a file name without extension) such as "weather"',
+        })
+        .regex(CHARACTER_ID_PATTERN, {
+          error:
+            'is not a character id; use the file name without extension: letters, digits, "_" or "-", such as "weather"',
+        }),
+      { error: 'expected an array of character ids such as ["weather", "quizmaster"]' },
+    )
+    .max(MAX_CHARACTER_HANDOFFS, {
+      error: `expected at most ${MAX_CHARACTER_HANDOFFS} characters to hand off to`,
+    })
+    .superRefine((ids, ctx) => {
+      ids.forEach((id, i) => {
+        const first = ids.indexOf(id);
+        if (first !== i) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [i],
+            input: id,
+            message: `lists "${id}" twice (handoffs[${first}] has it too); list each character once`,
+          });
+        }
+      });
+    })
+    .optional(),
   llm: z
     .strictObject(
       {
@@ -439,6 +470,7 @@ function withGot(message: string, input: unknown): string {
 function kindOf(issue: z.core.$ZodIssue, path: FieldPath): CharacterErrorKind {
   const given = (issue as { params?: { kind?: CharacterErrorKind } }).params?.kind;
   if (given) return given;
+  if (path[0] === 'handoffs') return 'handoff';
   // Anything inside an OpenAI tool's parameters is a JSON Schema mistake.
   if (path[0] === 'tools' && path[2] === 'function' && path[3] === 'parameters') {
     return 'json_schema';
