@@ -2,7 +2,11 @@
  * Handoffs between characters: the `transfer_to_<id>` tool names, and the
  * checks that tie a character's `handoffs` to the characters there are.
  */
+import { z } from 'zod';
 import { CharacterError } from '../errors.js';
+import { zodToParameters } from '../tools/define-tool.js';
+import type { Toolset } from '../tools/library.js';
+import type { RunnableTool } from '../tools/types.js';
 import { closest } from './closest.js';
 import type { LoadedCharacter } from './types.js';
 
@@ -63,4 +67,61 @@ export function handoffProblems(
     );
   });
   return errors;
+}
+
+/** The arguments of a transfer tool: why the user is handed over. */
+export const TRANSFER_ARGS = z.object({
+  reason: z
+    .string()
+    .describe('Why the user is handed over, in a few words, e.g. "wants the weather in Paris"'),
+});
+
+/** Where a transfer goes, as the model is told. */
+export interface HandoffTarget {
+  id: string;
+  name: string;
+  description: string | undefined;
+}
+
+/** A transfer the model asked for. */
+export interface HandoffRequest {
+  from: string;
+  to: string;
+  reason: string;
+  callId: string;
+}
+
+/**
+ * The `transfer_to_<id>` tool: its handler asks `transfer` to hand the
+ * conversation over, and tells the model what came of it (what `transfer`
+ * throws is a tool error the model reads).
+ */
+export function transferTool(
+  target: HandoffTarget,
+  transfer: (reason: string, callId: string) => string,
+): RunnableTool {
+  const about = target.description ? ` (${target.description.replace(/\.$/, '')})` : '';
+  return {
+    description: {
+      name: handoffToolName(target.id),
+      description:
+        `Hand the conversation to ${target.name}${about}. Call it when the user wants what ` +
+        `${target.name} does; ${target.name} then answers the user's latest message in your place.`,
+      parameters: zodToParameters(TRANSFER_ARGS),
+    },
+    schema: TRANSFER_ARGS,
+    handler: (args, ctx) => transfer((args as z.output<typeof TRANSFER_ARGS>).reason, ctx.callId),
+  };
+}
+
+/** A toolset with transfer tools after the character's own. */
+export function withTransfers(base: Toolset, transfers: readonly RunnableTool[]): Toolset {
+  if (transfers.length === 0) return base;
+  const tools = new Map(base.tools);
+  for (const t of transfers) tools.set(t.description.name, t);
+  return {
+    variant: base.variant,
+    tools,
+    descriptions: [...base.descriptions, ...transfers.map((t) => t.description)],
+  };
 }

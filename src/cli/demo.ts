@@ -105,9 +105,14 @@ async function converse(
     if (!event) return;
     write(renderer.render(event));
     if (event.type === 'response.done') {
-      const status = (event.response as { status?: string } | undefined)?.status;
-      if (status !== 'completed') failed++;
-      done?.();
+      const response = event.response as
+        { status?: string; output?: Array<{ type?: string; name?: string }> } | undefined;
+      if (response?.status !== 'completed') failed++;
+      // A transfer to another character: that character's response follows.
+      const handedOff = response?.output?.some(
+        (i) => i.type === 'mcp_call' && i.name?.startsWith('transfer_to_'),
+      );
+      if (!handedOff) done?.();
     }
   });
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
