@@ -13,6 +13,24 @@ import type { LoadedCharacter } from './types.js';
 /** The prefix of the tools that hand the conversation to another character. */
 export const HANDOFF_TOOL_PREFIX = 'transfer_to_';
 
+/**
+ * Whether a `response.done` response handed the user to another character
+ * (a transfer that went through): the new character's response follows.
+ * For clients that wait for one reply per message.
+ */
+export function handsOff(response: unknown): boolean {
+  const output = (response as { output?: unknown } | undefined)?.output;
+  if (!Array.isArray(output)) return false;
+  return output.some((i: { type?: unknown; name?: unknown; error?: unknown }) => {
+    return (
+      i?.type === 'mcp_call' &&
+      typeof i.name === 'string' &&
+      i.name.startsWith(HANDOFF_TOOL_PREFIX) &&
+      (i.error === null || i.error === undefined)
+    );
+  });
+}
+
 /** The tool that hands the conversation to `id`: `transfer_to_weather`. */
 export function handoffToolName(id: string): string {
   return HANDOFF_TOOL_PREFIX + id;

@@ -13,6 +13,7 @@ import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { formatCheckReport, reportOf } from '../characters/check.js';
 import type { TroupeServer } from '../server/index.js';
+import { handsOff } from '../characters/handoffs.js';
 import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
 import { startSimulator } from '../testing/simulator/index.js';
 import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
@@ -105,14 +106,10 @@ async function converse(
     if (!event) return;
     write(renderer.render(event));
     if (event.type === 'response.done') {
-      const response = event.response as
-        { status?: string; output?: Array<{ type?: string; name?: string }> } | undefined;
-      if (response?.status !== 'completed') failed++;
+      const status = (event.response as { status?: string } | undefined)?.status;
+      if (status !== 'completed') failed++;
       // A transfer to another character: that character's response follows.
-      const handedOff = response?.output?.some(
-        (i) => i.type === 'mcp_call' && i.name?.startsWith('transfer_to_'),
-      );
-      if (!handedOff) done?.();
+      if (!handsOff(event.response)) done?.();
     }
   });
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
