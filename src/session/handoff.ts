@@ -3,10 +3,17 @@
  * limit per user turn, the transfer the model asked for, and what the next
  * character sees of the conversation (its own tools' calls, not others').
  */
-import { transferTool, withTransfers, type HandoffRequest } from '../characters/handoffs.js';
+import {
+  handoffToolName,
+  transferTool,
+  withTransfers,
+  type HandoffRequest,
+} from '../characters/handoffs.js';
 import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { Toolset } from '../tools/library.js';
+import type { SessionState } from './session-state.js';
 
 /** Most transfers per user turn; past it the transfer tool answers the model with an error. */
 export const MAX_HANDOFFS_PER_TURN = 2;
@@ -98,8 +105,13 @@ export class SessionHandoffs {
  */
 export function visibleTo(
   messages: readonly ChatMessage[],
-  offered: ReadonlySet<string>,
+  character: LoadedCharacter,
+  toolset: Toolset,
+  clientTools: readonly { name: string }[],
 ): ChatMessage[] {
+  const offered = new Set(toolset.descriptions.map((d) => d.name));
+  for (const id of character.handoffs) offered.add(handoffToolName(id));
+  for (const t of clientTools) offered.add(t.name);
   const hidden = new Set<string>();
   const out: ChatMessage[] = [];
   for (const m of messages) {
@@ -123,4 +135,30 @@ export function visibleTo(
     out.push(m);
   }
   return out;
+}
+
+/**
+ * Puts the state of the character handing off aside (`characterStates`) and
+ * gives the one taking over its own (empty the first time). The live
+ * `characterState` object stays the same: tools hold it by reference.
+ */
+export function swapCharacterState(
+  state: Pick<SessionState, 'characterState' | 'characterStates'>,
+  from: string,
+  to: string,
+): void {
+  const states = (state.characterStates ??= {});
+  states[from] = { ...state.characterState };
+  for (const key of Object.keys(state.characterState)) delete state.characterState[key];
+  Object.assign(state.characterState, states[to] ?? {});
+  delete states[to];
+}
+
+/** The error a client gets when the character taken over cannot start (its prompt generator failed). */
+export function handoffFailed(to: string, stays: string): ProtocolError {
+  return new ProtocolError(
+    'handoff_failed',
+    `The transfer to "${to}" failed: its system prompt could not be made. ${stays} goes on.`,
+    { type: 'server_error', eventId: null },
+  );
 }

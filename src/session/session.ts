@@ -9,7 +9,7 @@ import { ProtocolError, TroupeError } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
-import { SessionHandoffs, visibleTo } from './handoff.js';
+import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import {
   audioUnsupported,
@@ -28,8 +28,7 @@ import {
 import { SessionConfig, defaultSettings, type VoiceDefaults } from './session-settings.js';
 import { SNAPSHOT_VERSION, type SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
-import { handoffToolName, type HandoffRequest } from '../characters/handoffs.js';
-import type { ChatMessage } from '../llm/chunk.js';
+import type { HandoffRequest } from '../characters/handoffs.js';
 import { VoiceInput } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
@@ -439,18 +438,18 @@ class ConversationSession implements Session {
         get requested() {
           return handoffs.requested;
         },
-        view: (messages) => this.#visible(messages),
+        // After a handoff the character serving sees only calls of the tools it is offered.
+        view: (messages) =>
+          this.#state.characterStates === undefined
+            ? messages
+            : visibleTo(
+                messages,
+                this.#character,
+                this.#opening.toolset,
+                this.#config.current.tools,
+              ),
       },
     };
-  }
-
-  /** What the character serving now sees of history: after a handoff, only calls of its tools. */
-  #visible(messages: ChatMessage[]): ChatMessage[] {
-    if (this.#state.characterStates === undefined) return messages;
-    const offered = new Set(this.#opening.toolset.descriptions.map((d) => d.name));
-    for (const id of this.#character.handoffs) offered.add(handoffToolName(id));
-    for (const t of this.#config.current.tools) offered.add(t.name);
-    return visibleTo(messages, offered);
   }
 
   #voiceInput(kit: SessionVoice): VoiceInput {
@@ -648,14 +647,21 @@ class ConversationSession implements Session {
     }
     const from = this.#character;
     const state = this.#state;
-    const opening = await open(next, this.id, state.metadata);
-    const states = (state.characterStates ??= {});
-    states[from.id] = { ...state.characterState };
-    for (const key of Object.keys(state.characterState)) delete state.characterState[key];
-    Object.assign(state.characterState, states[next.id] ?? {});
-    delete states[next.id];
+    let opening: CharacterOpening;
+    try {
+      opening = await open(next, this.id, state.metadata);
+    } catch (err) {
+      // Its prompt generator failed now (it passed at load): the old character stays.
+      this.#log.error({ err, to: next.id }, 'handoff failed');
+      this.#fail(handoffFailed(next.id, from.name));
+      return;
+    }
+    if (this.#closed) return;
+    swapCharacterState(state, from.id, next.id);
     this.#become(next, opening);
     this.#config.resetVoice();
+    // The old character's greeting, if still unspoken, is not said any more.
+    this.#conversation.markGreetingSpoken();
     this.#log.info(
       { from: from.id, reason: this.#content(h.reason), call: h.callId },
       'character handed off',
