@@ -45,6 +45,10 @@ const script: SimScript = {
       when: { system: COUNTER, user: 'loop' },
       reply: call('transfer_to_desk', { reason: 'loop' }),
     },
+    {
+      when: { system: DESK, user: 'moody', round: 0 },
+      reply: call('transfer_to_moody', { reason: 'mood' }),
+    },
   ],
   fallback: says('Hm?'),
 };
@@ -63,7 +67,15 @@ let chars: CharacterDir;
 let t: TestServer;
 beforeAll(async () => {
   chars = await characterDir({
-    'desk.ts': character({ name: 'Desk', prompt: DESK, extra: "handoffs: ['counter']," }),
+    'desk.ts': character({ name: 'Desk', prompt: DESK, extra: "handoffs: ['counter', 'moody']," }),
+    // Its prompt generator works at load (the sample session) and fails in sessions.
+    'moody.ts': character({
+      name: 'Moody',
+      extra: `makeSystemPrompt: (_i, ctx) => {
+        if (ctx.sessionId !== 'load-check') throw new Error('not today');
+        return 'You are moody.';
+      },`,
+    }),
     'counter.ts': character({
       name: 'Counter',
       prompt: COUNTER,
@@ -120,6 +132,18 @@ describe('handoffs and state', () => {
     expect(last.status).toBe('completed');
     // A new user message starts the count again.
     expect(textOf(await through(c, 'count'))).toBe('Count is 1.');
+    await c.close();
+  });
+
+  it('keeps the old character when the new one cannot start, and says so', async () => {
+    const c = await openSession(t, 'character=desk');
+    say(c, 'moody please');
+    await c.untilDone();
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ type: 'server_error', code: 'handoff_failed' });
+    expect(JSON.stringify(error.error)).toContain('Desk goes on');
+    // Still the desk: no handoff, its own answer.
+    expect(textOf(await through(c, 'back', 0))).toBe('Desk here.');
     await c.close();
   });
 
