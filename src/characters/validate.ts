@@ -9,6 +9,7 @@ import { TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
 import { closest } from './closest.js';
+import { HANDOFF_TOOL_PREFIX } from './handoffs.js';
 import {
   CHARACTER_ID_PATTERN,
   MAX_CHARACTER_HANDOFFS,
@@ -16,6 +17,9 @@ import {
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
   MAX_CHARACTER_TOOLS,
 } from './constants.js';
+
+/** Longest id a character may hand off to: `transfer_to_<id>` is a tool name (at most 64). */
+const MAX_HANDOFF_ID_LENGTH = 64 - HANDOFF_TOOL_PREFIX.length;
 
 /** A path into the character object, as zod reports it. */
 export type FieldPath = readonly PropertyKey[];
@@ -272,6 +276,9 @@ const characterSchema = z.strictObject({
         .regex(CHARACTER_ID_PATTERN, {
           error:
             'is not a character id; use the file name without extension: letters, digits, "_" or "-", such as "weather"',
+        })
+        .max(MAX_HANDOFF_ID_LENGTH, {
+          error: `is too long to hand off to: "${HANDOFF_TOOL_PREFIX}" and the id make a tool name of at most 64 characters, so the id may have ${MAX_HANDOFF_ID_LENGTH}; rename the file`,
         }),
       { error: 'expected an array of character ids such as ["weather", "quizmaster"]' },
     )

@@ -63,6 +63,7 @@ describe('handoffs at load', () => {
       'self.ts': character({ extra: "handoffs: ['self']," }),
       'twice.ts': character({ extra: "handoffs: ['self', 'self']," }),
       'bad.ts': character({ extra: "handoffs: ['no such']," }),
+      'long.ts': character({ extra: `handoffs: ['${'x'.repeat(53)}'],` }),
       'clash.ts': character({
         extra: `handoffs: ['twice'], tools: [defineTool({ name: 'transfer_to_twice', description: 'd', parameters: z.object({}), handler: () => 1 })],`,
       }),
@@ -74,6 +75,7 @@ describe('handoffs at load', () => {
         expect.stringMatching(/self\.ts: handoffs\[0\]: "self" is this character itself/),
         expect.stringMatching(/twice\.ts: handoffs\[1\]: lists "self" twice/),
         expect.stringMatching(/bad\.ts: handoffs\[0\]: is not a character id/),
+        expect.stringMatching(/long\.ts: handoffs\[0\]: is too long to hand off to.* may have 52/),
         expect.stringMatching(/clash\.ts: handoffs\[0\]: .*tools\[0\] has that name/),
       ]),
     );
