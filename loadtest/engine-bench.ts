@@ -33,6 +33,7 @@ import { runTurn, type TurnSummary } from '../src/llm/turn-runner.js';
 import { createToolset, defineTool, type Toolset } from '../src/tools/index.js';
 import { createMemoryLogger } from '../src/testing/memory-logger.js';
 import { createRng, startSimulator } from '../src/testing/simulator/index.js';
+import { benchHandoff, formatHandoffBench } from './handoff-bench.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
 import { HELP_FLAG, readCommandLine, type CommandInfo } from '../src/cli/command-line.js';
 import { startSimChild } from './lib/children.js';
@@ -1057,6 +1058,10 @@ async function main(): Promise<void> {
   };
   printTable(report);
   console.log(['', ...mcpBenchLines(mcp)].join('\n'));
+  // Issue 17: a handoff between characters, over a turn with one tool round.
+  process.stderr.write('engine-bench: handoff between characters…\n');
+  const handoff = await benchHandoff();
+  console.log(`\n${formatHandoffBench(handoff)}`);
   await mkdir(path.dirname(REPORT_PATH), { recursive: true });
   await writeFile(REPORT_PATH, `${JSON.stringify(report, null, 2)}\n`);
   // The same HTML report as the load test's (which shows the latest bench too).

@@ -119,7 +119,8 @@ export type CharacterErrorKind =
   | 'json_schema'
   | 'binding'
   | 'system_prompt'
-  | 'mcp';
+  | 'mcp'
+  | 'handoff';
 
 /** Every kind, for metrics that want each label present from the start. */
 export const CHARACTER_ERROR_KINDS: readonly CharacterErrorKind[] = [
@@ -135,6 +136,7 @@ export const CHARACTER_ERROR_KINDS: readonly CharacterErrorKind[] = [
   'binding',
   'system_prompt',
   'mcp',
+  'handoff',
 ];
 
 /**

@@ -3,6 +3,7 @@
  * does and report each one and every error, for authors and CI.
  */
 import type { CharacterError } from '../errors.js';
+import { handoffToolName } from './handoffs.js';
 import { characterId, shownPath } from './load.js';
 import { loadCharacters, type CharacterRegistry } from './registry.js';
 
@@ -69,7 +70,8 @@ export function reportOf(registry: CharacterRegistry): CheckReport {
   const rows: CheckRow[] = registry.list().map((c) => ({
     id: c.id,
     name: c.name,
-    tools: c.tools,
+    // Transfers are tools the model is offered too.
+    tools: [...c.tools, ...c.handoffs.map(handoffToolName)],
     status: warned.has(c.id) ? `error: ${[...warned.get(c.id)!].join(', ')}` : 'ok',
   }));
   const failed = new Map<string, Set<string>>();

@@ -12,3 +12,5 @@ export const MAX_CHARACTER_TOOL_TIMEOUT_MS = 60_000;
 export const SYSTEM_PROMPT_TIMEOUT_MS = 2_000;
 /** Quiet time after a file change before it is reloaded (editors write in bursts). */
 export const RELOAD_DEBOUNCE_MS = 75;
+/** Most characters one character may hand off to (one `transfer_to_<id>` tool each). */
+export const MAX_CHARACTER_HANDOFFS = 16;

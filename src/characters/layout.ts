@@ -15,6 +15,7 @@ const UNMUTE_FIELDS = {
   TOOLS: 'tools',
   handleToolCall: 'handleToolCall',
   GREETING: 'greeting',
+  HANDOFFS: 'handoffs',
   MAX_TOOL_ROUNDS: 'maxToolRounds',
   TOOL_MODE: 'toolMode',
   METADATA: 'metadata',

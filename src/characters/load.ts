@@ -10,6 +10,7 @@ import { DEFAULT_VARIANT } from '../tools/constants.js';
 import { createToolset, type ToolLibrary, type ToolSpec, type Toolset } from '../tools/library.js';
 import { CHARACTER_ID_PATTERN, SYSTEM_PROMPT_TIMEOUT_MS } from './constants.js';
 import { describeImportError, importFresh, stripFreshQuery } from './import-module.js';
+import { handoffProblems } from './handoffs.js';
 import { fromModule } from './layout.js';
 import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
@@ -122,6 +123,9 @@ export async function fromNamespace(
   }
   const at = { ...where, layout: mod.layout, shown };
   const loaded = buildLoaded(character, bound.toolsets, at);
+  // Itself, or a tool of its own in the way; whether the others exist is the registry's to say.
+  const handoffErrors = handoffProblems(loaded, shown, loaded.handoffs);
+  if (handoffErrors.length > 0) return { ok: false, errors: handoffErrors };
   const sample = sampleContext(loaded.variants[0] ?? DEFAULT_VARIANT);
   try {
     await loaded.systemPrompt(sample);
@@ -237,6 +241,7 @@ function buildLoaded(
     voice: Object.freeze({ ...(character.voice ?? {}) }),
     instructions: character.instructions,
     greeting: character.greeting,
+    handoffs: Object.freeze([...(character.handoffs ?? [])]),
     maxToolRounds: character.maxToolRounds,
     toolMode: character.toolMode,
     toolFormat: character.toolFormat,

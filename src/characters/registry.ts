@@ -16,6 +16,7 @@ import {
 } from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
 import { CHARACTER_EXTENSIONS, RELOAD_DEBOUNCE_MS } from './constants.js';
+import { handoffProblems } from './handoffs.js';
 import { characterId, loadCharacterFile, shownPath } from './load.js';
 import type { CharacterSummary, LoadedCharacter } from './types.js';
 
@@ -76,6 +77,13 @@ export interface CharacterRegistry {
   reload(): Promise<void>;
   /** Stops watching and waits for a reload in progress. */
   close(): Promise<void>;
+}
+
+/** A character loaded in this pass, not yet in the registry. */
+interface Fresh {
+  file: string;
+  previous: LoadedCharacter | undefined;
+  character: LoadedCharacter;
 }
 
 interface FSWatcher {
@@ -175,6 +183,7 @@ export async function loadCharacters(
     for (const file of fileErrors.keys()) {
       if (!found.has(characterId(file))) fileErrors.delete(file);
     }
+    const fresh: Fresh[] = [];
     for (const [id, files] of found) {
       if (only !== 'all' && !only.has(id)) continue;
       if (files.length > 1) {
@@ -206,11 +215,16 @@ export async function loadCharacters(
         emit({ type: 'failed', id, errors: result.errors });
         continue;
       }
+      fresh.push({ file, previous, character: result.character });
+    }
+    // Handoffs name other characters: checked once every file of this pass is in.
+    for (const { file, previous, character } of withHandoffsChecked(fresh)) {
+      const id = character.id;
       fileErrors.delete(file);
-      characters.set(id, result.character);
+      characters.set(id, character);
       // Its MCP connections stay open when the new version uses them too (it holds them already).
       void previous?.release?.();
-      for (const w of result.character.warnings ?? []) {
+      for (const w of character.warnings ?? []) {
         counts[w.kind]++;
         metrics?.loadErrors.inc({ type: w.kind });
         log?.warn(
@@ -220,12 +234,57 @@ export async function loadCharacters(
       }
       if (previous) metrics?.reloads.inc({ outcome: 'ok' });
       log?.info(
-        { id, file: shownPath(file), version: result.character.version },
+        { id, file: shownPath(file), version: character.version },
         previous ? 'character reloaded' : 'character loaded',
       );
-      emit({ type: previous ? 'updated' : 'added', id, character: result.character });
+      emit({ type: previous ? 'updated' : 'added', id, character });
     }
+    warnDanglingHandoffs();
     metrics?.loaded.set(characters.size);
+  }
+
+  /**
+   * The characters of a pass whose handoffs all name a character there is
+   * (kept, or loaded in this pass); the others fail to load like any bad
+   * file (a reload keeps the old version). Repeats until no more fail, since
+   * a failed character is no target either.
+   */
+  function withHandoffsChecked(fresh: Fresh[]): Fresh[] {
+    let ok = fresh;
+    for (;;) {
+      // A failed reload keeps the old version, so it is still there to hand off to.
+      const known = [...new Set([...characters.keys(), ...ok.map((f) => f.character.id)])];
+      const failed = ok.flatMap((f) => {
+        const errors = handoffProblems(f.character, shownPath(f.file), known);
+        return errors.length ? [{ f, errors }] : [];
+      });
+      if (failed.length === 0) return ok;
+      for (const { f, errors } of failed) {
+        recordErrors(f.file, errors);
+        // Not kept: the MCP connections it opened are let go (the old version holds its own).
+        void f.character.release?.();
+        if (f.previous) metrics?.reloads.inc({ outcome: 'failed' });
+        emit({ type: 'failed', id: f.character.id, errors });
+      }
+      ok = ok.filter((f) => !failed.some((x) => x.f === f));
+    }
+  }
+
+  /**
+   * A character removed (or broken) on reload leaves the characters that
+   * hand off to it: their `transfer_to_` tool for it is withdrawn (sessions
+   * offer only transfers to characters there are) and a warning says so.
+   */
+  function warnDanglingHandoffs(): void {
+    for (const c of characters.values()) {
+      const missing = c.handoffs.filter((id) => !characters.has(id));
+      if (missing.length > 0) {
+        log?.warn(
+          { id: c.id, file: shownPath(c.file), missing },
+          'character hands off to characters that are gone; those transfers are withdrawn',
+        );
+      }
+    }
   }
 
   await sync('all');
@@ -283,6 +342,7 @@ function summarise(c: LoadedCharacter): CharacterSummary {
     tools: c.toolNames,
     variants: c.variants,
     greeting: c.greeting,
+    handoffs: c.handoffs,
     version: c.version,
   };
 }

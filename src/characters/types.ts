@@ -66,6 +66,11 @@ export interface Character<I = CharacterInstructions> {
   toolFormat?: ToolFormat;
   /** The first line the character says when a session starts. */
   greeting?: string;
+  /**
+   * Ids of the characters this one may hand the conversation to: the model
+   * is offered a `transfer_to_<id>` tool for each. Checked at load.
+   */
+  handoffs?: readonly string[];
   llm?: CharacterLlmOverrides;
   /** Free-form data for whoever runs the character (dashboards, frontends); Troupe ignores it. */
   metadata?: Record<string, unknown>;
@@ -92,6 +97,8 @@ export interface LoadedCharacter {
   readonly voice: Readonly<CharacterVoice>;
   readonly instructions: unknown;
   readonly greeting: string | undefined;
+  /** Ids this character may hand off to (`transfer_to_<id>` tools), in its order. */
+  readonly handoffs: readonly string[];
   readonly maxToolRounds: number | undefined;
   readonly toolMode: ToolMode | undefined;
   readonly toolFormat: ToolFormat | undefined;
@@ -125,5 +132,7 @@ export interface CharacterSummary {
   tools: readonly string[];
   variants: readonly string[];
   greeting: string | undefined;
+  /** Ids this character may hand off to. */
+  handoffs: readonly string[];
   version: number;
 }

@@ -11,11 +11,17 @@ import { formatPath, preview } from '../tools/preview.js';
 import { MAX_MCP_SERVERS } from '../mcp/constants.js';
 import { MCP_SERVER_FIELDS, mcpServerSchema } from '../mcp/schema.js';
 import { closest } from './closest.js';
+import { HANDOFF_TOOL_PREFIX } from './handoffs.js';
 import {
+  CHARACTER_ID_PATTERN,
+  MAX_CHARACTER_HANDOFFS,
   MAX_CHARACTER_TOOL_ROUNDS,
   MAX_CHARACTER_TOOL_TIMEOUT_MS,
   MAX_CHARACTER_TOOLS,
 } from './constants.js';
+
+/** Longest id a character may hand off to: `transfer_to_<id>` is a tool name (at most 64). */
+const MAX_HANDOFF_ID_LENGTH = 64 - HANDOFF_TOOL_PREFIX.length;
 
 /** A path into the character object, as zod reports it. */
 export type FieldPath = readonly PropertyKey[];
@@ -263,6 +269,38 @@ const characterSchema = z.strictObject({
     .enum(['tools', 'functions'], { error: 'expected "tools" or "functions"' })
     .optional(),
   greeting: z.string({ error: 'expected the first line the character says' }).optional(),
+  handoffs: z
+    .array(
+      z
+        .string({
+          error: 'expected a character id (a file name without extension) such as "weather"',
+        })
+        .regex(CHARACTER_ID_PATTERN, {
+          error:
+            'is not a character id; use the file name without extension: letters, digits, "_" or "-", such as "weather"',
+        })
+        .max(MAX_HANDOFF_ID_LENGTH, {
+          error: `is too long to hand off to: "${HANDOFF_TOOL_PREFIX}" and the id make a tool name of at most 64 characters, so the id may have ${MAX_HANDOFF_ID_LENGTH}; rename the file`,
+        }),
+      { error: 'expected an array of character ids such as ["weather", "quizmaster"]' },
+    )
+    .max(MAX_CHARACTER_HANDOFFS, {
+      error: `expected at most ${MAX_CHARACTER_HANDOFFS} characters to hand off to`,
+    })
+    .superRefine((ids, ctx) => {
+      ids.forEach((id, i) => {
+        const first = ids.indexOf(id);
+        if (first !== i) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [i],
+            input: id,
+            message: `lists "${id}" twice (handoffs[${first}] has it too); list each character once`,
+          });
+        }
+      });
+    })
+    .optional(),
   llm: z
     .strictObject(
       {
@@ -496,6 +534,7 @@ function withGot(message: string, input: unknown): string {
 function kindOf(issue: z.core.$ZodIssue, path: FieldPath): CharacterErrorKind {
   const given = (issue as { params?: { kind?: CharacterErrorKind } }).params?.kind;
   if (given) return given;
+  if (path[0] === 'handoffs') return 'handoff';
   // Anything inside an OpenAI tool's parameters is a JSON Schema mistake.
   if (path[0] === 'tools' && path[2] === 'function' && path[3] === 'parameters') {
     return 'json_schema';

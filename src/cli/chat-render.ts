@@ -199,6 +199,8 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
   const audioErrors = new Map<string, number>();
   let characterName = 'assistant';
   let responding = false;
+  /** The id of the character serving, to tell a change of character. */
+  let currentId: string | undefined;
   /** stdout's cursor is not at the start of a line. */
   let midLine = false;
   /** The open line is the character's streamed text, so more deltas continue it. */
@@ -401,7 +403,14 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       case 'session.created':
       case 'session.updated': {
         const { id } = sessionCharacter(event);
-        if (type === 'session.updated') return [];
+        if (type === 'session.updated') {
+          // A handoff (or a switch the user asked for): say who speaks now.
+          if (id === undefined || id === currentId) return [];
+          const was = currentId;
+          currentId = id;
+          return was === undefined ? [] : line(paint.dim(`(now talking to ${id})`));
+        }
+        currentId = id;
         const session = str(record(event.session).id);
         const who =
           id !== undefined && id !== characterName ? `${characterName} (${id})` : characterName;

@@ -12,6 +12,7 @@
  */
 import { clearLine, createInterface, cursorTo, type Interface } from 'node:readline';
 import WebSocket from 'ws';
+import { handsOff } from '../characters/handoffs.js';
 import {
   AUDIO_EVENT_ID_PREFIX,
   AudioPlayer,
@@ -216,7 +217,8 @@ function connect(options: ChatOptions, renderer: ChatRenderer, sink: () => Sink)
     } else if (event.type === 'response.done') {
       const status = (event.response as { status?: unknown } | undefined)?.status;
       if (status === 'failed') troubled = true;
-      pending?.end('done');
+      // A handoff: the new character's reply to the same line follows.
+      if (!handsOff(event.response)) pending?.end('done');
     }
     for (const listener of [...listeners]) listener(event);
   }

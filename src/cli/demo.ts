@@ -13,6 +13,7 @@ import { createServer } from 'node:net';
 import WebSocket from 'ws';
 import { formatCheckReport, reportOf } from '../characters/check.js';
 import type { TroupeServer } from '../server/index.js';
+import { handsOff } from '../characters/handoffs.js';
 import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
 import { startSimulator } from '../testing/simulator/index.js';
 import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
@@ -107,7 +108,8 @@ async function converse(
     if (event.type === 'response.done') {
       const status = (event.response as { status?: string } | undefined)?.status;
       if (status !== 'completed') failed++;
-      done?.();
+      // A transfer to another character: that character's response follows.
+      if (!handsOff(event.response)) done?.();
     }
   });
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));

@@ -79,6 +79,11 @@ export interface TurnOptions {
    * @defaultValue 5000
    */
   slowNoticeMs?: number;
+  /**
+   * Asked after each round's tools have run: true ends the turn there, as
+   * `completed` (a transfer to another character was made).
+   */
+  endTurn?: () => boolean;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -383,7 +388,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     added.push(...toolResultMessages(ordered, toolMode, legacy));
     toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
-    if (clientCalls.length > 0) {
+    if (clientCalls.length > 0 || options.endTurn?.()) {
       const summary = summarize('completed');
       yield { type: 'finish', summary };
       return summary;

@@ -16,6 +16,8 @@ const TOOL_BUCKETS_S = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
 export interface SessionMetrics {
   active: Gauge;
   total: Counter<'character'>;
+  /** Transfers from one character to another (`transfer_to_<id>`). */
+  handoffs?: Counter<'from' | 'to'>;
   duration: Histogram;
   turns: Counter<'character' | 'status'>;
   /** `response.create` received → first text delta sent. */
@@ -126,6 +128,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: 'troupe_sessions_total',
       help: 'Sessions opened, by character.',
       labelNames: ['character'],
+      registers,
+    }),
+    handoffs: new Counter({
+      name: 'troupe_handoffs_total',
+      help: 'Handoffs between characters in sessions, by the character handing off and the one taking over.',
+      labelNames: ['from', 'to'],
       registers,
     }),
     duration: new Histogram({

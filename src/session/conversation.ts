@@ -289,6 +289,11 @@ export class Conversation {
     return undefined;
   }
 
+  /** Whether client calls await their output. */
+  hasPendingCalls(): boolean {
+    return this.#pending.size > 0;
+  }
+
   /** Client calls never answered get a stand-in before the next response, so history stays valid. */
   settlePendingCalls(): void {
     for (const [callId, pending] of this.#pending) {

@@ -10,7 +10,7 @@ import type { Item } from './events.js';
  * issue 17) and out-of-band responses (beside the conversation response)
  * are to come: each kind gets its own policy in {@link ResponseQueue.request}.
  */
-export type ResponseKind = 'client' | 'greeting' | 'voice';
+export type ResponseKind = 'client' | 'greeting' | 'voice' | 'handoff';
 
 /** Why a response was stopped. */
 export type StopReason = 'client_cancelled' | 'turn_detected';

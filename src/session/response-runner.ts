@@ -10,6 +10,7 @@ import type { ChatMessage } from '../llm/chunk.js';
 import type { LlmClient } from '../llm/client.js';
 import { runTurn, type TurnOptions, type TurnSummary } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
+import type { Toolset } from '../tools/library.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
@@ -53,6 +54,13 @@ export interface ResponseContext {
   shareHistory: () => void;
   /** The conversation changed (items, state): the session tells its listeners. */
   changed: () => void;
+  /** Transfers to other characters: the tools offered, what the model sees. */
+  handoffs?: {
+    toolset(character: LoadedCharacter, base: Toolset): Toolset;
+    readonly requested: boolean;
+    /** What the character serving now sees of history (all of it before any handoff). */
+    view(messages: ChatMessage[]): ChatMessage[];
+  };
 }
 
 /** Runs a conversation response to its `response.done`. */
@@ -84,6 +92,7 @@ export async function runResponse(
     metadata: r.metadata ?? null,
     conversation_id: conversationId(ctx.sessionId),
   };
+  const toolset = ctx.handoffs?.toolset(character, opening.toolset) ?? opening.toolset;
   const messages = trimmed(ctx, turnLog, systemMessage, 'history trimmed to the context budget');
   ctx.send({ type: 'response.created', response: base });
 
@@ -95,7 +104,7 @@ export async function runResponse(
     runs: (name) => !clientNames.has(name),
     labelOf: (name) => opening.toolset.tools.get(name)?.serverLabel,
   });
-  const fillers = new FillerTimers(opening.toolset, (text) => out.filler(text));
+  const fillers = new FillerTimers(toolset, (text) => out.filler(text));
   let requestAt: number | undefined;
   response.lastItemId = () => out.items.at(-1)?.id ?? null;
   response.findItem = (id) => out.find(id);
@@ -110,7 +119,8 @@ export async function runResponse(
     failure = err as TroupeError;
   }
   if (llm) {
-    const events = runTurn(turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages));
+    const options = turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages, toolset);
+    const events = runTurn(options);
     for await (const e of events) {
       if (e.type === 'text.delta' && firstDeltaAt === null) {
         out.apply(e);
@@ -203,7 +213,7 @@ function trimmed(
       message,
     );
   }
-  return trim.messages;
+  return ctx.handoffs ? ctx.handoffs.view(trim.messages) : trim.messages;
 }
 
 /** The turn runner's options: the character's, the session's, the response's. */
@@ -215,6 +225,7 @@ function turnOptions(
   log: Logger,
   system: ChatMessage,
   messages: ChatMessage[],
+  toolset: Toolset,
 ): TurnOptions {
   const s = ctx.config.current;
   const opening = ctx.opening();
@@ -242,7 +253,7 @@ function turnOptions(
       system,
       ...trimmed(ctx, log, system, 'history trimmed between tool rounds', added),
     ],
-    toolset: opening.toolset,
+    toolset,
     // A model that reuses call ids (llama.cpp, some proxies) must not file a
     // new call under one still waiting or already in the conversation.
     callIdTaken: (id) => ctx.conversation.callIdTaken(id),
@@ -254,6 +265,7 @@ function turnOptions(
     ...opening.turn,
     request,
     clientTools: s.tools.map(toDescription),
+    ...(ctx.handoffs ? { endTurn: () => ctx.handoffs!.requested } : {}),
   };
 }
 

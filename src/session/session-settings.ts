@@ -142,6 +142,11 @@ export class SessionConfig {
     this.#state.instructions = null;
   }
 
+  /** Drops the client's voice: the character's is used (a handoff brings a new speaker). */
+  resetVoice(): void {
+    this.#state.voice = null;
+  }
+
   /** A voice frontend's defaults (the unmute dialect: Ogg/Opus both ways, spoken replies). */
   applyVoiceDefaults(defaults: VoiceDefaults): void {
     const s = this.#state;

@@ -70,6 +70,12 @@ export interface SessionState {
   metadata: Record<string, unknown>;
   /** The characters' per-session state (`ctx.session.state`): JSON values only. */
   characterState: Record<string, unknown>;
+  /**
+   * After a handoff: the `ctx.session.state` of each other character that
+   * served this session, by id, restored if the user is handed back. Absent
+   * until the first handoff (older snapshots have none).
+   */
+  characterStates?: Record<string, Record<string, unknown>>;
   /** Responses run so far (log field `turn`). */
   turns: number;
   settings: SettingsState;

@@ -9,6 +9,7 @@ import { ProtocolError, TroupeError } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
+import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import {
   audioUnsupported,
@@ -26,6 +27,8 @@ import {
 } from './response-runner.js';
 import { SessionConfig, defaultSettings, type VoiceDefaults } from './session-settings.js';
 import { SNAPSHOT_VERSION, type SessionState } from './session-state.js';
+import type { RunningResponse } from './response-queue.js';
+import type { HandoffRequest } from '../characters/handoffs.js';
 import { VoiceInput } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
@@ -212,6 +215,7 @@ class ConversationSession implements Session {
   readonly #voiceOut: VoiceOutput | undefined;
   readonly #voiceIn: VoiceInput | undefined;
   readonly #ctx: ResponseContext;
+  readonly #handoffs: SessionHandoffs;
 
   constructor(
     options: SessionOptions,
@@ -249,6 +253,7 @@ class ConversationSession implements Session {
           metrics: options.metrics?.voice,
         })
       : undefined;
+    this.#handoffs = new SessionHandoffs({ characters: options.characters });
     this.#ctx = this.#responseContext();
     this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
     options.metrics?.active.inc();
@@ -419,6 +424,7 @@ class ConversationSession implements Session {
 
   #responseContext(): ResponseContext {
     const o = this.#o;
+    const handoffs = this.#handoffs;
     return {
       sessionId: this.id,
       send: o.send,
@@ -436,6 +442,22 @@ class ConversationSession implements Session {
       nextTurn: () => ++this.#state.turns,
       shareHistory: this.#shareHistory,
       changed: this.#changed,
+      handoffs: {
+        toolset: (character, base) => this.#handoffs.toolset(character, base),
+        get requested() {
+          return handoffs.requested;
+        },
+        // After a handoff the character serving sees only calls of the tools it is offered.
+        view: (messages) =>
+          this.#state.characterStates === undefined
+            ? messages
+            : visibleTo(
+                messages,
+                this.#character,
+                this.#opening.toolset,
+                this.#config.current.tools,
+              ),
+      },
     };
   }
 
@@ -476,13 +498,16 @@ class ConversationSession implements Session {
     const outcome = this.#queue.request({
       kind,
       ...(sttMs !== undefined ? { sttMs } : {}),
-      run: (response) => {
+      run: async (response) => {
         // Calls the client never answered get a stand-in, so history stays valid.
         this.#conversation.settlePendingCalls();
         // A client's response queued behind the greeting is timed from its start;
         // a voice turn from the end of speech (its wait is the user's wait).
         const from = queued && kind === 'client' ? performance.now() : receivedAt;
-        return runResponse(this.#ctx, response, r, from);
+        if (kind !== 'handoff') this.#handoffs.newTurn();
+        await runResponse(this.#ctx, response, r, from);
+        const handoff = this.#handoffs.take();
+        if (handoff) await this.#handOff(handoff, response, receivedAt);
       },
       onError: (err) => this.#log.error({ err }, 'response failed unexpectedly'),
     });
@@ -595,6 +620,16 @@ class ConversationSession implements Session {
     const opening = await open(next, this.id, state.metadata);
     this.#conversation.restart(next);
     for (const key of Object.keys(state.characterState)) delete state.characterState[key];
+    delete state.characterStates;
+    this.#become(next, opening);
+    this.#log.info({ from: this.#o.character.id, variant: opening.variant }, 'character changed');
+    this.#o.metrics?.total.inc({ character: next.id });
+    this.#conversation.announce();
+  }
+
+  /** The character serving from now on: its prompt, tools and turn settings. */
+  #become(next: LoadedCharacter, opening: CharacterOpening): void {
+    const state = this.#state;
     this.#character = next;
     this.#opening = opening;
     state.character = next.id;
@@ -603,9 +638,48 @@ class ConversationSession implements Session {
     this.#conversation.setTurnSettings(opening.turn);
     this.#config.resetInstructions();
     this.#log = this.#o.log.child({ character: next.id });
-    this.#log.info({ from: this.#o.character.id, variant: opening.variant }, 'character changed');
-    this.#o.metrics?.total.inc({ character: next.id });
-    this.#conversation.announce();
+  }
+
+  /**
+   * The model transferred the user (`transfer_to_<id>`): the session switches
+   * character in place. The conversation carries over; each character keeps
+   * its own `ctx.session.state`; the new character's voice speaks from now on
+   * (a voice the client chose is dropped with the old character). Then the
+   * new character answers the user's message in a response of its own,
+   * unless the user interrupted or the client still owes tool outputs.
+   */
+  async #handOff(h: HandoffRequest, response: RunningResponse, receivedAt: number): Promise<void> {
+    const next = this.#o.characters.get(h.to);
+    if (this.#closed || !next) {
+      if (!next) this.#log.warn({ to: h.to }, 'handoff target is gone');
+      return;
+    }
+    const from = this.#character;
+    const state = this.#state;
+    let opening: CharacterOpening;
+    try {
+      opening = await open(next, this.id, state.metadata);
+    } catch (err) {
+      // Its prompt generator failed now (it passed at load): the old character stays.
+      this.#log.error({ err, to: next.id }, 'handoff failed');
+      this.#fail(handoffFailed(next.id, from.name));
+      return;
+    }
+    if (this.#closed) return;
+    swapCharacterState(state, from.id, next.id);
+    this.#become(next, opening);
+    this.#config.resetVoice();
+    // The old character's greeting, if still unspoken, is not said any more.
+    this.#conversation.markGreetingSpoken();
+    this.#log.info(
+      { from: from.id, reason: this.#content(h.reason), call: h.callId },
+      'character handed off',
+    );
+    this.#o.metrics?.handoffs?.inc({ from: from.id, to: next.id });
+    this.#send({ type: 'session.updated', session: this.#sessionObject() });
+    this.#changed();
+    if (response.stoppedBy || this.#conversation.hasPendingCalls()) return;
+    this.#request('handoff', {}, receivedAt);
   }
 
   // ── conversation.item.truncate ──────────────────────────────────────────

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { CharacterCheckError } from '../errors.js';
 import { openConversation } from '../characters/conversation.js';
+import { transferTool, withTransfers } from '../characters/handoffs.js';
 import { fromNamespace, loadCharacterFile } from '../characters/load.js';
 import type { Character, LoadedCharacter } from '../characters/types.js';
 import type { ChatMessage } from '../llm/chunk.js';
@@ -44,6 +45,11 @@ export interface CharacterTurn {
   toolCalls: ToolResult[];
   summary: TurnSummary;
   events: TurnEvent[];
+  /**
+   * The transfer the model made this turn (`transfer_to_<id>`), if any: the
+   * turn ends after it, as in a session, where `to` would answer next.
+   */
+  handoff?: { to: string; reason: string };
 }
 
 /** A running test conversation with a character. */
@@ -78,6 +84,11 @@ export interface CharacterTestSession {
  * const turn = await chat.say('Greet Ada');
  * expect(turn.toolCalls[0]).toMatchObject({ outcome: 'ok', output: 'Hello, Ada! Nice to meet you.' });
  * await chat.close();
+ *
+ * @example
+ * // A character with `handoffs: ['weather']` is offered transfer_to_weather:
+ * const turn = await desk.say('What is the weather in Paris?');
+ * expect(turn.handoff).toEqual({ to: 'weather', reason: 'wants the weather' });
  */
 export async function testCharacter<I>(
   character: string | LoadedCharacter | Character<I>,
@@ -106,6 +117,18 @@ export async function testCharacter<I>(
   const log = createMemoryLogger({ session: sessionId, character: loaded.id });
   const state: Record<string, unknown> = {};
   const history: ChatMessage[] = opening.messages;
+  // Transfers as a session offers them; the kit has no other characters, so each id is its name.
+  let handoff: CharacterTurn['handoff'];
+  const toolset = withTransfers(
+    opening.toolset,
+    loaded.handoffs.map((id) =>
+      transferTool({ id, name: id, description: undefined }, (reason) => {
+        if (handoff) throw new Error(`this reply already hands the user to ${handoff.to}`);
+        handoff = { to: id, reason };
+        return `Transferred to ${id}.`;
+      }),
+    ),
+  );
 
   return {
     character: loaded,
@@ -117,10 +140,12 @@ export async function testCharacter<I>(
     async say(text, sayOptions = {}) {
       history.push({ role: 'user', content: text });
       const events: TurnEvent[] = [];
+      handoff = undefined;
       const turn = runTurn({
         llm,
         messages: history,
-        toolset: opening.toolset,
+        toolset,
+        endTurn: () => handoff !== undefined,
         signal: sayOptions.signal ?? new AbortController().signal,
         session: { id: sessionId, character: loaded.id, state },
         log,
@@ -133,7 +158,14 @@ export async function testCharacter<I>(
       }
       const summary = step.value;
       history.push(...summary.messages);
-      return { text: summary.text, toolCalls: summary.toolCalls, summary, events };
+      const result: CharacterTurn = {
+        text: summary.text,
+        toolCalls: summary.toolCalls,
+        summary,
+        events,
+      };
+      if (handoff) result.handoff = handoff;
+      return result;
     },
     async close() {
       await simulator.close();

@@ -56,7 +56,7 @@ describe('troupe check', () => {
   it('exits 0 on the seed characters', async () => {
     const { code, stdout } = await troupe('check', 'characters');
     expect(code).toBe(0);
-    for (const id of ['hello', 'narrator', 'plain', 'quizmaster', 'weather']) {
+    for (const id of ['concierge', 'hello', 'narrator', 'plain', 'quizmaster', 'weather']) {
       expect(stdout).toMatch(new RegExp(`^${id}\\s.*\\sok$`, 'm'));
     }
   });

@@ -23,6 +23,15 @@ const SCRIPT: SimScript = {
       when: { user: 'time in oslo', toolResult: '12:00' },
       reply: { parts: [{ text: 'It is noon in Oslo.' }] },
     },
+    // The SDK's instructions replace the concierge's prompt; the handoff brings weather's.
+    {
+      when: { system: 'Be brief.', user: 'put me through', round: 0 },
+      reply: {
+        parts: [
+          { toolCall: { name: 'transfer_to_weather', arguments: { reason: 'wants the weather' } } },
+        ],
+      },
+    },
     ...DEMO_SCRIPT.rules,
   ],
 };
@@ -108,6 +117,27 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(call).toMatchObject({ name: 'get_current_weather', status: 'completed' });
     expect(call && itemText(call)).toMatch(/temperature/);
     // The SDK answered no tool call: Troupe ran it.
+    const answers = client.sent.filter(
+      (e) =>
+        e.type === 'conversation.item.create' &&
+        (e.item as { type?: string }).type === 'function_call_output',
+    );
+    expect(answers).toEqual([]);
+    expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+
+  it('sees a handoff as an mcp_call it never answers, then hears the new character', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=concierge');
+    client.session.sendMessage('Put me through for the weather in Glasgow.');
+    const history = await client.historyWhere("weather's answer after the handoff", (h) =>
+      hasReply(h, 'in celsius or fahrenheit?'),
+    );
+    const call = history.find((i) => i.type === 'mcp_call');
+    expect(call).toMatchObject({ name: 'transfer_to_weather', status: 'completed' });
+    const updated = client.received.filter((e) => e.type === 'session.updated').at(-1);
+    expect((updated?.session as { character?: string }).character).toBe('weather');
     const answers = client.sent.filter(
       (e) =>
         e.type === 'conversation.item.create' &&

@@ -13,6 +13,9 @@ const call = (text: string, name: string, args: Record<string, unknown>): SimRep
   parts: [...(text ? [{ text }] : []), { toolCall: { name, arguments: args } }],
 });
 
+/** How the concierge's system prompt begins: its rules match on it. */
+const CONCIERGE_PROMPT = 'You are the concierge';
+
 /** What to type to each seed character in the demo, with the tools each line uses. */
 export const DEMO_LINES: Readonly<Record<string, readonly string[]>> = {
   weather: [
@@ -25,6 +28,8 @@ export const DEMO_LINES: Readonly<Record<string, readonly string[]>> = {
   hello: ['Say hello to Ada.'],
   quizmaster: ["Let's do a quiz!", 'Paris', "What's my score?"],
   plain: ['Hello there!'],
+  // Handed to weather, which asks back; the next lines are weather's.
+  concierge: ['Put me through for the weather in Glasgow.', 'Celsius, please.'],
 };
 
 /** Said when no rule matches: what the demo understands. */
@@ -40,6 +45,27 @@ export const DEMO_SCRIPT: SimScript = {
   description: 'Troupe demo: every seed character uses its tools; others improvise from theirs.',
   improvise: true,
   rules: [
+    // concierge: hands off at once; the character taking over answers the same message.
+    {
+      when: { system: CONCIERGE_PROMPT, user: 'weather', round: 0 },
+      reply: call('', 'transfer_to_weather', { reason: 'wants the weather' }),
+    },
+    {
+      when: { system: CONCIERGE_PROMPT, user: 'forecast', round: 0 },
+      reply: call('', 'transfer_to_weather', { reason: 'wants a forecast' }),
+    },
+    {
+      when: { system: CONCIERGE_PROMPT, user: 'quiz', round: 0 },
+      reply: call('', 'transfer_to_quizmaster', { reason: 'wants a quiz' }),
+    },
+    {
+      when: { system: CONCIERGE_PROMPT, user: 'story', round: 0 },
+      reply: call('', 'transfer_to_narrator', { reason: 'wants a story' }),
+    },
+    {
+      when: { system: CONCIERGE_PROMPT },
+      reply: say('I can put you through to Weather, Quizmaster or Narrator. Which one?'),
+    },
     // weather: a clarifying question, then its tools (the model must not guess the unit).
     { when: { user: 'weather in glasgow' }, reply: say('Sure — in celsius or fahrenheit?') },
     {

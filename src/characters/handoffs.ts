@@ -1,0 +1,145 @@
+/**
+ * Handoffs between characters: the `transfer_to_<id>` tool names, and the
+ * checks that tie a character's `handoffs` to the characters there are.
+ */
+import { z } from 'zod';
+import { CharacterError } from '../errors.js';
+import { zodToParameters } from '../tools/define-tool.js';
+import type { Toolset } from '../tools/library.js';
+import type { RunnableTool } from '../tools/types.js';
+import { closest } from './closest.js';
+import type { LoadedCharacter } from './types.js';
+
+/** The prefix of the tools that hand the conversation to another character. */
+export const HANDOFF_TOOL_PREFIX = 'transfer_to_';
+
+/**
+ * Whether a `response.done` response handed the user to another character
+ * (a transfer that went through): the new character's response follows.
+ * For clients that wait for one reply per message.
+ */
+export function handsOff(response: unknown): boolean {
+  const output = (response as { output?: unknown } | undefined)?.output;
+  if (!Array.isArray(output)) return false;
+  return output.some((i: { type?: unknown; name?: unknown; error?: unknown }) => {
+    return (
+      i?.type === 'mcp_call' &&
+      typeof i.name === 'string' &&
+      i.name.startsWith(HANDOFF_TOOL_PREFIX) &&
+      (i.error === null || i.error === undefined)
+    );
+  });
+}
+
+/** The tool that hands the conversation to `id`: `transfer_to_weather`. */
+export function handoffToolName(id: string): string {
+  return HANDOFF_TOOL_PREFIX + id;
+}
+
+/**
+ * The problems of one character's `handoffs` against the ids there are:
+ * an unknown id (with the nearest known one), or the character itself.
+ */
+export function handoffProblems(
+  character: Pick<LoadedCharacter, 'id' | 'handoffs' | 'toolNames'>,
+  shown: string,
+  known: readonly string[],
+): CharacterError[] {
+  const errors: CharacterError[] = [];
+  const others = known.filter((k) => k !== character.id);
+  character.handoffs.forEach((id, i) => {
+    const path = `handoffs[${i}]`;
+    if (id === character.id) {
+      errors.push(
+        new CharacterError(
+          'handoff',
+          shown,
+          path,
+          `"${id}" is this character itself; a character cannot hand off to itself, so remove it`,
+        ),
+      );
+      return;
+    }
+    const clash = character.toolNames.indexOf(handoffToolName(id));
+    if (clash !== -1) {
+      errors.push(
+        new CharacterError(
+          'handoff',
+          shown,
+          path,
+          `hands off to "${id}" with a tool named "${handoffToolName(id)}", but tools[${clash}] has that name; rename the tool (names starting with "${HANDOFF_TOOL_PREFIX}" are Troupe's)`,
+        ),
+      );
+      return;
+    }
+    if (known.includes(id)) return;
+    const guess = closest(id, others);
+    const list = others.length ? others.map((k) => `"${k}"`).join(', ') : 'none';
+    errors.push(
+      new CharacterError(
+        'handoff',
+        shown,
+        path,
+        `no character "${id}"${guess ? `; did you mean "${guess}"?` : ''} (the characters are ${list}); a handoff names another character's file name without extension`,
+      ),
+    );
+  });
+  return errors;
+}
+
+/** The arguments of a transfer tool: why the user is handed over. */
+export const TRANSFER_ARGS = z.object({
+  reason: z
+    .string()
+    .describe('Why the user is handed over, in a few words, e.g. "wants the weather in Paris"'),
+});
+
+/** Where a transfer goes, as the model is told. */
+export interface HandoffTarget {
+  id: string;
+  name: string;
+  description: string | undefined;
+}
+
+/** A transfer the model asked for. */
+export interface HandoffRequest {
+  from: string;
+  to: string;
+  reason: string;
+  callId: string;
+}
+
+/**
+ * The `transfer_to_<id>` tool: its handler asks `transfer` to hand the
+ * conversation over, and tells the model what came of it (what `transfer`
+ * throws is a tool error the model reads).
+ */
+export function transferTool(
+  target: HandoffTarget,
+  transfer: (reason: string, callId: string) => string,
+): RunnableTool {
+  const about = target.description ? ` (${target.description.replace(/\.$/, '')})` : '';
+  return {
+    description: {
+      name: handoffToolName(target.id),
+      description:
+        `Hand the conversation to ${target.name}${about}. Call it when the user wants what ` +
+        `${target.name} does; ${target.name} then answers the user's latest message in your place.`,
+      parameters: zodToParameters(TRANSFER_ARGS),
+    },
+    schema: TRANSFER_ARGS,
+    handler: (args, ctx) => transfer((args as z.output<typeof TRANSFER_ARGS>).reason, ctx.callId),
+  };
+}
+
+/** A toolset with transfer tools after the character's own. */
+export function withTransfers(base: Toolset, transfers: readonly RunnableTool[]): Toolset {
+  if (transfers.length === 0) return base;
+  const tools = new Map(base.tools);
+  for (const t of transfers) tools.set(t.description.name, t);
+  return {
+    variant: base.variant,
+    tools,
+    descriptions: [...base.descriptions, ...transfers.map((t) => t.description)],
+  };
+}
