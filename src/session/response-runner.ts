@@ -10,6 +10,7 @@ import type { ChatMessage } from '../llm/chunk.js';
 import type { LlmClient } from '../llm/client.js';
 import { runTurn, type TurnOptions, type TurnSummary } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
+import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
@@ -53,6 +54,8 @@ export interface ResponseContext {
   shareHistory: () => void;
   /** The conversation changed (items, state): the session tells its listeners. */
   changed: () => void;
+  /** Runs the character's `background: true` tools beside the conversation. */
+  background?: BackgroundStarter;
 }
 
 /** Runs a conversation response to its `response.done`. */
@@ -253,6 +256,7 @@ function turnOptions(
     ...opening.turn,
     request,
     clientTools: s.tools.map(toDescription),
+    ...(ctx.background ? { background: ctx.background } : {}),
   };
 }
 
