@@ -90,7 +90,7 @@ const say = (text: string): SimReply => ({ parts: [{ text }] });
 
 const SCRIPT: SimScript = {
   rules: [
-    { when: { background: true }, reply: say('Your search is back: {{toolResult}}.') },
+    { when: { background: true }, reply: say('Your search is back: {{toolResult.flight}}.') },
     {
       when: { user: 'find', round: 0 },
       reply: call('Let me look. ', ['search', { query: 'flights' }]),
@@ -199,7 +199,7 @@ describe('a background tool in a text session', () => {
     const text = since(c, from)
       .filter((e) => e.type === 'response.output_text.done')
       .map((e) => e.text);
-    expect(text.at(-1)).toBe('Your search is back: flight TP 1351.');
+    expect(text.at(-1)).toBe('Your search is back: TP 1351.');
     const body = chatBodies(t.simulator).at(-1)!;
     const last = body.messages.at(-1) as { role: string; content: string };
     expect(last.role).toBe('user');
