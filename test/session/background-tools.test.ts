@@ -71,6 +71,18 @@ const AGENT = character({
       cancellable: true,
     },
     defineTool({
+      name: 'narrated',
+      description: 'A background search whose progress is spoken.',
+      parameters: z.object({}),
+      background: true,
+      speakProgress: true,
+      handler: async (args, ctx) => {
+        await (${GATED('narrated_progress')})(args, ctx);
+        ctx.progress('Half the airlines checked.');
+        return (${GATED('narrated')})(args, ctx);
+      },
+    }),
+    defineTool({
       name: 'hold',
       description: 'Holds the turn until the test lets it go.',
       parameters: z.object({}),
@@ -102,6 +114,8 @@ const SCRIPT: SimScript = {
     },
     { when: { user: 'both' }, reply: say('Both are running.') },
     { when: { user: 'news' }, reply: say('Here is the news: {{toolResult}}.') },
+    { when: { user: 'narrate', round: 0 }, reply: call('', ['narrated', {}]) },
+    { when: { user: 'narrate' }, reply: say('Searching.') },
   ],
   fallback: say('Okay.'),
 };
@@ -290,6 +304,33 @@ describe('a background tool in a voice session', () => {
     expect(String((body.messages.at(-2) as { content: string }).content)).toMatch(
       /^\[Background tool result\]/,
     );
+    await c.close();
+  });
+
+  it('speaks progress when the tool asks and nothing else is said; the model never sees it', async () => {
+    const c = await openVoiceSession(t, 'character=agent');
+    c.send(userMessage('Narrate a search.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    const from = c.events.length;
+    (await nextGate('narrated_progress'))('');
+    const spoken = await seen(
+      c,
+      'response.done',
+      from,
+      (e) =>
+        (e.response as { metadata?: { troupe?: string } }).metadata?.troupe ===
+        'background_progress',
+    );
+    const output = (
+      spoken.response as { output: Array<{ content: Array<{ transcript: string }> }> }
+    ).output;
+    expect(output[0]!.content[0]!.transcript).toBe('Half the airlines checked.');
+    (await nextGate('narrated'))('{"flight":"TP 1351"}');
+    const done = await seen(c, 'troupe.background_tool.done', from);
+    await seen(c, 'response.done', c.events.indexOf(done));
+    const body = chatBodies(t.simulator).at(-1)!;
+    expect(JSON.stringify(body.messages)).not.toContain('Half the airlines checked.');
     await c.close();
   });
 });
