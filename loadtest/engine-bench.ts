@@ -36,6 +36,7 @@ import { createRng, startSimulator } from '../src/testing/simulator/index.js';
 import { benchHandoff, formatHandoffBench } from './handoff-bench.js';
 import type { SimScript } from '../src/testing/simulator/index.js';
 import { HELP_FLAG, readCommandLine, type CommandInfo } from '../src/cli/command-line.js';
+import { benchBackgroundResult } from './background-bench.js';
 import { startSimChild } from './lib/children.js';
 import { benchMcpCalls, mcpBenchLines } from './lib/mcp-call-bench.js';
 import { percentile } from './lib/stats.js';
@@ -1035,6 +1036,9 @@ async function main(): Promise<void> {
   process.stderr.write('engine-bench: MCP call overhead (stdio server)…\n');
   const mcp = await benchMcpCalls();
 
+  process.stderr.write('engine-bench: background tool result → client…\n');
+  const background = await benchBackgroundResult();
+
   const report = {
     generatedAt: new Date().toISOString(),
     machine: machine(),
@@ -1047,6 +1051,7 @@ async function main(): Promise<void> {
       warmupTurns: OVERHEAD_WARMUP_TURNS,
       rows: [child.simSide, child.runnerSide, inProcess.simSide, inProcess.runnerSide],
     },
+    background,
     headToHead: {
       ...h2hOptions,
       blockOrders: h2h.order,
@@ -1062,6 +1067,12 @@ async function main(): Promise<void> {
   process.stderr.write('engine-bench: handoff between characters…\n');
   const handoff = await benchHandoff();
   console.log(`\n${formatHandoffBench(handoff)}`);
+  const bgPass = background.p95Ms <= background.targetMs ? 'PASS' : 'FAIL';
+  console.log(
+    `\nbackground tool result → client (handler end → first follow-up text delta, idle, ${background.runs} runs): ` +
+      `p50 ${fmt(background.p50Ms)} ms, p95 ${fmt(background.p95Ms)} ms, max ${fmt(background.maxMs)} ms ` +
+      `(target p95 ≤ ${background.targetMs} ms: ${bgPass})`,
+  );
   await mkdir(path.dirname(REPORT_PATH), { recursive: true });
   await writeFile(REPORT_PATH, `${JSON.stringify(report, null, 2)}\n`);
   // The same HTML report as the load test's (which shows the latest bench too).

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { CharacterError, type CharacterErrorKind } from '../errors.js';
-import { TOOL_NAME_PATTERN } from '../tools/constants.js';
+import { MAX_BACKGROUND_TOOL_TIMEOUT_MS, TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
 import { MAX_MCP_SERVERS } from '../mcp/constants.js';
@@ -177,11 +177,13 @@ const behaviourShape = {
   timeoutMs: z
     .number({ error: 'expected a number of milliseconds such as 100' })
     .positive({ error: 'expected a positive number of milliseconds such as 100' })
-    .max(MAX_CHARACTER_TOOL_TIMEOUT_MS, {
-      error: `expected at most ${MAX_CHARACTER_TOOL_TIMEOUT_MS} ms; a slower tool should answer at once and finish in the background`,
+    .max(MAX_BACKGROUND_TOOL_TIMEOUT_MS, {
+      error: `expected at most ${MAX_BACKGROUND_TOOL_TIMEOUT_MS} ms (a background tool's limit)`,
     })
     .optional(),
   cancellable: z.boolean({ error: 'expected true or false' }).optional(),
+  background: z.boolean({ error: 'expected true or false' }).optional(),
+  speakProgress: z.boolean({ error: 'expected true or false' }).optional(),
   filler: z
     .strictObject(
       {
@@ -398,6 +400,18 @@ function checkTools(raw: Record<string, unknown>): FieldProblem[] {
     const parsed = schema.safeParse(t, { reportInput: true });
     const fields = Object.keys(schema.shape);
     if (!parsed.success) problems.push(...issuesToProblems(parsed.error.issues, at, fields));
+    if (
+      parsed.success &&
+      t.background !== true &&
+      typeof t.timeoutMs === 'number' &&
+      t.timeoutMs > MAX_CHARACTER_TOOL_TIMEOUT_MS
+    ) {
+      problems.push({
+        kind: 'shape',
+        path: [...at, 'timeoutMs'],
+        detail: `expected at most ${MAX_CHARACTER_TOOL_TIMEOUT_MS} ms, got ${t.timeoutMs}; a slower tool should set background: true (it answers at once and finishes in the background)`,
+      });
+    }
     const fnPart = t.function as Record<string, unknown> | undefined;
     const name = zodStyle ? t.name : fnPart?.name;
     const namePath = zodStyle ? [...at, 'name'] : [...at, 'function', 'name'];

@@ -450,6 +450,24 @@ export function createChatRenderer(options: ChatRendererOptions = {}): ChatRende
       }
       case 'troupe.tool_call.result':
         return resultLine(event);
+      case 'troupe.background_tool.progress': {
+        const name = str(event.name) ?? 'tool';
+        return line(
+          `  ${paint.cyan('[tool]')} ${paint.cyan(name)} … ${paint.dim(compact(event.text))}`,
+        );
+      }
+      case 'troupe.background_tool.done': {
+        const name = str(event.name) ?? 'tool';
+        const outcome = str(event.outcome) ?? 'done';
+        const colour = outcome === 'ok' ? paint.green : paint.yellow;
+        const full = compact(event.output);
+        const output = cut ? shorten(full, MAX_OUTPUT_PREVIEW_CHARS) : full;
+        const ms =
+          typeof event.duration_ms === 'number' ? ` in ${formatDuration(event.duration_ms)}` : '';
+        return line(
+          `  ${paint.cyan('[tool]')} ${paint.cyan(name)} (background) → ${colour(outcome)}${ms}: ${paint.dim(output)}`,
+        );
+      }
       case 'input_audio_buffer.speech_started':
       case 'input_audio_buffer.speech_stopped':
         return vadLine(event);

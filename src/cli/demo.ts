@@ -101,9 +101,19 @@ async function converse(
   };
   let failed = 0;
   let done: (() => void) | undefined;
+  // Background tool calls still running, and a result not yet told: the follow-up is part of the conversation.
+  let background = 0;
+  let untold = false;
   ws.on('message', (data) => {
     const event = parseServerEvent(data.toString());
     if (!event) return;
+    if (event.type === 'troupe.tool_call.result' && event.background === 'started') background++;
+    if (event.type === 'troupe.background_tool.done') {
+      background--;
+      untold = true;
+    }
+    // Any response after a result tells it (the server makes no extra one then).
+    if (event.type === 'response.done') untold = false;
     write(renderer.render(event));
     if (event.type === 'response.done') {
       const status = (event.response as { status?: string } | undefined)?.status;
@@ -125,6 +135,8 @@ async function converse(
     ws.send(JSON.stringify({ type: 'response.create' }));
     await finished;
   }
+  // A background result is told in a response of its own, after the lines.
+  while (background > 0 || untold) await new Promise<void>((resolve) => (done = resolve));
   write(renderer.endLine());
   out.write('\n');
   ws.close(1000);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { LlmStreamError, LlmTruncatedError, TroupeError, TurnAbortedError } from '../errors.js';
-import { executeToolCalls, parseToolArguments } from '../tools/executor.js';
+import { executeToolCalls, parseToolArguments, type BackgroundStarter } from '../tools/executor.js';
 import type { Toolset } from '../tools/library.js';
 import type {
   ToolCall,
@@ -84,6 +84,11 @@ export interface TurnOptions {
    * `completed` (a transfer to another character was made).
    */
   endTurn?: () => boolean;
+  /**
+   * Runs `background: true` tools beside the conversation: the model gets a
+   * "started" result at once and the turn goes on. Unset = they run inline.
+   */
+  background?: BackgroundStarter;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -512,6 +517,7 @@ function runCalls(
     ...(options.maxToolOutputBytes !== undefined
       ? { maxOutputBytes: options.maxToolOutputBytes }
       : {}),
+    ...(options.background ? { background: options.background } : {}),
   };
   if (!promptMode) return executeToolCalls(calls, toolset, executorOptions);
   // A TOOL_CALL line that could not be read is an invalid_args outcome, told to the model.

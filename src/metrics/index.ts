@@ -25,7 +25,7 @@ export interface SessionMetrics {
   /** LLM request sent → first chunk. */
   llmTtft: Histogram<'character'>;
   tokens: Counter<'character' | 'kind'>;
-  toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome'>;
+  toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome' | 'mode'>;
   /** Labelled by `outcome` too, so timeouts and errors do not mix with successes. */
   toolLatency: Histogram<'character' | 'tool' | 'variant' | 'outcome'>;
   toolRounds: Histogram<'character'>;
@@ -170,8 +170,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
     toolCalls: new Counter({
       name: 'troupe_tool_calls_total',
-      help: 'Tool calls by character, tool, variant and outcome (client-side tools count as tool="client").',
-      labelNames: ['character', 'tool', 'variant', 'outcome'],
+      help: 'Tool calls by character, tool, variant, outcome and mode (inline, background, client; client-side tools count as tool="client").',
+      labelNames: ['character', 'tool', 'variant', 'outcome', 'mode'],
       registers,
     }),
     toolLatency: new Histogram({

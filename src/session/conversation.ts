@@ -12,9 +12,12 @@ import type {
   ClientItem,
   FunctionCallOutputItem,
   Item,
+  McpCallItem,
   MessageItem,
   ServerEvent,
 } from './events.js';
+import { backgroundResultMessage } from '../tools/background.js';
+import type { ToolResult } from '../tools/types.js';
 import { History, type HistoryGroup, type TrimResult } from './history.js';
 import {
   finishedMcpCall,
@@ -301,6 +304,36 @@ export class Conversation {
       this.#addCallOutput(callId, pending, 'Error: the client sent no output for this call.');
     }
     this.#pending.clear();
+  }
+
+  /**
+   * A background call's outcome joins the conversation: a finished `mcp_call`
+   * item for clients, a marked user-role message for the model (see
+   * `backgroundResultMessage`), as a new exchange. Returns the item.
+   */
+  addBackgroundResult(
+    result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>,
+    args: string,
+    serverLabel: string,
+  ): McpCallItem {
+    const ok = result.outcome === 'ok';
+    const item: McpCallItem = {
+      id: newId('item'),
+      object: 'realtime.item',
+      type: 'mcp_call',
+      server_label: serverLabel,
+      name: result.name,
+      arguments: args,
+      output: ok ? result.output : null,
+      error: ok ? null : { type: 'tool_execution_error', message: result.output },
+      approval_request_id: null,
+    };
+    const previous = this.newestItemId();
+    const message: ChatMessage = { role: 'user', content: backgroundResultMessage(result) };
+    this.#history.addItems(this.#history.startGroup(), [item], [message]);
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    return item;
   }
 
   /** The character's tool format, which tool results are written in. */

@@ -262,8 +262,12 @@ export interface ResponseUsage {
 export interface ResponseToolCall {
   call_id: string;
   name: string;
-  /** `pending_client` for a client-side call awaiting its output. */
-  outcome: ToolOutcome | 'pending_client';
+  /**
+   * `pending_client` for a client-side call awaiting its output;
+   * `background_started` for a background call that began (its outcome comes
+   * in `troupe.background_tool.done`).
+   */
+  outcome: ToolOutcome | 'pending_client' | 'background_started';
   duration_ms: number;
 }
 
@@ -459,7 +463,26 @@ export type ServerEvent =
       outcome: ToolOutcome;
       output: string;
       duration_ms: number;
+      /** `started`: a background call began; `output` is what the model was told. */
+      background?: 'started';
     } & InResponse)
+  | {
+      /** A background tool reported progress (`ctx.progress(text)`). */
+      type: 'troupe.background_tool.progress';
+      call_id: string;
+      name: string;
+      text: string;
+    }
+  | {
+      /** A background call ended: its one outcome; `item_id` is the `mcp_call` item carrying it. */
+      type: 'troupe.background_tool.done';
+      call_id: string;
+      name: string;
+      item_id: string;
+      outcome: ToolOutcome;
+      output: string;
+      duration_ms: number;
+    }
   | {
       /** The LLM has sent nothing for `silent_ms` (LLM_SLOW_NOTICE_MS): the reply is late, not lost. */
       type: 'troupe.response.llm_slow';

@@ -6,11 +6,11 @@ import type { SpeechOutput } from './speech-output.js';
 import type { Item } from './events.js';
 
 /**
- * Where a response comes from. `background` (a background tool's result,
- * issue 17) and out-of-band responses (beside the conversation response)
- * are to come: each kind gets its own policy in {@link ResponseQueue.request}.
+ * Where a response comes from: a client's `response.create`, the greeting, a
+ * voice turn, or `background` (a background tool's result, or its progress
+ * spoken). Each kind gets its own policy in {@link ResponseQueue.request}.
  */
-export type ResponseKind = 'client' | 'greeting' | 'voice' | 'handoff';
+export type ResponseKind = 'client' | 'greeting' | 'voice' | 'handoff' | 'background';
 
 /** Why a response was stopped. */
 export type StopReason = 'client_cancelled' | 'turn_detected';
@@ -45,6 +45,12 @@ export interface ResponseRequest {
   /** Called when the run throws (a bug): the queue goes on. */
   onError: (err: unknown) => void;
   sttMs?: number;
+  /**
+   * A waiting request that must not start while this says so (a background
+   * result while the user speaks); the owner calls {@link ResponseQueue.resume}
+   * when it may have changed.
+   */
+  holdWhile?: () => boolean;
 }
 
 /** What became of a request. */
@@ -57,6 +63,8 @@ export type RequestOutcome =
  * is refused while a client or voice response runs or waits (as OpenAI's API
  * does) and queued behind a server-started greeting; a voice turn waits for
  * whatever runs; the greeting starts only when nothing else runs or waits.
+ * A `background` response is server-started like the greeting: a client's
+ * request queues behind it, and every other waiting kind starts before it.
  */
 export class ResponseQueue {
   #active: RunningResponse | undefined;
@@ -95,8 +103,9 @@ export class ResponseQueue {
     if (this.#closed) return active?.id ?? 'none';
     if (kind === 'greeting' && this.busy) return inTheWay;
     if (kind !== 'client') return undefined;
-    const waitingClient = this.#waiting.some((w) => w.request.kind !== 'greeting');
-    if ((active && active.kind !== 'greeting') || waitingClient) return inTheWay;
+    const serverStarted = (k: ResponseKind) => k === 'greeting' || k === 'background';
+    const waitingClient = this.#waiting.some((w) => !serverStarted(w.request.kind));
+    if ((active && !serverStarted(active.kind)) || waitingClient) return inTheWay;
     return undefined;
   }
 
@@ -104,8 +113,12 @@ export class ResponseQueue {
   request(request: ResponseRequest): RequestOutcome {
     const refused = this.refusal(request.kind);
     if (refused !== undefined) return { outcome: 'refused', activeId: refused };
-    if (!this.busy) return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
+    if (!this.busy && !request.holdWhile?.()) {
+      return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
+    }
     const started = new Promise<RunningResponse>((start) => this.#waiting.push({ request, start }));
+    // Nothing runs (what waits is held): this one may start at once.
+    if (!this.#active) this.#next();
     return { outcome: 'queued', started };
   }
 
@@ -150,9 +163,18 @@ export class ResponseQueue {
     return response;
   }
 
+  /** Starts what waits, if nothing runs (a held request may be free to start now). */
+  resume(): void {
+    this.#next();
+  }
+
   #next(): void {
     if (this.#active || this.#closed) return;
-    const next = this.#waiting.shift();
-    if (next) next.start(this.#start(next.request));
+    // Background responses go last: what the user asked for comes first.
+    let index = this.#waiting.findIndex((w) => w.request.kind !== 'background');
+    if (index === -1) index = this.#waiting.findIndex((w) => !w.request.holdWhile?.());
+    if (index === -1) return;
+    const [next] = this.#waiting.splice(index, 1);
+    next!.start(this.#start(next!.request));
   }
 }

@@ -6,7 +6,7 @@ import type { LoadedCharacter } from '../characters/types.js';
 import type { TroupeError } from '../errors.js';
 import type { RoundTiming, TurnSummary } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
-import type { ToolResult } from '../tools/types.js';
+import type { ToolCallMode, ToolResult } from '../tools/types.js';
 import type { Item, ResponseObject, ResponseRound, VoiceTimings } from './events.js';
 import { round } from './items.js';
 
@@ -66,7 +66,7 @@ export function doneResponse(o: ResponseOutcome): ResponseObject {
         ...(summary?.toolCalls ?? []).map((t) => ({
           call_id: t.callId,
           name: t.name,
-          outcome: t.outcome,
+          outcome: t.background === 'started' ? ('background_started' as const) : t.outcome,
           duration_ms: round(t.durationMs),
         })),
         ...(summary?.clientCalls ?? []).map((c) => ({
@@ -95,7 +95,10 @@ export function recordResponse(
   metrics.toolRounds.observe({ character: c }, summary.toolRounds);
   metrics.tokens.inc({ character: c, kind: 'prompt' }, summary.usage.prompt_tokens);
   metrics.tokens.inc({ character: c, kind: 'completion' }, summary.usage.completion_tokens);
-  for (const t of summary.toolCalls) recordTool(metrics, o.character, t);
+  // A background call is counted once, when it ends (recordToolCall, mode="background").
+  for (const t of summary.toolCalls) {
+    if (t.background !== 'started') recordToolCall(metrics, o.character, t, 'inline');
+  }
   // A client-side call has no outcome yet: the client runs it and answers later.
   for (const _ of summary.clientCalls) {
     metrics.toolCalls.inc({
@@ -103,15 +106,22 @@ export function recordResponse(
       tool: 'client',
       variant: o.variant,
       outcome: 'pending_client',
+      mode: 'client',
     });
   }
 }
 
-function recordTool(metrics: SessionMetrics, character: LoadedCharacter, t: ToolResult): void {
+/** Records one tool call's outcome; `mode` says how it ran. */
+export function recordToolCall(
+  metrics: SessionMetrics,
+  character: LoadedCharacter,
+  t: ToolResult,
+  mode: ToolCallMode,
+): void {
   // A name the model made up is not a label value: it could be anything.
   const tool = t.outcome === 'unknown_tool' ? 'unknown' : t.name;
   const labels = { character: character.id, tool, variant: t.variant };
-  metrics.toolCalls.inc({ ...labels, outcome: t.outcome });
+  metrics.toolCalls.inc({ ...labels, outcome: t.outcome, mode });
   metrics.toolLatency.observe({ ...labels, outcome: t.outcome }, t.durationMs / 1000);
   metrics.unmute.toolCalls.inc({ character_name: character.name, tool_name: tool });
   metrics.unmute.toolLatency.observe({ tool_name: tool }, t.durationMs / 1000);

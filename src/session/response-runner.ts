@@ -11,6 +11,7 @@ import type { LlmClient } from '../llm/client.js';
 import { runTurn, type TurnOptions, type TurnSummary } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import type { Toolset } from '../tools/library.js';
+import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
@@ -61,6 +62,8 @@ export interface ResponseContext {
     /** What the character serving now sees of history (all of it before any handoff). */
     view(messages: ChatMessage[]): ChatMessage[];
   };
+  /** Runs the character's `background: true` tools beside the conversation. */
+  background?: BackgroundStarter;
 }
 
 /** Runs a conversation response to its `response.done`. */
@@ -266,6 +269,7 @@ function turnOptions(
     request,
     clientTools: s.tools.map(toDescription),
     ...(ctx.handoffs ? { endTurn: () => ctx.handoffs!.requested } : {}),
+    ...(ctx.background ? { background: ctx.background } : {}),
   };
 }
 

@@ -393,6 +393,7 @@ export class ResponseWriter {
         outcome: result.outcome,
         output: result.output,
         duration_ms: round(result.durationMs),
+        ...(result.background === 'started' ? { background: 'started' as const } : {}),
       });
       this.#done(call);
       return;

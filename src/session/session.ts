@@ -18,6 +18,8 @@ import {
   newId,
   responseOptionNotOffered,
 } from './items.js';
+import type { BackgroundCalls } from '../tools/background.js';
+import { runProgressLine, sessionBackgroundCalls } from './background-results.js';
 import { ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
@@ -216,6 +218,9 @@ class ConversationSession implements Session {
   readonly #voiceIn: VoiceInput | undefined;
   readonly #ctx: ResponseContext;
   readonly #handoffs: SessionHandoffs;
+  readonly #background: BackgroundCalls;
+  /** Background outcomes in history that no response has started since (the follow-up tells them). */
+  #untold = 0;
 
   constructor(
     options: SessionOptions,
@@ -254,6 +259,7 @@ class ConversationSession implements Session {
         })
       : undefined;
     this.#handoffs = new SessionHandoffs({ characters: options.characters });
+    this.#background = this.#backgroundCalls();
     this.#ctx = this.#responseContext();
     this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
     options.metrics?.active.inc();
@@ -299,6 +305,7 @@ class ConversationSession implements Session {
     if (this.#closed) return;
     this.#closed = true;
     this.#queue.close();
+    this.#background.close();
     this.#voiceIn?.close();
     this.#voiceOut?.close();
     this.#o.metrics?.active.dec();
@@ -458,7 +465,48 @@ class ConversationSession implements Session {
                 this.#config.current.tools,
               ),
       },
+      background: this.#background,
     };
+  }
+
+  #backgroundCalls(): BackgroundCalls {
+    return sessionBackgroundCalls({
+      send: this.#o.send,
+      log: () => this.#log,
+      character: () => this.#character,
+      session: () => ({
+        id: this.id,
+        character: this.#character.id,
+        state: this.#state.characterState,
+      }),
+      conversation: this.#conversation,
+      metrics: this.#o.metrics,
+      closed: () => this.#closed,
+      followUp: () => {
+        this.#untold++;
+        this.#changed();
+        this.#request('background', {}, performance.now());
+      },
+      speak: (text) => this.#speakProgress(text),
+    });
+  }
+
+  /** A progress line spoken now, if the character is silent and the user is not speaking. */
+  #speakProgress(text: string): void {
+    const voice = this.#voiceOut;
+    if (!voice?.canSpeak || this.#queue.busy || this.#voiceIn?.userTurn) return;
+    if (!this.#config.current.outputModalities.includes('audio')) return;
+    this.#queue.request({
+      kind: 'background',
+      run: (response) =>
+        runProgressLine(
+          { send: this.#o.send, log: () => this.#log, voice, conversation: this.#conversation },
+          this.id,
+          response,
+          text,
+        ),
+      onError: (err) => this.#log.error({ err }, 'progress line failed unexpectedly'),
+    });
   }
 
   #voiceInput(kit: SessionVoice): VoiceInput {
@@ -474,6 +522,7 @@ class ConversationSession implements Session {
       bargeIn: () => {
         const stopped = this.#queue.stop('turn_detected');
         if (!stopped) return;
+        this.#background.interrupt();
         this.#o.metrics?.voice.bargeIns.inc({ character: this.#character.id });
         this.#log.info({ response: stopped.id }, 'interrupted by the user');
         this.#send({ type: 'unmute.interrupted_by_vad' });
@@ -487,6 +536,8 @@ class ConversationSession implements Session {
         this.#shareHistory();
         this.#changed();
       },
+      // A background result held while the user spoke may be told now.
+      userDone: () => this.#queue.resume(),
     });
   }
 
@@ -498,7 +549,14 @@ class ConversationSession implements Session {
     const outcome = this.#queue.request({
       kind,
       ...(sttMs !== undefined ? { sttMs } : {}),
+      // A background result is not told over the user's speech.
+      ...(kind === 'background' ? { holdWhile: () => this.#voiceIn?.userTurn === true } : {}),
       run: async (response) => {
+        // Any response that starts sees the background outcomes in history:
+        // a follow-up with none left untold has nothing to say.
+        const untold = this.#untold;
+        this.#untold = 0;
+        if (kind === 'background' && untold === 0) return;
         // Calls the client never answered get a stand-in, so history stays valid.
         this.#conversation.settlePendingCalls();
         // A client's response queued behind the greeting is timed from its start;
@@ -575,6 +633,7 @@ class ConversationSession implements Session {
       );
     }
     this.#queue.stop('client_cancelled');
+    this.#background.interrupt();
     return undefined;
   }
 

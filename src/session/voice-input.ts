@@ -29,6 +29,8 @@ export interface VoiceInputOptions {
   respond: (speechEndedAt: number, sttMs: number | undefined) => Promise<void>;
   /** A user item was added. */
   changed: () => void;
+  /** The user's turn is over ({@link VoiceInput.userTurn} went false): held responses may start. */
+  userDone?: () => void;
 }
 
 /** A user utterance from its first sound to its commit. */
@@ -55,6 +57,8 @@ export class VoiceInput {
   #tentative: Utterance | undefined;
   /** Committed utterances are transcribed and answered one after another. */
   #turnChain: Promise<void> = Promise.resolve();
+  /** Committed utterances not yet answered (transcribing, or their response not yet asked for). */
+  #unanswered = 0;
   #closed = false;
 
   constructor(options: VoiceInputOptions) {
@@ -130,6 +134,7 @@ export class VoiceInput {
     this.#utterance = undefined;
     this.#tentative = undefined;
     this.#o.send({ type: 'input_audio_buffer.cleared' });
+    this.#maybeDone();
   }
 
   /** `input_audio_buffer.commit`: the client ends the turn (turn_detection null, or early). */
@@ -157,6 +162,19 @@ export class VoiceInput {
   close(): void {
     this.#closed = true;
     this.#input?.close();
+  }
+
+  /**
+   * Whether it is the user's turn: they speak (server VAD, a possible
+   * barge-in included), or what they said is still being transcribed and
+   * answered. A background result is not spoken meanwhile.
+   */
+  get userTurn(): boolean {
+    return this.#utterance !== undefined || this.#tentative !== undefined || this.#unanswered > 0;
+  }
+
+  #maybeDone(): void {
+    if (!this.#closed && !this.userTurn) this.#o.userDone?.();
   }
 
   #onInputEvent(e: AudioInputEvent): void {
@@ -194,6 +212,7 @@ export class VoiceInput {
             .log()
             .debug({ ms: Math.round(e.audioEndMs - u.audioStartMs) }, 'false start ignored');
           this.#input?.clear();
+          this.#maybeDone();
           return;
         }
         send({
@@ -256,9 +275,14 @@ export class VoiceInput {
       item_id: u.itemId,
     });
     const transcript = this.#input!.commit();
+    this.#unanswered++;
     this.#turnChain = this.#turnChain
       .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt))
-      .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'));
+      .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'))
+      .finally(() => {
+        this.#unanswered--;
+        this.#maybeDone();
+      });
   }
 
   async #finishUtterance(

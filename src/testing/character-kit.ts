@@ -13,6 +13,7 @@ import type { Character, LoadedCharacter } from '../characters/types.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import { createLlmClient } from '../llm/client.js';
 import { runTurn, type TurnEvent, type TurnSummary } from '../llm/turn-runner.js';
+import { BackgroundCalls, backgroundResultMessage } from '../tools/background.js';
 import type { ToolResult } from '../tools/types.js';
 import { createMemoryLogger, type MemoryLogger } from './memory-logger.js';
 import { startSimulator, type Simulator } from './simulator/server.js';
@@ -66,6 +67,16 @@ export interface CharacterTestSession {
   readonly simulator: Simulator;
   /** Sends a user message and runs the turn to its end. */
   say(text: string, options?: { signal?: AbortSignal }): Promise<CharacterTurn>;
+  /** Every `ctx.progress(text)` of a background tool so far, in order. */
+  readonly progress: Array<{ callId: string; name: string; text: string }>;
+  /** The outcomes of background calls so far (`background: 'done'`), in the order they ended. */
+  readonly backgroundResults: ToolResult[];
+  /**
+   * Waits for every running background call to end; their results join the
+   * history (as the server adds them) and, when there were any, the
+   * follow-up turn runs (the character tells the user) and is returned.
+   */
+  settle(): Promise<CharacterTurn | undefined>;
   /** Stops the simulator, and closes the character's MCP connections when the kit loaded it. */
   close(): Promise<void>;
 }
@@ -129,6 +140,49 @@ export async function testCharacter<I>(
       }),
     ),
   );
+  const progress: CharacterTestSession['progress'] = [];
+  const backgroundResults: ToolResult[] = [];
+  let untold = 0;
+  const background = new BackgroundCalls({
+    session: () => ({ id: sessionId, character: loaded.id, state }),
+    log: () => log,
+    onProgress: (p) => progress.push({ callId: p.callId, name: p.name, text: p.text }),
+    onDone: ({ result }) => {
+      backgroundResults.push(result);
+      history.push({ role: 'user', content: backgroundResultMessage(result) });
+      untold++;
+    },
+  });
+  const run = async (signal: AbortSignal): Promise<CharacterTurn> => {
+    const events: TurnEvent[] = [];
+    handoff = undefined;
+    const turn = runTurn({
+      llm,
+      messages: history,
+      toolset,
+      endTurn: () => handoff !== undefined,
+      signal,
+      session: { id: sessionId, character: loaded.id, state },
+      log,
+      background,
+      ...opening.turn,
+    });
+    let step = await turn.next();
+    while (!step.done) {
+      events.push(step.value);
+      step = await turn.next();
+    }
+    const summary = step.value;
+    history.push(...summary.messages);
+    const result: CharacterTurn = {
+      text: summary.text,
+      toolCalls: summary.toolCalls,
+      summary,
+      events,
+    };
+    if (handoff) result.handoff = handoff;
+    return result;
+  };
 
   return {
     character: loaded,
@@ -137,37 +191,22 @@ export async function testCharacter<I>(
     state,
     log,
     simulator,
+    progress,
+    backgroundResults,
     async say(text, sayOptions = {}) {
       history.push({ role: 'user', content: text });
-      const events: TurnEvent[] = [];
-      handoff = undefined;
-      const turn = runTurn({
-        llm,
-        messages: history,
-        toolset,
-        endTurn: () => handoff !== undefined,
-        signal: sayOptions.signal ?? new AbortController().signal,
-        session: { id: sessionId, character: loaded.id, state },
-        log,
-        ...opening.turn,
-      });
-      let step = await turn.next();
-      while (!step.done) {
-        events.push(step.value);
-        step = await turn.next();
-      }
-      const summary = step.value;
-      history.push(...summary.messages);
-      const result: CharacterTurn = {
-        text: summary.text,
-        toolCalls: summary.toolCalls,
-        summary,
-        events,
-      };
-      if (handoff) result.handoff = handoff;
-      return result;
+      untold = 0;
+      return run(sayOptions.signal ?? new AbortController().signal);
     },
-    async close() {
+    async settle() {
+      await background.settled();
+      if (untold === 0) return undefined;
+      untold = 0;
+      return run(new AbortController().signal);
+    },
+    close: async () => {
+      background.close();
+      await background.settled();
       await simulator.close();
       if (owned) await loaded.release?.();
     },

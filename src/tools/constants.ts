@@ -8,3 +8,9 @@ export const TOOL_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 export const DEFAULT_VARIANT = 'default';
 /** Most tool calls run from one model reply; the rest end as `error` without running. */
 export const DEFAULT_MAX_PARALLEL_TOOL_CALLS = 32;
+/** Time a background tool's handler gets before its call ends as `timeout`, when it sets none. */
+export const DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS = 30_000;
+/** Highest `timeoutMs` a background tool may set (10 minutes). */
+export const MAX_BACKGROUND_TOOL_TIMEOUT_MS = 600_000;
+/** Background calls one session may have running at once; more end as `error` without running. */
+export const MAX_BACKGROUND_CALLS_PER_SESSION = 8;

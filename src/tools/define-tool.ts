@@ -39,7 +39,8 @@ export function defineTool<S extends z.ZodObject>(spec: ZodToolSpec<S>): ZodTool
 
 /**
  * The OpenAI JSON form of a tool, as ported from other character files. The
- * behaviour fields (`timeoutMs`, `cancellable`, `filler`) sit beside `function`.
+ * behaviour fields (`timeoutMs`, `cancellable`, `filler`, `background`,
+ * `speakProgress`) sit beside `function`.
  */
 export interface OpenAiToolJson extends ToolBehaviour {
   type: 'function';
@@ -124,11 +125,13 @@ export function jsonToolToRunnable(
   };
 }
 
-/** The behaviour fields (timeout, cancellable, filler) that are set, and nothing else. */
+/** The behaviour fields (timeout, cancellable, filler, background, speakProgress) that are set, and nothing else. */
 export function pickBehaviour(b: ToolBehaviour): ToolBehaviour {
   const out: ToolBehaviour = {};
   if (b.timeoutMs !== undefined) out.timeoutMs = b.timeoutMs;
   if (b.cancellable !== undefined) out.cancellable = b.cancellable;
   if (b.filler !== undefined) out.filler = b.filler;
+  if (b.background !== undefined) out.background = b.background;
+  if (b.speakProgress !== undefined) out.speakProgress = b.speakProgress;
   return out;
 }

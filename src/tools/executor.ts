@@ -7,7 +7,15 @@ import {
   DEFAULT_TOOL_TIMEOUT_MS,
 } from './constants.js';
 import type { Toolset } from './library.js';
-import type { ToolCall, ToolContext, ToolLogger, ToolOutcome, ToolResult } from './types.js';
+import {
+  MAX_PROGRESS_CHARS,
+  type RunnableTool,
+  type ToolCall,
+  type ToolContext,
+  type ToolLogger,
+  type ToolOutcome,
+  type ToolResult,
+} from './types.js';
 import { preview, valueAt } from './preview.js';
 
 /** Options of the tool executor. */
@@ -24,6 +32,11 @@ export interface ExecutorOptions {
   maxOutputBytes?: number;
   /** Calls of one batch that run; later ones end as `error` without running. @defaultValue 32 */
   maxParallelCalls?: number;
+  /**
+   * Runs `background: true` tools beside the turn (the session's); unset =
+   * they run inline like any tool.
+   */
+  background?: BackgroundStarter;
 }
 
 /** A tool timed out; the handler's signal carries this as its reason. */
@@ -86,6 +99,23 @@ export function executeToolCalls(
   return results;
 }
 
+/** A call whose tool exists and whose arguments passed validation, ready to run. */
+export interface PreparedCall {
+  call: ToolCall;
+  tool: RunnableTool;
+  args: Record<string, unknown>;
+  variant: string;
+}
+
+/** Where background calls go: the session starts them and reports their end later. */
+export interface BackgroundStarter {
+  /**
+   * Starts a background call; returns what the model is told now, or an
+   * error text when the call cannot start (then the call ends as `error`).
+   */
+  start(prepared: PreparedCall): { ok: true; output: string } | { ok: false; output: string };
+}
+
 /** Runs one call: parse, validate, run under timeout and signal, encode and cap the output. */
 export async function executeToolCall(
   call: ToolCall,
@@ -93,42 +123,51 @@ export async function executeToolCall(
   options: ExecutorOptions,
 ): Promise<ToolResult> {
   const started = performance.now();
-  let handlerMs = 0;
-  const variant = toolset.variant;
-  const finish = (
-    outcome: ToolOutcome,
-    output: string,
-    extra: { args?: Record<string, unknown>; error?: unknown } = {},
-  ): ToolResult => {
-    const result: ToolResult = {
-      callId: call.id,
-      name: call.name,
-      outcome,
-      output: capOutput(output, options.maxOutputBytes ?? DEFAULT_MAX_TOOL_OUTPUT_BYTES),
-      durationMs: performance.now() - started,
-      handlerMs,
-      variant,
-      ...extra,
-    };
-    if (outcome === 'ok') {
-      options.log.debug(
-        { tool: call.name, callId: call.id, outcome, variant, durationMs: result.durationMs },
-        'tool call done',
-      );
-    } else {
-      // After the turn moves on: the first error a process serialises (its
-      // stack, through source maps) costs tens of ms, and must not delay the
-      // next LLM request.
-      const fields = { tool: call.name, callId: call.id, outcome, variant, err: extra.error };
-      setImmediate(() => options.log.warn(fields, 'tool call failed'));
-    }
-    return result;
-  };
+  const prepared = prepareToolCall(call, toolset, options, started);
+  if ('outcome' in prepared) return prepared;
+  const { tool, args } = prepared;
+  const background = options.background;
+  if (tool.background && background) {
+    const begun = background.start(prepared);
+    return finishCall(
+      call,
+      toolset.variant,
+      options,
+      started,
+      0,
+      begun.ok ? 'ok' : 'error',
+      begun.output,
+      {
+        args,
+        ...(begun.ok ? { background: 'started' as const } : {}),
+      },
+    );
+  }
+  // Without a session to run it beside the turn (the author kit's plain
+  // runs, prompt mode tools alike), a background tool runs inline.
+  return runPreparedCall(prepared, options, started);
+}
 
+/**
+ * Looks the tool up and validates the arguments: a {@link PreparedCall}, or
+ * the call's result when it cannot run (`unknown_tool`, `invalid_args`).
+ */
+export function prepareToolCall(
+  call: ToolCall,
+  toolset: Toolset,
+  options: Pick<ExecutorOptions, 'log' | 'maxOutputBytes'>,
+  started = performance.now(),
+): PreparedCall | ToolResult {
+  const variant = toolset.variant;
   const tool = toolset.tools.get(call.name);
   if (!tool) {
     const names = [...toolset.tools.keys()];
-    return finish(
+    return finishCall(
+      call,
+      variant,
+      options,
+      started,
+      0,
       'unknown_tool',
       `Error: there is no tool named ${JSON.stringify(call.name)}. ` +
         (names.length ? `Available tools: ${names.join(', ')}.` : 'No tools are available.'),
@@ -137,7 +176,12 @@ export async function executeToolCall(
 
   const parsed = parseToolArguments(call.arguments);
   if (!parsed.ok) {
-    return finish(
+    return finishCall(
+      call,
+      variant,
+      options,
+      started,
+      0,
       'invalid_args',
       `Error: the arguments for ${call.name} were not ${parsed.reason}. ` +
         `Call it again with a JSON object matching its parameters.`,
@@ -147,27 +191,64 @@ export async function executeToolCall(
   const checked = tool.schema.safeParse(parsed.value);
   if (!checked.success) {
     const detail = describeIssues(checked.error.issues, parsed.value);
-    return finish(
+    return finishCall(
+      call,
+      variant,
+      options,
+      started,
+      0,
       'invalid_args',
       `Error: invalid arguments for ${call.name}: ${detail}. Call it again with corrected arguments.`,
       { error: new InvalidToolArgumentsError(detail) },
     );
   }
-  const args = checked.data as Record<string, unknown>;
+  return { call, tool, args: checked.data as Record<string, unknown>, variant };
+}
+
+/** Extra inputs of a run: a background call's progress reporter and timeout. */
+export interface RunExtras {
+  /** Receives `ctx.progress(text)`; unset = progress is logged at debug level. */
+  progress?: (text: string) => void;
+  /** Overrides the tool's and the options' timeout. */
+  timeoutMs?: number;
+}
+
+/** Runs a prepared call's handler under its timeout and signal; one outcome, never rejects. */
+export async function runPreparedCall(
+  prepared: PreparedCall,
+  options: ExecutorOptions,
+  started = performance.now(),
+  extras: RunExtras = {},
+): Promise<ToolResult> {
+  const { call, tool, args, variant } = prepared;
+  let handlerMs = 0;
+  const finish = (
+    outcome: ToolOutcome,
+    output: string,
+    extra: { args?: Record<string, unknown>; error?: unknown } = {},
+  ): ToolResult => finishCall(call, variant, options, started, handlerMs, outcome, output, extra);
 
   const cancellable = tool.cancellable ?? true;
   if (cancellable && options.signal.aborted) {
     return finish('cancelled', `Error: ${call.name} was cancelled before it ran.`, { args });
   }
 
-  const timeoutMs = tool.timeoutMs ?? options.defaultTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+  const timeoutMs =
+    extras.timeoutMs ?? tool.timeoutMs ?? options.defaultTimeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
   const controller = new AbortController();
+  const log = childLog(options.log, { tool: call.name, callId: call.id, variant });
+  const report = extras.progress;
   const ctx: ToolContext = {
     signal: controller.signal,
     callId: call.id,
     session: options.session,
-    log: childLog(options.log, { tool: call.name, callId: call.id, variant }),
+    log,
     variant,
+    progress: (text) => {
+      const line = String(text).slice(0, MAX_PROGRESS_CHARS);
+      if (report && !controller.signal.aborted) report(line);
+      else log.debug({ progress: line }, 'tool progress');
+    },
   };
 
   type Settled =
@@ -228,6 +309,42 @@ export async function executeToolCall(
       return finish('ok', encoded.text, { args });
     }
   }
+}
+
+/** A call's result: the output capped, the outcome logged (failures after the turn moves on). */
+function finishCall(
+  call: ToolCall,
+  variant: string,
+  options: Pick<ExecutorOptions, 'log' | 'maxOutputBytes'>,
+  started: number,
+  handlerMs: number,
+  outcome: ToolOutcome,
+  output: string,
+  extra: { args?: Record<string, unknown>; error?: unknown; background?: 'started' } = {},
+): ToolResult {
+  const result: ToolResult = {
+    callId: call.id,
+    name: call.name,
+    outcome,
+    output: capOutput(output, options.maxOutputBytes ?? DEFAULT_MAX_TOOL_OUTPUT_BYTES),
+    durationMs: performance.now() - started,
+    handlerMs,
+    variant,
+    ...extra,
+  };
+  if (outcome === 'ok') {
+    options.log.debug(
+      { tool: call.name, callId: call.id, outcome, variant, durationMs: result.durationMs },
+      extra.background ? 'background tool call started' : 'tool call done',
+    );
+  } else {
+    // After the turn moves on: the first error a process serialises (its
+    // stack, through source maps) costs tens of ms, and must not delay the
+    // next LLM request.
+    const fields = { tool: call.name, callId: call.id, outcome, variant, err: extra.error };
+    setImmediate(() => options.log.warn(fields, 'tool call failed'));
+  }
+  return result;
 }
 
 /**

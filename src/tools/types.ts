@@ -34,7 +34,16 @@ export interface ToolContext {
   log: ToolLogger;
   /** The tool-library variant serving this session (A/B), `default` when none. */
   variant: string;
+  /**
+   * Reports progress of a background tool (`troupe.background_tool.progress`
+   * to the client; spoken in voice when the tool sets `speakProgress`). Text
+   * past {@link MAX_PROGRESS_CHARS} is cut. An inline tool's progress is only logged.
+   */
+  progress: (text: string) => void;
 }
+
+/** Longest progress text a background tool may report at once. */
+export const MAX_PROGRESS_CHARS = 500;
 
 /** A handler: validated arguments in, anything JSON-serialisable (or a string) out. */
 export type ToolHandler<Args = Record<string, unknown>> = (args: Args, ctx: ToolContext) => unknown;
@@ -49,13 +58,26 @@ export interface ToolDescription {
 
 /** Per-tool behaviour beyond its description. */
 export interface ToolBehaviour {
-  /** Time the handler gets before the call ends as `timeout`. @defaultValue 100 */
+  /**
+   * Time the handler gets before the call ends as `timeout`.
+   * @defaultValue 100 (a background tool: 30000, `DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS`)
+   */
   timeoutMs?: number;
   /**
    * Whether a turn cancel (or barge-in) aborts this tool. A tool that is not
-   * cancellable finishes and its result is recorded. @defaultValue true
+   * cancellable finishes and its result is recorded. @defaultValue true (a
+   * background tool: false; only closing the session stops it)
    */
   cancellable?: boolean;
+  /**
+   * Runs the tool in the background: the model is told at once that the work
+   * has started and the turn goes on; the result enters the conversation when
+   * the handler finishes, and the character tells the user at the next pause.
+   * @defaultValue false
+   */
+  background?: boolean;
+  /** Speak a background tool's `ctx.progress(text)` in voice sessions (when nothing else is said). @defaultValue false */
+  speakProgress?: boolean;
   /** Text a voice session may speak if the tool has not finished after `filler.afterMs`. */
   filler?: { text: string; afterMs: number };
 }
@@ -97,4 +119,13 @@ export interface ToolResult {
   variant: string;
   /** For non-ok outcomes: the detail that goes to logs only (stack, zod issues). */
   error?: unknown;
+  /**
+   * `started`: a background call that began; `output` is what the model is
+   * told now and `outcome` is not the call's outcome (that comes later, in a
+   * result with `background: 'done'`).
+   */
+  background?: 'started' | 'done';
 }
+
+/** How a tool call runs, the `mode` label of `troupe_tool_calls_total`. */
+export type ToolCallMode = 'inline' | 'background' | 'client';

@@ -148,4 +148,28 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(serverErrors(client)).toEqual([]);
     expect(client.errors).toEqual([]);
   });
+
+  it('hears a background tool start and its result told later, answering neither', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=travel-agent');
+    client.session.sendMessage('Find flights from London to Lisbon next Friday.');
+    const history = await client.historyWhere('the follow-up after the flight search', (h) =>
+      hasReply(h, 'Your search is back!'),
+    );
+    // Two completed mcp_call items: the call (output "Started: …") and its result.
+    const calls = history.filter((i) => i.type === 'mcp_call');
+    expect(calls.map((c) => (c as { name: string }).name)).toEqual([
+      'search_flights',
+      'search_flights',
+    ]);
+    expect(itemText(calls[0]!)).toMatch(/Started: search_flights/);
+    expect(itemText(calls[1]!)).toMatch(/flights/);
+    const answers = client.sent.filter(
+      (e) =>
+        e.type === 'conversation.item.create' &&
+        (e.item as { type?: string }).type === 'function_call_output',
+    );
+    expect(answers).toEqual([]);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
 });

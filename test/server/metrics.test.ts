@@ -23,7 +23,7 @@ describe('metrics after real sessions', () => {
 
     const text = await scrape(t.url);
     expect(text).toContain(
-      'troupe_tool_calls_total{character="weather",tool="get_current_weather",variant="default",outcome="ok"} 1',
+      'troupe_tool_calls_total{character="weather",tool="get_current_weather",variant="default",outcome="ok",mode="inline"} 1',
     );
     expect(text).toContain(
       'character_tool_calls_total{character_name="Weather",tool_name="get_current_weather"} 1',

@@ -95,3 +95,53 @@ describe('ResponseQueue', () => {
     expect(ask('client').outcome).toBe('refused');
   });
 });
+
+describe('ResponseQueue: background responses', () => {
+  it('waits for what runs, and lets a client response queue behind it instead of refusing it', async () => {
+    const { queue, ask, ends, order } = setup();
+    ask('voice');
+    expect(ask('background').outcome).toBe('queued');
+    ends.get('resp_1')!();
+    await queue.active?.done.catch(() => {});
+    await Promise.resolve();
+    expect(order).toEqual(['voice:resp_1', 'background:resp_2']);
+    // A background response is server-started, like the greeting: the client waits behind it.
+    const client = ask('client');
+    expect(client.outcome).toBe('queued');
+    ends.get('resp_2')!();
+    const started = client.outcome === 'refused' ? undefined : await client.started;
+    expect(started?.kind).toBe('client');
+  });
+
+  it('starts what the user asked for before a waiting background response', async () => {
+    const { ask, ends, order } = setup();
+    ask('client');
+    ask('background');
+    const voice = ask('voice');
+    ends.get('resp_1')!();
+    const started = voice.outcome === 'refused' ? undefined : await voice.started;
+    expect(started?.kind).toBe('voice');
+    expect(order).toEqual(['client:resp_1', 'voice:resp_2']);
+  });
+
+  it('holds a background response while told to, and starts it on resume', async () => {
+    let n = 0;
+    const queue = new ResponseQueue(() => `resp_${++n}`);
+    let speaking = true;
+    const ran: string[] = [];
+    const outcome = queue.request({
+      kind: 'background',
+      holdWhile: () => speaking,
+      run: async (r) => void ran.push(r.id),
+      onError: () => {},
+    });
+    expect(outcome.outcome).toBe('queued');
+    queue.resume();
+    expect(ran).toEqual([]);
+    speaking = false;
+    queue.resume();
+    const started = outcome.outcome === 'refused' ? undefined : await outcome.started;
+    expect(started?.kind).toBe('background');
+    expect(ran).toEqual(['resp_1']);
+  });
+});

@@ -96,6 +96,25 @@ describe('conversationFacts', () => {
       round: 2,
       toolResults: ['result one', 'TOOL_RESULT result two'],
       system: ['sys'],
+      background: false,
+    });
+  });
+
+  it('reads a background tool result as a tool result, not as the user, and says when it is last', () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: 'find flights' },
+      { role: 'assistant', content: 'Searching.' },
+      {
+        role: 'user',
+        content:
+          '[Background tool result] search (call c1) finished:\n{"flight":"TP 1351"}\n(Not from the user.)',
+      },
+    ];
+    expect(conversationFacts(messages)).toMatchObject({
+      user: 'find flights',
+      round: 1,
+      toolResults: ['{"flight":"TP 1351"}'],
+      background: true,
     });
   });
 });

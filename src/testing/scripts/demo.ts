@@ -30,6 +30,7 @@ export const DEMO_LINES: Readonly<Record<string, readonly string[]>> = {
   plain: ['Hello there!'],
   // Handed to weather, which asks back; the next lines are weather's.
   concierge: ['Put me through for the weather in Glasgow.', 'Celsius, please.'],
+  'travel-agent': ['Find flights from London to Lisbon next Friday.', 'A window seat, please.'],
 };
 
 /** Said when no rule matches: what the demo understands. */
@@ -121,6 +122,27 @@ export const DEMO_SCRIPT: SimScript = {
     { when: { user: 'paris' }, reply: say('Correct! How many legs does a spider have?') },
     { when: { user: 'score', round: 0 }, reply: call('', 'score', {}) },
     { when: { user: 'score' }, reply: say('{{toolResult}}.') },
+    // travel-agent: the flight search runs in the background; its result is told when it comes.
+    {
+      when: { background: true, toolResult: 'flights' },
+      reply: say('Your search is back! The options: {{toolResult.flights}}.'),
+    },
+    {
+      when: { user: 'find flights', round: 0 },
+      reply: call('Let me search for you. ', 'search_flights', {
+        from: 'London',
+        to: 'Lisbon',
+        date: 'next Friday',
+      }),
+    },
+    {
+      when: { user: 'find flights' },
+      reply: say("I'm searching now; it takes a few seconds. Window or aisle?"),
+    },
+    {
+      when: { user: 'window seat' },
+      reply: say("A window seat it is. I'll tell you the flights as soon as the search is back."),
+    },
     // plain: no tools at all
     { when: { user: 'hello there' }, reply: say('Hello! I am a plain character, no tools.') },
   ],

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { ChatMessage } from '../../llm/chunk.js';
 import { ConfigError } from '../../errors.js';
+import { BACKGROUND_RESULT_PREFIX } from '../../tools/background.js';
 import { formatPath } from '../../tools/preview.js';
 import { improvise, summarizeToolResult, type OfferedTool } from './improvise.js';
 
@@ -21,6 +22,13 @@ export interface SimWhen {
   system?: string;
   /** Whether the request offers tools (a `tool_choice` of `none` offers none). */
   tools?: boolean;
+  /**
+   * Whether the request's last message hands over a background tool's result
+   * (a user-role message starting with `[Background tool result]`): the
+   * follow-up in which the character tells the user. Such messages count as
+   * tool results, not as the user's words.
+   */
+  background?: boolean;
 }
 
 /**
@@ -133,6 +141,7 @@ export const SIM_SCRIPT_SCHEMA: z.ZodType<SimScript> = z.strictObject({
           toolResult: z.string().optional(),
           system: z.string().optional(),
           tools: z.boolean().optional(),
+          background: z.boolean().optional(),
         })
         .optional(),
       reply: replySchema,
@@ -172,6 +181,8 @@ export interface ConversationFacts {
   system: string[];
   /** Whether the request offers tools; unknown (and no `tools` rule matches) when absent. */
   tools?: boolean;
+  /** Whether the last message is a background tool's result. */
+  background: boolean;
 }
 
 /** Text of a message's content: a string, or the text parts of an array. */
@@ -188,10 +199,16 @@ export function contentText(content: unknown): string {
 }
 
 function isPromptToolResult(message: ChatMessage): boolean {
-  return (
-    message.role === 'user' &&
-    contentText(message.content).trimStart().startsWith(PROMPT_TOOL_RESULT_PREFIX)
-  );
+  if (message.role !== 'user') return false;
+  const text = contentText(message.content).trimStart();
+  return text.startsWith(PROMPT_TOOL_RESULT_PREFIX) || text.startsWith(BACKGROUND_RESULT_PREFIX);
+}
+
+/** A background result message's output alone (between its first and last lines); other text as is. */
+function backgroundOutput(text: string): string {
+  if (!text.trimStart().startsWith(BACKGROUND_RESULT_PREFIX)) return text;
+  const lines = text.trim().split('\n');
+  return lines.length > 2 ? lines.slice(1, -1).join('\n') : text;
 }
 
 /** Extracts the facts rules match against. */
@@ -211,18 +228,22 @@ export function conversationFacts(messages: readonly ChatMessage[]): Conversatio
     if (m === undefined) continue;
     if (m.role === 'assistant') round++;
     else if (m.role === 'tool' || m.role === 'function' || isPromptToolResult(m)) {
-      toolResults.push(contentText(m.content));
+      toolResults.push(backgroundOutput(contentText(m.content)));
     }
   }
   const system = messages
     .filter((m) => m.role === 'system' || m.role === 'developer')
     .map((m) => contentText(m.content));
   const userMessage = userIndex >= 0 ? messages[userIndex] : undefined;
+  const last = messages.at(-1);
   return {
     user: userMessage === undefined ? null : contentText(userMessage.content),
     round,
     toolResults,
     system,
+    background:
+      last?.role === 'user' &&
+      contentText(last.content).trimStart().startsWith(BACKGROUND_RESULT_PREFIX),
   };
 }
 
@@ -244,6 +265,7 @@ export function ruleMatches(when: SimWhen | undefined, facts: ConversationFacts)
     if (!facts.system.some((s) => s.includes(needle))) return false;
   }
   if (when.tools !== undefined && facts.tools !== when.tools) return false;
+  if (when.background !== undefined && facts.background !== when.background) return false;
   return true;
 }
 

@@ -1,0 +1,144 @@
+/**
+ * A session's background tool calls: they start from a turn (the model is
+ * told "started"), report progress to the client (and speak it when the tool
+ * asks), and their outcome joins the conversation, after which the session
+ * queues a response so the character tells the user at the next pause.
+ */
+import type { Logger } from 'pino';
+import type { LoadedCharacter } from '../characters/types.js';
+import type { SessionMetrics } from '../metrics/index.js';
+import { BackgroundCalls } from '../tools/background.js';
+import type { ToolContext } from '../tools/types.js';
+import type { Conversation } from './conversation.js';
+import type { ResponseObject, ServerEvent } from './events.js';
+import { conversationId, messageItem, round } from './items.js';
+import type { RunningResponse } from './response-queue.js';
+import { recordToolCall } from './response-report.js';
+import type { SpeechPlace } from './speech-output.js';
+import type { VoiceOutput } from './voice-output.js';
+
+/** Options of {@link sessionBackgroundCalls}. */
+export interface SessionBackgroundOptions {
+  send: (event: ServerEvent) => void;
+  log: () => Logger;
+  character: () => LoadedCharacter;
+  session: () => ToolContext['session'];
+  conversation: Conversation;
+  metrics: SessionMetrics | undefined;
+  /** Whether the session has closed: outcomes are still counted and logged, nothing is queued. */
+  closed: () => boolean;
+  /** An outcome joined the conversation: queue the response that tells the user. */
+  followUp: () => void;
+  /** A progress line the tool wants spoken: speak it if nothing else is said now. */
+  speak: (text: string) => void;
+  /** Cap on each output the model sees. */
+  maxOutputBytes?: number;
+}
+
+/** The background calls of one session, wired to its conversation, client and metrics. */
+export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundCalls {
+  return new BackgroundCalls({
+    session: o.session,
+    log: o.log,
+    ...(o.maxOutputBytes !== undefined ? { maxOutputBytes: o.maxOutputBytes } : {}),
+    onProgress: (p) => {
+      o.send({
+        type: 'troupe.background_tool.progress',
+        call_id: p.callId,
+        name: p.name,
+        text: p.text,
+      });
+      if (p.speak && !o.closed()) o.speak(p.text);
+    },
+    onDone: ({ result, arguments: args }) => {
+      const character = o.character();
+      if (o.metrics) recordToolCall(o.metrics, character, result, 'background');
+      const fields = {
+        tool: result.name,
+        callId: result.callId,
+        outcome: result.outcome,
+        variant: result.variant,
+        durationMs: round(result.durationMs),
+      };
+      if (result.outcome === 'ok') o.log().info(fields, 'background tool call done');
+      else o.log().warn({ ...fields, err: result.error }, 'background tool call failed');
+      // History keeps the one outcome even when the session is closing (a resumed one shows it).
+      const item = o.conversation.addBackgroundResult(result, args, character.id);
+      o.send({
+        type: 'troupe.background_tool.done',
+        call_id: result.callId,
+        name: result.name,
+        item_id: item.id,
+        outcome: result.outcome,
+        output: result.output,
+        duration_ms: round(result.durationMs),
+      });
+      if (!o.closed()) o.followUp();
+    },
+  });
+}
+
+/**
+ * Speaks a background tool's progress line as a response of its own (no LLM):
+ * an assistant item the client hears; the model never sees it, like a filler.
+ */
+export async function runProgressLine(
+  o: {
+    send: (event: ServerEvent) => void;
+    log: () => Logger;
+    voice: VoiceOutput;
+    conversation: Conversation;
+  },
+  sessionId: string,
+  response: RunningResponse,
+  text: string,
+): Promise<void> {
+  const base: ResponseObject = {
+    object: 'realtime.response',
+    id: response.id,
+    status: 'in_progress',
+    status_details: null,
+    output: [],
+    output_modalities: ['audio'],
+    usage: null,
+    metadata: { troupe: 'background_progress' },
+    conversation_id: conversationId(sessionId),
+  };
+  o.send({ type: 'response.created', response: base });
+  const item = messageItem('assistant', [], undefined, 'in_progress');
+  const speech = o.voice.speechFor(response, o.log(), performance.now());
+  const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
+  const previous = o.conversation.lastItemId();
+  o.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
+  o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+  o.send({
+    type: 'response.content_part.added',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: '' },
+  });
+  const spoken = await speech.say(place, text);
+  item.content = [{ type: 'output_audio', transcript: spoken.transcript }];
+  item.status = spoken.interrupted ? 'incomplete' : 'completed';
+  o.send({
+    type: 'response.content_part.done',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: spoken.transcript },
+  });
+  o.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
+  o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+  // The client's history shows it; the model's does not (no message stands for it).
+  o.conversation.addResponse(o.conversation.responseGroup(), [], [item], [], undefined);
+  const status = response.stoppedBy ? 'cancelled' : 'completed';
+  o.send({
+    type: 'response.done',
+    response: {
+      ...base,
+      status,
+      status_details:
+        status === 'cancelled' ? { type: 'cancelled', reason: response.stoppedBy } : null,
+      output: [item],
+    },
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * Background tool calls: a `background: true` tool answers the model at once
+ * ("started") and runs beside the conversation under its own, longer timeout;
+ * its one outcome is reported when it ends. Closing stops them all; an
+ * interruption (barge-in, `response.cancel`) stops only the cancellable ones.
+ */
+import { TroupeError } from '../errors.js';
+import {
+  DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
+  MAX_BACKGROUND_CALLS_PER_SESSION,
+} from './constants.js';
+import {
+  runPreparedCall,
+  type BackgroundStarter,
+  type ExecutorOptions,
+  type PreparedCall,
+} from './executor.js';
+import type { ToolContext, ToolLogger, ToolResult } from './types.js';
+
+/** A background call's progress line (`ctx.progress(text)`). */
+export interface BackgroundProgress {
+  callId: string;
+  name: string;
+  text: string;
+  /** Whether the tool asked for its progress to be spoken. */
+  speak: boolean;
+}
+
+/** A background call that ended: its one outcome, and the call it answers. */
+export interface BackgroundDone {
+  result: ToolResult & { background: 'done' };
+  /** The arguments as the model sent them. */
+  arguments: string;
+}
+
+/** Options of {@link BackgroundCalls}. */
+export interface BackgroundCallsOptions {
+  /** The session the calls belong to, when each starts (`ctx.session`). */
+  session: () => ToolContext['session'];
+  log: () => ToolLogger;
+  /** Cap on each output the model sees, in UTF-8 bytes. @defaultValue 16384 */
+  maxOutputBytes?: number;
+  /** Calls that may run at once. @defaultValue 8 */
+  maxRunning?: number;
+  onProgress: (progress: BackgroundProgress) => void;
+  /** Called once per call that started, whatever its outcome (not after {@link BackgroundCalls.close}'s own). */
+  onDone: (done: BackgroundDone) => void;
+}
+
+/** Why a background call was stopped: the session closed, or the user interrupted. */
+export class BackgroundCancelledError extends TroupeError {
+  override name = 'BackgroundCancelledError';
+  constructor(reason: 'session_closed' | 'interrupted') {
+    super('E_TOOL_CANCELLED', `background tool call stopped: ${reason.replace('_', ' ')}`);
+  }
+}
+
+/** What the model is told when a background call starts. */
+export function backgroundStartedText(name: string): string {
+  return (
+    `Started: ${name} is running in the background. Its result will come in a later message; ` +
+    'tell the user you are on it and carry on meanwhile. Do not call it again for the same request.'
+  );
+}
+
+/** One session's background calls. */
+export class BackgroundCalls implements BackgroundStarter {
+  readonly #o: BackgroundCallsOptions;
+  readonly #running = new Map<string, { controller: AbortController; cancellable: boolean }>();
+  readonly #settled = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(options: BackgroundCallsOptions) {
+    this.#o = options;
+  }
+
+  /** Calls running now. */
+  get running(): number {
+    return this.#running.size;
+  }
+
+  start(prepared: PreparedCall): { ok: true; output: string } | { ok: false; output: string } {
+    const { call, tool } = prepared;
+    const max = this.#o.maxRunning ?? MAX_BACKGROUND_CALLS_PER_SESSION;
+    if (this.#closed) {
+      return { ok: false, output: `Error: ${call.name} was not run: the session is closing.` };
+    }
+    if (this.#running.size >= max) {
+      return {
+        ok: false,
+        output: `Error: ${call.name} was not run: ${max} background tasks are already running. Wait for one to finish, then call it again.`,
+      };
+    }
+    const controller = new AbortController();
+    this.#running.set(call.id, { controller, cancellable: tool.cancellable ?? false });
+    const options: ExecutorOptions = {
+      signal: controller.signal,
+      session: this.#o.session(),
+      log: this.#o.log(),
+      ...(this.#o.maxOutputBytes !== undefined ? { maxOutputBytes: this.#o.maxOutputBytes } : {}),
+    };
+    // Whatever `cancellable` says, the call's own signal is what stops it:
+    // this class decides which stops reach it.
+    const runnable = { ...prepared, tool: { ...tool, cancellable: true } };
+    const speak = tool.speakProgress === true;
+    const settled = runPreparedCall(runnable, options, performance.now(), {
+      timeoutMs: tool.timeoutMs ?? DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
+      progress: (text) => this.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
+    }).then((result) => {
+      this.#running.delete(call.id);
+      this.#o.onDone({ result: { ...result, background: 'done' }, arguments: call.arguments });
+    });
+    const tracked = settled.finally(() => this.#settled.delete(tracked));
+    this.#settled.add(tracked);
+    return { ok: true, output: backgroundStartedText(call.name) };
+  }
+
+  /** The user interrupted (barge-in, `response.cancel`): cancellable calls stop; returns how many. */
+  interrupt(): number {
+    let stopped = 0;
+    for (const { controller, cancellable } of this.#running.values()) {
+      if (!cancellable || controller.signal.aborted) continue;
+      controller.abort(new BackgroundCancelledError('interrupted'));
+      stopped++;
+    }
+    return stopped;
+  }
+
+  /** The session closes: every call stops (each still reports its `cancelled` outcome). */
+  close(): void {
+    this.#closed = true;
+    for (const { controller } of this.#running.values()) {
+      if (!controller.signal.aborted)
+        controller.abort(new BackgroundCancelledError('session_closed'));
+    }
+  }
+
+  /** Resolves when every call started so far has reported its outcome. */
+  async settled(): Promise<void> {
+    while (this.#settled.size > 0) await Promise.all([...this.#settled]);
+  }
+}
+
+/** Starts the message that hands a background result to the model (the simulator looks for it). */
+export const BACKGROUND_RESULT_PREFIX = '[Background tool result]';
+
+/**
+ * The user-role message that hands a background call's outcome to the model.
+ * A `user` message is the one form every chat template takes anywhere in a
+ * conversation (many refuse a `system` message after the first, and an
+ * invented assistant/tool pair would claim a call the model never made).
+ */
+export function backgroundResultMessage(
+  result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>,
+): string {
+  const how = result.outcome === 'ok' ? 'finished' : `ended (${result.outcome})`;
+  return (
+    `${BACKGROUND_RESULT_PREFIX} ${result.name} (call ${result.callId}) ${how}:\n${result.output}\n` +
+    '(Not from the user: the work you started earlier. Tell the user what it found, briefly.)'
+  );
+}
