@@ -14,6 +14,7 @@ import type {
   ClientTool,
   ClientEventType,
   ContentPart,
+  InputItem,
   ResponseOptions,
   SessionUpdate,
 } from '../session/events.js';
@@ -345,15 +346,21 @@ const functionCallItem = z.strictObject({
   arguments: z.string().refine(isJsonObjectText, { error: 'expected a JSON object as text' }),
 });
 
+/** A conversation item by id (GA `item_reference`), in `response.input`. */
+const itemReference = z.strictObject({ type: z.literal('item_reference'), id: itemId });
+
 /** Items a response's `input` may hold (GA `response.input`). */
 const inputItem = z.discriminatedUnion(
   'type',
-  [messageItem, functionCallOutputItem, functionCallItem],
-  { error: 'expected an item of type "message", "function_call" or "function_call_output"' },
+  [messageItem, functionCallOutputItem, functionCallItem, itemReference],
+  {
+    error:
+      'expected an item of type "message", "function_call", "function_call_output" or "item_reference"',
+  },
 );
 
-const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem], {
-  error: 'expected an item of type "message" or "function_call_output"',
+const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem, functionCallItem], {
+  error: 'expected an item of type "message", "function_call" or "function_call_output"',
 });
 
 const responseSchema = z
@@ -398,7 +405,9 @@ const responseSchema = z
     if (r.metadata !== undefined) out.metadata = r.metadata;
     if (r.conversation !== undefined) out.conversation = r.conversation;
     if (r.input !== undefined) {
-      out.input = r.input.map((i) => stripItem(i) as ClientItem | ClientFunctionCallItem);
+      out.input = r.input.map((i) =>
+        i.type === 'item_reference' ? i : (stripItem(i) as InputItem),
+      );
     }
     if (r.tools !== undefined) out.tools = r.tools;
     const voice = r.audio?.output?.voice ?? r.voice;

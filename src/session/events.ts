@@ -194,6 +194,15 @@ export interface ClientFunctionCallItem {
   arguments: string;
 }
 
+/** A reference to an item the conversation holds (GA `item_reference`, in `response.input`). */
+export interface ItemReference {
+  type: 'item_reference';
+  id: string;
+}
+
+/** An item of `response.input`. */
+export type InputItem = ClientItem | ClientFunctionCallItem | ItemReference;
+
 /** `response.create.response`, normalised. */
 export interface ResponseOptions {
   instructions?: string;
@@ -205,7 +214,7 @@ export interface ResponseOptions {
   /** `"none"`: an out-of-band response, outside the conversation. @defaultValue "auto" */
   conversation?: 'auto' | 'none';
   /** The response's input instead of the conversation (GA `response.input`). */
-  input?: Array<ClientItem | ClientFunctionCallItem>;
+  input?: InputItem[];
   /** Tools for this response only, instead of the session's client tools. */
   tools?: ClientTool[];
   /** `audio.output.voice` (beta `voice`) for this response. */
@@ -220,7 +229,11 @@ export interface ResponseOptions {
 /** A client event after validation (GA names; `event_id` is the client's own). */
 export type ClientEvent = { event_id?: string } & (
   | { type: 'session.update'; session: SessionUpdate }
-  | { type: 'conversation.item.create'; previous_item_id?: string | null; item: ClientItem }
+  | {
+      type: 'conversation.item.create';
+      previous_item_id?: string | null;
+      item: ClientItem | ClientFunctionCallItem;
+    }
   | { type: 'conversation.item.retrieve'; item_id: string }
   | { type: 'conversation.item.delete'; item_id: string }
   | {
@@ -329,8 +342,8 @@ export interface ResponseObject {
   output_modalities: Array<'text' | 'audio'>;
   usage: ResponseUsage | null;
   metadata: Record<string, string> | null;
-  /** The session's one conversation. */
-  conversation_id?: string;
+  /** The session's one conversation; null for an out-of-band response (`conversation: "none"`). */
+  conversation_id?: string | null;
   troupe?: ResponseTroupeInfo;
 }
 

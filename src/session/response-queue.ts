@@ -6,11 +6,14 @@ import type { SpeechOutput } from './speech-output.js';
 import type { Item } from './events.js';
 
 /**
- * Where a response comes from. `background` (a background tool's result,
- * issue 17) and out-of-band responses (beside the conversation response)
- * are to come: each kind gets its own policy in {@link ResponseQueue.request}.
+ * Where a response comes from. Each kind gets its own policy in
+ * {@link ResponseQueue.request}. `out_of_band` (`response.conversation:
+ * "none"`) runs beside the conversation's response, never waits for it.
  */
-export type ResponseKind = 'client' | 'greeting' | 'voice';
+export type ResponseKind = 'client' | 'greeting' | 'voice' | 'out_of_band';
+
+/** Most out-of-band responses one session runs at once. */
+export const MAX_OUT_OF_BAND_RESPONSES = 4;
 
 /** Why a response was stopped. */
 export type StopReason = 'client_cancelled' | 'turn_detected';
@@ -62,6 +65,8 @@ export class ResponseQueue {
   #active: RunningResponse | undefined;
   readonly #waiting: Array<{ request: ResponseRequest; start: (r: RunningResponse) => void }> = [];
   readonly #newId: () => string;
+  /** Out-of-band responses: they run beside the conversation's, each on its own. */
+  readonly #beside = new Map<string, RunningResponse>();
   #closed = false;
 
   constructor(newId: () => string) {
@@ -73,9 +78,24 @@ export class ResponseQueue {
     return this.#active;
   }
 
-  /** Whether a response runs or waits. */
+  /** Whether a conversation response runs or waits. */
   get busy(): boolean {
     return this.#active !== undefined || this.#waiting.length > 0;
+  }
+
+  /** Whether any response runs or waits, out-of-band ones included. */
+  get running(): boolean {
+    return this.busy || this.#beside.size > 0;
+  }
+
+  /** Out-of-band responses running now. */
+  get outOfBand(): number {
+    return this.#beside.size;
+  }
+
+  /** A running response by id: the conversation's or an out-of-band one. */
+  find(id: string): RunningResponse | undefined {
+    return this.#active?.id === id ? this.#active : this.#beside.get(id);
   }
 
   /**
@@ -93,6 +113,11 @@ export class ResponseQueue {
     const active = this.#active;
     const inTheWay = active?.id ?? 'a queued response';
     if (this.#closed) return active?.id ?? 'none';
+    if (kind === 'out_of_band') {
+      return this.#beside.size >= MAX_OUT_OF_BAND_RESPONSES
+        ? [...this.#beside.keys()].join(', ')
+        : undefined;
+    }
     if (kind === 'greeting' && this.busy) return inTheWay;
     if (kind !== 'client') return undefined;
     const waitingClient = this.#waiting.some((w) => w.request.kind !== 'greeting');
@@ -104,14 +129,17 @@ export class ResponseQueue {
   request(request: ResponseRequest): RequestOutcome {
     const refused = this.refusal(request.kind);
     if (refused !== undefined) return { outcome: 'refused', activeId: refused };
+    if (request.kind === 'out_of_band') {
+      return { outcome: 'started', started: Promise.resolve(this.#startBeside(request)) };
+    }
     if (!this.busy) return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
     const started = new Promise<RunningResponse>((start) => this.#waiting.push({ request, start }));
     return { outcome: 'queued', started };
   }
 
-  /** Stops the running response (its run ends it as cancelled). */
-  stop(reason: StopReason): RunningResponse | undefined {
-    const active = this.#active;
+  /** Stops the running conversation response, or the one named (its run ends it as cancelled). */
+  stop(reason: StopReason, id?: string): RunningResponse | undefined {
+    const active = id === undefined ? this.#active : this.find(id);
     if (!active || active.controller.signal.aborted) return undefined;
     active.stoppedBy = reason;
     active.controller.abort();
@@ -120,7 +148,9 @@ export class ResponseQueue {
 
   /** Resolves when nothing runs or waits. */
   async idle(): Promise<void> {
-    while (this.#active) await this.#active.done;
+    while (this.#active || this.#beside.size > 0) {
+      await Promise.all([this.#active?.done, ...[...this.#beside.values()].map((r) => r.done)]);
+    }
   }
 
   /** Stops what runs; what waits never starts. */
@@ -128,10 +158,21 @@ export class ResponseQueue {
     this.#closed = true;
     this.#waiting.length = 0;
     this.#active?.controller.abort();
+    for (const r of this.#beside.values()) r.controller.abort();
   }
 
-  #start(request: ResponseRequest): RunningResponse {
-    const response: RunningResponse = {
+  #startBeside(request: ResponseRequest): RunningResponse {
+    const response = this.#response(request);
+    this.#beside.set(response.id, response);
+    response.done = request
+      .run(response)
+      .catch(request.onError)
+      .finally(() => this.#beside.delete(response.id));
+    return response;
+  }
+
+  #response(request: ResponseRequest): RunningResponse {
+    return {
       id: this.#newId(),
       kind: request.kind,
       controller: new AbortController(),
@@ -139,6 +180,10 @@ export class ResponseQueue {
       truncations: new Map(),
       ...(request.sttMs !== undefined ? { sttMs: request.sttMs } : {}),
     };
+  }
+
+  #start(request: ResponseRequest): RunningResponse {
+    const response = this.#response(request);
     this.#active = response;
     response.done = request
       .run(response)

@@ -9,15 +9,17 @@ import { ProtocolError, TroupeError } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
-import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import {
-  audioUnsupported,
-  finishedMcpCall,
-  itemNotFound,
-  newId,
-  responseOptionNotOffered,
-} from './items.js';
-import { ResponseQueue, type ResponseKind } from './response-queue.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import type {
+  ClientEvent,
+  ClientFunctionCallItem,
+  ResponseOptions,
+  ServerEvent,
+  SessionUpdate,
+} from './events.js';
+import { audioUnsupported, finishedMcpCall, itemNotFound, newId } from './items.js';
+import { inputMessages } from './response-input.js';
+import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
   runResponse,
@@ -72,7 +74,7 @@ export interface Session {
   readonly id: string;
   /** The character serving the session now. */
   readonly character: LoadedCharacter;
-  /** Whether a response is running (or waiting to). */
+  /** Whether a response is running (or waiting to), out-of-band ones included. */
   readonly busy: boolean;
   /** Counts changes that matter to a snapshot (see `SessionOptions.onChange`). */
   readonly version: number;
@@ -255,7 +257,7 @@ class ConversationSession implements Session {
   }
 
   get busy(): boolean {
-    return this.#queue.busy;
+    return this.#queue.running;
   }
 
   get version(): number {
@@ -323,10 +325,14 @@ class ConversationSession implements Session {
     switch (event.type) {
       case 'session.update':
         return this.#update(event.session, eventId);
-      case 'conversation.item.create':
+      case 'conversation.item.create': {
+        const unknown =
+          event.item.type === 'function_call' && this.#unknownCall(event.item, eventId);
+        if (unknown) return unknown;
         return this.#changedUnless(
           conversation.create(event.item, event.previous_item_id, eventId),
         );
+      }
       case 'conversation.item.retrieve': {
         // An item of the running response (clients retrieve an mcp_call as it starts).
         const live = this.#queue.active?.findItem?.(event.item_id);
@@ -461,19 +467,26 @@ class ConversationSession implements Session {
 
   // ── responses ───────────────────────────────────────────────────────────
 
-  /** Asks the queue for a conversation response; a refusal is the caller's to tell. */
-  #request(kind: ResponseKind, r: ResponseOptions, receivedAt: number, sttMs?: number) {
+  /** Asks the queue for a response; a refusal is the caller's to tell. */
+  #request(
+    kind: ResponseKind,
+    r: ResponseOptions,
+    receivedAt: number,
+    sttMs?: number,
+    input?: readonly ChatMessage[],
+  ) {
     let queued = false;
     const outcome = this.#queue.request({
       kind,
       ...(sttMs !== undefined ? { sttMs } : {}),
       run: (response) => {
-        // Calls the client never answered get a stand-in, so history stays valid.
-        this.#conversation.settlePendingCalls();
+        // Calls the client never answered get a stand-in, so history stays valid
+        // (an out-of-band response reads stand-ins in a copy and changes nothing).
+        if (kind !== 'out_of_band') this.#conversation.settlePendingCalls();
         // A client's response queued behind the greeting is timed from its start;
         // a voice turn from the end of speech (its wait is the user's wait).
         const from = queued && kind === 'client' ? performance.now() : receivedAt;
-        return runResponse(this.#ctx, response, r, from);
+        return runResponse(this.#ctx, response, r, from, input);
       },
       onError: (err) => this.#log.error({ err }, 'response failed unexpectedly'),
     });
@@ -497,17 +510,30 @@ class ConversationSession implements Session {
     eventId: string | null,
     receivedAt: number,
   ): ProtocolError | undefined {
-    const inTheWay = this.#queue.refusal('client');
-    if (inTheWay !== undefined) return activeResponse(inTheWay, eventId);
+    const kind: ResponseKind = r.conversation === 'none' ? 'out_of_band' : 'client';
+    const inTheWay = this.#queue.refusal(kind);
+    if (inTheWay !== undefined) {
+      if (kind === 'client') return activeResponse(inTheWay, eventId);
+      return new ProtocolError(
+        'too_many_out_of_band_responses',
+        `response.create: ${MAX_OUT_OF_BAND_RESPONSES} out-of-band responses are running (${inTheWay}), the most a session runs at once; wait for a response.done or cancel one with response.cancel {response_id}.`,
+        { param: 'response.conversation', eventId },
+      );
+    }
     if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
       return audioUnsupported('response.output_modalities', eventId);
     }
-    const notOffered = responseOptionNotOffered(r, eventId);
-    if (notOffered) return notOffered;
+    if (kind === 'out_of_band' && r.output_modalities?.includes('audio')) {
+      return new ProtocolError(
+        'invalid_value',
+        'response.create: response.output_modalities: an out-of-band response (conversation "none") is text only here: speech belongs to the conversation\'s response; use ["text"], or conversation "auto" for a spoken reply.',
+        { param: 'response.output_modalities', eventId },
+      );
+    }
     if (typeof r.tool_choice === 'object') {
       const names = [
         ...this.#character.toolNames,
-        ...this.#config.current.tools.map((t) => t.name),
+        ...(r.tools ?? this.#config.current.tools).map((t) => t.name),
       ];
       if (!names.includes(r.tool_choice.name)) {
         return new ProtocolError(
@@ -517,14 +543,52 @@ class ConversationSession implements Session {
         );
       }
     }
-    const outcome = this.#request('client', r, receivedAt);
+    const clash = r.tools?.find((t) => this.#character.toolNames.includes(t.name));
+    if (clash) {
+      return new ProtocolError(
+        'invalid_value',
+        `response.create: response.tools: "${clash.name}" is a tool of character "${this.#character.id}" (which the server runs); give the client tool another name.`,
+        { param: 'response.tools', eventId },
+      );
+    }
+    let input: ChatMessage[] | undefined;
+    if (r.input !== undefined) {
+      const built = inputMessages(
+        r.input,
+        (id) => this.#conversation.find(id),
+        this.#opening.turn,
+        eventId,
+      );
+      if (built instanceof ProtocolError) return built;
+      input = built;
+    }
+    const outcome = this.#request(kind, r, receivedAt, undefined, input);
     return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
+  }
+
+  /** A client's `function_call` item for a tool neither it nor the character has: the error. */
+  #unknownCall(item: ClientFunctionCallItem, eventId: string | null): ProtocolError | undefined {
+    const own = this.#character.toolNames;
+    const client = this.#config.current.tools.map((t) => t.name);
+    if (own.includes(item.name) || client.includes(item.name)) return undefined;
+    const list = (names: readonly string[]) => (names.length ? names.join(', ') : 'none');
+    return new ProtocolError(
+      'invalid_value',
+      `conversation.item.create: item.name: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (session.tools): ${list(client)}. Add the tool with session.update first, or name one of these.`,
+      { param: 'item.name', eventId },
+    );
   }
 
   #cancelResponse(
     responseId: string | undefined,
     eventId: string | null,
   ): ProtocolError | undefined {
+    // An out-of-band response is cancelled by its id.
+    const named = responseId !== undefined ? this.#queue.find(responseId) : undefined;
+    if (named && named.kind === 'out_of_band') {
+      this.#queue.stop('client_cancelled', named.id);
+      return undefined;
+    }
     const active = this.#queue.active;
     if (!active) {
       return new ProtocolError(
