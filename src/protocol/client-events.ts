@@ -202,6 +202,15 @@ const sessionSchema = z
     temperature: temperature.optional(),
     max_output_tokens: maxTokens.optional(),
     allow_recording: z.boolean().optional(),
+    // Troupe's own settings; what session.created shows besides is read-only and sent back unchanged.
+    troupe: z
+      .strictObject({
+        greeting: z.boolean().optional(),
+        character: z.unknown().optional(),
+        voice_warning: z.unknown().optional(),
+        resume_token: z.unknown().optional(),
+      })
+      .optional(),
     // Beta names.
     modalities: modalities.optional(),
     input_audio_format: audioFormat.optional(),
@@ -214,6 +223,7 @@ const sessionSchema = z
     const out: SessionUpdate = {};
     if (s.character !== undefined) out.character = s.character;
     if (s.instructions !== undefined) out.instructions = s.instructions;
+    if (s.troupe?.greeting !== undefined) out.greeting = s.troupe.greeting;
     const voice = s.audio?.output?.voice ?? s.voice;
     if (voice !== undefined) out.voice = voice;
     if (s.tools !== undefined) out.tools = s.tools;

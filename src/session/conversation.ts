@@ -146,14 +146,28 @@ export class Conversation {
     }
   }
 
-  /** A new character starts a new conversation: everything goes, its greeting comes. */
-  restart(character: LoadedCharacter): void {
+  /** A new character starts a new conversation: everything goes, its greeting comes (unless off). */
+  restart(character: LoadedCharacter, greeting = true): void {
     for (const item of this.#history.clear()) {
       this.#o.send({ type: 'conversation.item.deleted', item_id: item.id });
     }
     this.#pending.clear();
     this.#spoken.clear();
-    this.addGreeting(character);
+    this.#greeting = undefined;
+    if (greeting) this.addGreeting(character);
+  }
+
+  /**
+   * The client turned the greeting off: an unspoken greeting that is still
+   * the conversation's last word leaves it (`conversation.item.deleted`),
+   * so the model does not think it said it. One already heard stays.
+   */
+  dropGreeting(): void {
+    const g = this.#greeting;
+    if (!g || this.#greetingSpoken || this.#history.lastItemId() !== g.item.id) return;
+    this.#history.delete(g.item.id);
+    this.#greeting = undefined;
+    this.#o.send({ type: 'conversation.item.deleted', item_id: g.item.id });
   }
 
   /** Puts the character's greeting (if any) first. */

@@ -173,6 +173,8 @@ export interface SessionUpdate {
   tracing?: TracingSetting | null;
   parallel_tool_calls?: boolean;
   reasoning?: Reasoning;
+  /** `session.troupe.greeting`: false turns the character's greeting off. */
+  greeting?: boolean;
 }
 
 /** An item the client adds. */
@@ -388,6 +390,8 @@ export interface SessionObject {
   expires_at: number;
   troupe: {
     character: SessionCharacterInfo;
+    /** Whether the character's greeting opens the conversation (`?greeting=0` or `session.troupe.greeting`). */
+    greeting: boolean;
     /** Why the voice asked for is not the one speaking (it fell back), when so. */
     voice_warning?: string;
   };

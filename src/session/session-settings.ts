@@ -130,6 +130,7 @@ export class SessionConfig {
     if (u.input_audio_format !== undefined) s.inputEncoding = encodingOf(u.input_audio_format);
     if (u.output_audio_format !== undefined) s.outputEncoding = encodingOf(u.output_audio_format);
     if (u.turn_detection !== undefined) this.#setTurnDetection(u.turn_detection);
+    if (u.greeting !== undefined) s.greeting = u.greeting;
     s.ga = applyGa(s.ga ?? GA_DEFAULTS, u);
     return {
       inputEncoding: u.input_audio_format !== undefined,
@@ -242,6 +243,7 @@ export class SessionConfig {
           tools: [...character.toolNames],
           greeting: character.greeting ?? null,
         },
+        greeting: s.greeting !== false,
         ...this.#voiceWarning(character),
       },
     };

@@ -33,6 +33,8 @@ export interface SettingsState {
   shareHistory: boolean;
   /** GA settings shown back as given (absent in older snapshots: the GA defaults). */
   ga?: GaSessionSettings;
+  /** Whether the character's greeting opens the conversation; absent = on. */
+  greeting?: boolean;
 }
 
 /** A chat message by its place in history: group, then message index. */

@@ -59,6 +59,11 @@ export interface SessionOptions {
   /** Speech engines and settings; absent = text only (audio events are refused). */
   voice?: SessionVoice;
   /**
+   * Whether the character's greeting opens the conversation (`?greeting=0`
+   * turns it off before anything is sent). @defaultValue true
+   */
+  greeting?: boolean;
+  /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
    * `session.snapshot()` when it suits.
@@ -138,7 +143,10 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     metadata,
     characterState: {},
     turns: 0,
-    settings: defaultSettings(options.voice),
+    settings: {
+      ...defaultSettings(options.voice),
+      ...(options.greeting === false ? { greeting: false } : {}),
+    },
     conversation: null,
   });
 }
@@ -234,7 +242,9 @@ class ConversationSession implements Session {
       state.conversation ?? undefined,
     );
     this.#conversation.setTurnSettings(opening.turn);
-    if (!state.conversation) this.#conversation.addGreeting(character);
+    if (!state.conversation && state.settings.greeting !== false) {
+      this.#conversation.addGreeting(character);
+    }
     // The conversation part holds it from here; a snapshot asks the part.
     state.conversation = null;
     this.#voiceOut = kit?.tts
@@ -498,6 +508,7 @@ class ConversationSession implements Session {
   #maybeSpeakGreeting(): void {
     if (!this.#voiceOut || this.#queue.busy || !this.#conversation.greetingToSpeak()) return;
     if (!this.#config.current.outputModalities.includes('audio')) return;
+    if (this.#config.current.greeting === false) return;
     this.#queue.request({
       kind: 'greeting',
       run: (response) => runGreeting(this.#ctx, response),
@@ -633,8 +644,10 @@ class ConversationSession implements Session {
     }
     const problem = this.#config.check(u, next, eventId);
     if (problem) return problem;
-    if (next !== this.#character) await this.#changeCharacter(next);
+    const greeting = u.greeting ?? this.#config.current.greeting !== false;
+    if (next !== this.#character) await this.#changeCharacter(next, greeting);
     const change = this.#config.apply(u);
+    if (!greeting) this.#greetingOff();
     this.#voiceIn?.configure(change);
     this.#send({ type: 'session.updated', session: this.#sessionObject() });
     this.#changed();
@@ -642,13 +655,19 @@ class ConversationSession implements Session {
     return undefined;
   }
 
+  /** The greeting turned off: one playing stops where it is, one not yet heard leaves the conversation. */
+  #greetingOff(): void {
+    if (this.#queue.active?.kind === 'greeting') this.#queue.stop('client_cancelled');
+    this.#conversation.dropGreeting();
+  }
+
   /** A new character starts a new conversation: its prompt, tools, greeting and state. */
-  async #changeCharacter(next: LoadedCharacter): Promise<void> {
+  async #changeCharacter(next: LoadedCharacter, greeting: boolean): Promise<void> {
     // The old character's greeting makes no sense any more.
     if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
     const state = this.#state;
     const opening = await open(next, this.id, state.metadata);
-    this.#conversation.restart(next);
+    this.#conversation.restart(next, greeting);
     for (const key of Object.keys(state.characterState)) delete state.characterState[key];
     this.#character = next;
     this.#opening = opening;
