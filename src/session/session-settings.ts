@@ -166,6 +166,13 @@ export class SessionConfig {
       silenceDurationMs: t.silence_duration_ms ?? base.silenceDurationMs,
       createResponse: t.create_response ?? base.createResponse,
       interruptResponse: t.interrupt_response ?? base.interruptResponse,
+      // GA: server_vad only (semantic_vad arrives with its eagerness and has none).
+      idleTimeoutMs:
+        t.eagerness !== undefined
+          ? null
+          : t.idle_timeout_ms !== undefined
+            ? t.idle_timeout_ms
+            : (base.idleTimeoutMs ?? null),
     };
   }
 
@@ -219,6 +226,7 @@ export class SessionConfig {
             silence_duration_ms: turn.silenceDurationMs,
             create_response: turn.createResponse,
             interrupt_response: turn.interruptResponse,
+            idle_timeout_ms: turn.idleTimeoutMs ?? null,
           },
           transcription: ga.transcription,
           noise_reduction: ga.noiseReduction,

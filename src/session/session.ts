@@ -496,13 +496,17 @@ class ConversationSession implements Session {
         // A client's response queued behind the greeting is timed from its start;
         // a voice turn from the end of speech (its wait is the user's wait).
         const from = queued && kind === 'client' ? performance.now() : receivedAt;
-        return runResponse(this.#ctx, response, r, from, input);
+        const run = runResponse(this.#ctx, response, r, from, input);
+        return kind === 'out_of_band' ? run : run.finally(this.#responseEnded);
       },
       onError: (err) => this.#log.error({ err }, 'response failed unexpectedly'),
     });
     queued = outcome.outcome === 'queued';
     return outcome;
   }
+
+  /** A conversation response ended: the user's silence is timed from here (`idle_timeout_ms`). */
+  #responseEnded = (): void => this.#voiceIn?.responseEnded();
 
   /** A voice session hears the greeting spoken, once, before anything else is said. */
   #maybeSpeakGreeting(): void {
@@ -511,7 +515,7 @@ class ConversationSession implements Session {
     if (this.#config.current.greeting === false) return;
     this.#queue.request({
       kind: 'greeting',
-      run: (response) => runGreeting(this.#ctx, response),
+      run: (response) => runGreeting(this.#ctx, response).finally(this.#responseEnded),
       onError: (err) => this.#log.error({ err }, 'greeting failed unexpectedly'),
     });
   }

@@ -45,6 +45,12 @@ interface Utterance {
 /** Less audio than this cannot be a turn (the Realtime API's own floor). */
 const MIN_COMMIT_MS = 100;
 
+/**
+ * What the model reads for a turn the user let pass in silence
+ * (`idle_timeout_ms`) when the engine heard no words: Unmute's own marker.
+ */
+export const SILENCE_MARKER = '...';
+
 /** A session's ears: `input_audio_buffer.*` and what server VAD hears. */
 export class VoiceInput {
   readonly #o: VoiceInputOptions;
@@ -55,6 +61,8 @@ export class VoiceInput {
   #tentative: Utterance | undefined;
   /** Committed utterances are transcribed and answered one after another. */
   #turnChain: Promise<void> = Promise.resolve();
+  /** The input clock when the last response ended: `idle_timeout_ms` counts from here. */
+  #idleFrom: number | undefined;
   #closed = false;
 
   constructor(options: VoiceInputOptions) {
@@ -121,10 +129,45 @@ export class VoiceInput {
       (inp.totalMs - before) / 1000,
     );
     this.#confirmTentative();
+    this.#checkIdle();
     return undefined;
   }
 
-  /** `input_audio_buffer.clear`. */
+  /** A response ended (its speech played): the user's silence is timed from now (`idle_timeout_ms`). */
+  responseEnded(): void {
+    this.#idleFrom = this.#input?.clockMs ?? 0;
+  }
+
+  /**
+   * GA's `idle_timeout_ms`: input audio with no speech for that long after
+   * a response → `input_audio_buffer.timeout_triggered`, the silent buffer
+   * committed as a user item, and (with `create_response`) a response. The
+   * time is the input audio's, so it runs with the audio the client sends.
+   */
+  #checkIdle(): void {
+    const from = this.#idleFrom;
+    const limit = this.#o.config.current.turnDetection?.idleTimeoutMs;
+    const inp = this.#input;
+    if (from === undefined || !limit || !inp) return;
+    if (this.#utterance || this.#tentative || inp.speaking || this.#o.responding()) return;
+    const now = inp.clockMs;
+    if (now - from < limit) return;
+    this.#idleFrom = undefined;
+    const u: Utterance = {
+      itemId: newId('item'),
+      audioStartMs: from,
+      speechStartMs: from,
+      streamed: '',
+    };
+    this.#o.log().info({ silentMs: Math.round(now - from) }, 'idle timeout');
+    this.#o.send({
+      type: 'input_audio_buffer.timeout_triggered',
+      audio_start_ms: Math.round(from),
+      audio_end_ms: Math.round(now),
+      item_id: u.itemId,
+    });
+    this.#commitUtterance(u, true, true);
+  }
   clear(): void {
     this.#input?.clear();
     this.#utterance = undefined;
@@ -164,6 +207,7 @@ export class VoiceInput {
     const { send } = this.#o;
     switch (e.type) {
       case 'speech_started': {
+        this.#idleFrom = undefined;
         const u: Utterance = {
           itemId: newId('item'),
           audioStartMs: e.audioStartMs,
@@ -248,7 +292,9 @@ export class VoiceInput {
   }
 
   /** Ends an utterance: its item, its transcript, and (server VAD) the answer. */
-  #commitUtterance(u: Utterance, auto: boolean): void {
+  #commitUtterance(u: Utterance, auto: boolean, idle = false): void {
+    // The user's turn: silence is timed again once it has been answered.
+    this.#idleFrom = undefined;
     const speechEndedAt = performance.now();
     this.#o.send({
       type: 'input_audio_buffer.committed',
@@ -257,7 +303,7 @@ export class VoiceInput {
     });
     const transcript = this.#input!.commit();
     this.#turnChain = this.#turnChain
-      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt))
+      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt, idle))
       .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'));
   }
 
@@ -266,6 +312,7 @@ export class VoiceInput {
     pending: Promise<string>,
     auto: boolean,
     speechEndedAt: number,
+    idle: boolean,
   ): Promise<void> {
     const { send, conversation } = this.#o;
     const item = messageItem(
@@ -295,7 +342,7 @@ export class VoiceInput {
         transcript,
       });
     }
-    if (transcript === '') {
+    if (transcript === '' && !idle) {
       // Nothing was understood: no message for the model, and no answer to nothing.
       this.#o.log().info('utterance without words');
       send({ type: 'conversation.item.deleted', item_id: u.itemId });
@@ -303,7 +350,8 @@ export class VoiceInput {
     }
     item.content = [{ type: 'input_audio', transcript }];
     item.status = 'completed';
-    conversation.addUtterance(item, transcript);
+    // A silence the user let pass (idle timeout) is answered too: the model reads a marker.
+    conversation.addUtterance(item, transcript || SILENCE_MARKER);
     this.#o
       .log()
       .debug({ item: item.id, text: this.#o.content(transcript) }, 'utterance transcribed');
