@@ -325,12 +325,14 @@ export class VoiceInput {
     send({ type: 'conversation.item.added', previous_item_id: previous, item });
     const { transcript, sttMs, failed } = await this.#transcribe(u, pending, speechEndedAt);
     if (this.#closed) return;
-    if (transcript && !u.streamed) {
+    // What the deltas during the turn did not say yet (all of it when none came).
+    const rest = unsent(transcript, u.streamed);
+    if (rest) {
       send({
         type: 'conversation.item.input_audio_transcription.delta',
         item_id: u.itemId,
         content_index: 0,
-        delta: transcript,
+        delta: rest,
       });
     }
     // `failed` and `completed` are alternatives, as in the Realtime API.
@@ -386,6 +388,20 @@ export class VoiceInput {
       return { transcript: '', sttMs: undefined, failed: true };
     }
   }
+}
+
+/**
+ * The end of a transcript the streamed deltas did not carry: all of it when
+ * none came, the words after them when it goes on from them, nothing when
+ * the engine revised what it had streamed (`completed` has the whole).
+ */
+function unsent(transcript: string, streamed: string): string {
+  const said = streamed.trim();
+  if (said === '') return transcript;
+  const next = transcript.charAt(said.length);
+  if (!transcript.startsWith(said) || (next !== '' && next !== ' ')) return '';
+  const rest = transcript.slice(said.length).trim();
+  return rest === '' ? '' : ` ${rest}`;
 }
 
 function vadOf(t: VadSettings): VadSettings {
