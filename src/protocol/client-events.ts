@@ -9,8 +9,6 @@ import { formatPath, preview, valueAt } from '../tools/preview.js';
 import type {
   AudioFormat,
   ClientEvent,
-  ClientFunctionCallItem,
-  ClientItem,
   ClientTool,
   ClientEventType,
   ContentPart,
