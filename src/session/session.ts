@@ -10,15 +10,9 @@ import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
 import type { ChatMessage } from '../llm/chunk.js';
-import type {
-  ClientEvent,
-  ClientFunctionCallItem,
-  ResponseOptions,
-  ServerEvent,
-  SessionUpdate,
-} from './events.js';
-import { audioUnsupported, finishedMcpCall, itemNotFound, newId } from './items.js';
-import { inputMessages } from './response-input.js';
+import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
+import { finishedMcpCall, itemNotFound, newId } from './items.js';
+import { checkResponse, unknownCall } from './response-checks.js';
 import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
@@ -337,7 +331,8 @@ class ConversationSession implements Session {
         return this.#update(event.session, eventId);
       case 'conversation.item.create': {
         const unknown =
-          event.item.type === 'function_call' && this.#unknownCall(event.item, eventId);
+          event.item.type === 'function_call' &&
+          unknownCall(event.item, this.#character, this.#config.current.tools, eventId);
         if (unknown) return unknown;
         return this.#changedUnless(
           conversation.create(event.item, event.previous_item_id, eventId),
@@ -535,63 +530,17 @@ class ConversationSession implements Session {
         { param: 'response.conversation', eventId },
       );
     }
-    if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
-      return audioUnsupported('response.output_modalities', eventId);
-    }
-    if (kind === 'out_of_band' && r.output_modalities?.includes('audio')) {
-      return new ProtocolError(
-        'invalid_value',
-        'response.create: response.output_modalities: an out-of-band response (conversation "none") is text only here: speech belongs to the conversation\'s response; use ["text"], or conversation "auto" for a spoken reply.',
-        { param: 'response.output_modalities', eventId },
-      );
-    }
-    if (typeof r.tool_choice === 'object') {
-      const names = [
-        ...this.#character.toolNames,
-        ...(r.tools ?? this.#config.current.tools).map((t) => t.name),
-      ];
-      if (!names.includes(r.tool_choice.name)) {
-        return new ProtocolError(
-          'invalid_value',
-          `response.create: response.tool_choice.name: no tool "${r.tool_choice.name}"; tools: ${names.join(', ') || 'none'}.`,
-          { param: 'response.tool_choice.name', eventId },
-        );
-      }
-    }
-    const clash = r.tools?.find((t) => this.#character.toolNames.includes(t.name));
-    if (clash) {
-      return new ProtocolError(
-        'invalid_value',
-        `response.create: response.tools: "${clash.name}" is a tool of character "${this.#character.id}" (which the server runs); give the client tool another name.`,
-        { param: 'response.tools', eventId },
-      );
-    }
-    let input: ChatMessage[] | undefined;
-    if (r.input !== undefined) {
-      const built = inputMessages(
-        r.input,
-        (id) => this.#conversation.find(id),
-        this.#opening.turn,
-        eventId,
-      );
-      if (built instanceof ProtocolError) return built;
-      input = built;
-    }
+    const input = checkResponse(r, kind, {
+      canSpeak: this.#o.voice?.tts != null,
+      character: this.#character,
+      clientTools: this.#config.current.tools,
+      find: (id) => this.#conversation.find(id),
+      turn: this.#opening.turn,
+      eventId,
+    });
+    if (input instanceof ProtocolError) return input;
     const outcome = this.#request(kind, r, receivedAt, undefined, input);
     return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
-  }
-
-  /** A client's `function_call` item for a tool neither it nor the character has: the error. */
-  #unknownCall(item: ClientFunctionCallItem, eventId: string | null): ProtocolError | undefined {
-    const own = this.#character.toolNames;
-    const client = this.#config.current.tools.map((t) => t.name);
-    if (own.includes(item.name) || client.includes(item.name)) return undefined;
-    const list = (names: readonly string[]) => (names.length ? names.join(', ') : 'none');
-    return new ProtocolError(
-      'invalid_value',
-      `conversation.item.create: item.name: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (session.tools): ${list(client)}. Add the tool with session.update first, or name one of these.`,
-      { param: 'item.name', eventId },
-    );
   }
 
   #cancelResponse(
