@@ -124,6 +124,8 @@ export interface VoiceConfig {
     language?: string;
     /** pocketsphinx worker threads at most. @defaultValue one per core */
     workers?: number;
+    /** pocketsphinx: partial hypotheses every this many ms of speech; 0 = off. @defaultValue 0 */
+    partialEveryMs?: number;
   };
   /** @defaultValue flite */
   tts: SpeechEngineConfig<'flite' | 'espeak' | 'openai' | 'kyutai' | 'none'> & {
@@ -278,6 +280,7 @@ const envSchema = z.object({
   STT_MODEL: text('a model name').optional(),
   STT_LANGUAGE: text('a language code such as en').optional(),
   STT_WORKERS: integer(1, 64).optional(),
+  STT_PARTIAL_MS: integer(0, 10_000).optional(),
   TTS_PROVIDER: z
     .enum(['flite', 'espeak', 'openai', 'kyutai', 'none'], {
       error: 'expected flite, espeak, openai, kyutai or none',
@@ -469,6 +472,7 @@ export function loadConfig(
         ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
         ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
         ...(e.STT_WORKERS ? { workers: e.STT_WORKERS } : {}),
+        ...(e.STT_PARTIAL_MS ? { partialEveryMs: e.STT_PARTIAL_MS } : {}),
       },
       tts: {
         provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,

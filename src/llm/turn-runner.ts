@@ -479,7 +479,8 @@ export function canonicalArguments(raw: string): string {
   return parsed.ok ? JSON.stringify(parsed.value) : '{}';
 }
 
-function assistantMessage(
+/** The assistant message that makes `calls`, in the character's tool format. */
+export function assistantMessage(
   calls: readonly ToolCall[],
   content: string,
   toolMode: ToolMode,

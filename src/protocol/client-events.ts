@@ -9,11 +9,10 @@ import { formatPath, preview, valueAt } from '../tools/preview.js';
 import type {
   AudioFormat,
   ClientEvent,
-  ClientFunctionCallItem,
-  ClientItem,
   ClientTool,
   ClientEventType,
   ContentPart,
+  InputItem,
   ResponseOptions,
   SessionUpdate,
 } from '../session/events.js';
@@ -201,6 +200,15 @@ const sessionSchema = z
     temperature: temperature.optional(),
     max_output_tokens: maxTokens.optional(),
     allow_recording: z.boolean().optional(),
+    // Troupe's own settings; what session.created shows besides is read-only and sent back unchanged.
+    troupe: z
+      .strictObject({
+        greeting: z.boolean().optional(),
+        character: z.unknown().optional(),
+        voice_warning: z.unknown().optional(),
+        resume_token: z.unknown().optional(),
+      })
+      .optional(),
     // Beta names.
     modalities: modalities.optional(),
     input_audio_format: audioFormat.optional(),
@@ -213,6 +221,7 @@ const sessionSchema = z
     const out: SessionUpdate = {};
     if (s.character !== undefined) out.character = s.character;
     if (s.instructions !== undefined) out.instructions = s.instructions;
+    if (s.troupe?.greeting !== undefined) out.greeting = s.troupe.greeting;
     const voice = s.audio?.output?.voice ?? s.voice;
     if (voice !== undefined) out.voice = voice;
     if (s.tools !== undefined) out.tools = s.tools;
@@ -345,15 +354,21 @@ const functionCallItem = z.strictObject({
   arguments: z.string().refine(isJsonObjectText, { error: 'expected a JSON object as text' }),
 });
 
+/** A conversation item by id (GA `item_reference`), in `response.input`. */
+const itemReference = z.strictObject({ type: z.literal('item_reference'), id: itemId });
+
 /** Items a response's `input` may hold (GA `response.input`). */
 const inputItem = z.discriminatedUnion(
   'type',
-  [messageItem, functionCallOutputItem, functionCallItem],
-  { error: 'expected an item of type "message", "function_call" or "function_call_output"' },
+  [messageItem, functionCallOutputItem, functionCallItem, itemReference],
+  {
+    error:
+      'expected an item of type "message", "function_call", "function_call_output" or "item_reference"',
+  },
 );
 
-const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem], {
-  error: 'expected an item of type "message" or "function_call_output"',
+const item = z.discriminatedUnion('type', [messageItem, functionCallOutputItem, functionCallItem], {
+  error: 'expected an item of type "message", "function_call" or "function_call_output"',
 });
 
 const responseSchema = z
@@ -398,7 +413,9 @@ const responseSchema = z
     if (r.metadata !== undefined) out.metadata = r.metadata;
     if (r.conversation !== undefined) out.conversation = r.conversation;
     if (r.input !== undefined) {
-      out.input = r.input.map((i) => stripItem(i) as ClientItem | ClientFunctionCallItem);
+      out.input = r.input.map((i) =>
+        i.type === 'item_reference' ? i : (stripItem(i) as InputItem),
+      );
     }
     if (r.tools !== undefined) out.tools = r.tools;
     const voice = r.audio?.output?.voice ?? r.voice;

@@ -116,14 +116,18 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       const token = url.searchParams.get('resume');
       const resumed = token === null ? undefined : await resumeSession(token, auth, common, adopt);
       if (resumed !== undefined && !(resumed instanceof ProtocolError)) return { session: resumed };
+      const greeting = greetingParam(url);
       const session = await createSession({
         ...common,
         id: fresh.id,
         character: fresh.character,
         ...(fresh.variant ? { variant: fresh.variant } : {}),
+        ...(greeting === false ? { greeting } : {}),
         metadata: {},
       });
-      return { session, ...(resumed ? { resumeError: resumed } : {}) };
+      // One error goes out after session.created: a failed resume's, else a bad ?greeting='s.
+      const error = resumed ?? (greeting instanceof ProtocolError ? greeting : undefined);
+      return { session, ...(error ? { resumeError: error } : {}) };
     },
     track(ws, session, id, auth, sessionLog) {
       if (!resume) return undefined;
@@ -169,6 +173,22 @@ export function overloadRefusal(verdict: OverloadVerdict): {
     ),
     extra: { retry_after_ms: verdict.retryAfterMs },
   };
+}
+
+/**
+ * `?greeting=0` (or `false`) turns the character's greeting off before the
+ * session starts; `1`/`true` or none leaves it on. Another value leaves it
+ * on and is answered with an error naming the values taken.
+ */
+function greetingParam(url: URL): boolean | ProtocolError {
+  const raw = url.searchParams.get('greeting');
+  if (raw === null || raw === '1' || raw === 'true') return true;
+  if (raw === '0' || raw === 'false') return false;
+  return new ProtocolError(
+    'invalid_value',
+    `?greeting=${raw.slice(0, 40)}: expected 0 or false (no greeting), 1 or true (the default); the greeting stays on.`,
+    { param: 'greeting' },
+  );
 }
 
 /** `session.created` with the session's resume token in `session.troupe.resume_token`. */

@@ -9,7 +9,9 @@ import { ProtocolError } from '../errors.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import { toolResultMessages } from '../llm/turn-runner.js';
 import type {
+  ClientFunctionCallItem,
   ClientItem,
+  FunctionCallItem,
   FunctionCallOutputItem,
   Item,
   McpCallItem,
@@ -28,6 +30,7 @@ import {
   textOf,
   toChatMessage,
 } from './items.js';
+import { callMessage, MISSING_OUTPUT, outputMessages } from './response-input.js';
 import type { ConversationState } from './session-state.js';
 
 /**
@@ -146,14 +149,28 @@ export class Conversation {
     }
   }
 
-  /** A new character starts a new conversation: everything goes, its greeting comes. */
-  restart(character: LoadedCharacter): void {
+  /** A new character starts a new conversation: everything goes, its greeting comes (unless off). */
+  restart(character: LoadedCharacter, greeting = true): void {
     for (const item of this.#history.clear()) {
       this.#o.send({ type: 'conversation.item.deleted', item_id: item.id });
     }
     this.#pending.clear();
     this.#spoken.clear();
-    this.addGreeting(character);
+    this.#greeting = undefined;
+    if (greeting) this.addGreeting(character);
+  }
+
+  /**
+   * The client turned the greeting off: an unspoken greeting that is still
+   * the conversation's last word leaves it (`conversation.item.deleted`),
+   * so the model does not think it said it. One already heard stays.
+   */
+  dropGreeting(): void {
+    const g = this.#greeting;
+    if (!g || this.#greetingSpoken || this.#history.lastItemId() !== g.item.id) return;
+    this.#history.delete(g.item.id);
+    this.#greeting = undefined;
+    this.#o.send({ type: 'conversation.item.deleted', item_id: g.item.id });
   }
 
   /** Puts the character's greeting (if any) first. */
@@ -190,7 +207,7 @@ export class Conversation {
 
   /** `conversation.item.create`; returns the error to send, if any. */
   create(
-    item: ClientItem,
+    item: ClientItem | ClientFunctionCallItem,
     previousItemId: string | null | undefined,
     eventId: string | null,
   ): ProtocolError | undefined {
@@ -213,6 +230,7 @@ export class Conversation {
         'item.id',
       );
     }
+    if (item.type === 'function_call') return this.#createCall(item, newest, eventId);
     if (item.type === 'function_call_output') {
       const pending = this.#pending.get(item.call_id);
       if (pending === undefined) {
@@ -248,8 +266,50 @@ export class Conversation {
     return undefined;
   }
 
+  /**
+   * A call the client records as made (GA `function_call` item; the session
+   * checked its name): the model reads it as its own call. It awaits its
+   * output like a call the model made — a `function_call_output` with its
+   * `call_id` — and gets a stand-in output at the next response if none came,
+   * so the history sent to the model stays valid.
+   */
+  #createCall(
+    given: ClientFunctionCallItem,
+    previous: string | null,
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const callId = given.call_id ?? newId('call');
+    if (this.callIdTaken(callId)) {
+      return new ProtocolError(
+        'invalid_value',
+        `conversation.item.create: item.call_id: a call "${callId}" is already in the conversation; give each call its own call_id.`,
+        { param: 'item.call_id', eventId },
+      );
+    }
+    const item: FunctionCallItem = {
+      id: given.id ?? newId('item'),
+      object: 'realtime.item',
+      type: 'function_call',
+      status: 'completed',
+      call_id: callId,
+      name: given.name,
+      arguments: given.arguments,
+    };
+    const message = callMessage(
+      [{ id: callId, name: item.name, arguments: item.arguments }],
+      this.#turn,
+    );
+    // Not deletable on its own: a call stays paired with its output.
+    this.#history.addItems(this.#history.current(), [item], [message]);
+    this.#pending.set(callId, { name: item.name, owner: message });
+    this.#o.log().debug({ item: item.id, tool: item.name }, 'call item added');
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    return undefined;
+  }
+
   /** Why the conversation takes no more client items, if it does not. */
-  #full(item: ClientItem): string | undefined {
+  #full(item: ClientItem | ClientFunctionCallItem): string | undefined {
     const advice = 'Delete items with conversation.item.delete, or start a new session.';
     if (this.#history.size >= MAX_CONVERSATION_ITEMS) {
       return `conversation.item.create: the conversation holds ${MAX_CONVERSATION_ITEMS} items, the most a session keeps. ${advice}`;
@@ -334,6 +394,29 @@ export class Conversation {
     this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
     this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
     return item;
+  }
+
+  /**
+   * `messages` (from {@link trim}) with a stand-in output after each call
+   * still awaiting the client's, in a copy: what an out-of-band response
+   * reads while the conversation keeps waiting for the real outputs.
+   */
+  withStandIns(messages: ChatMessage[]): ChatMessage[] {
+    if (this.#pending.size === 0) return messages;
+    const out = [...messages];
+    for (const [callId, { name, owner }] of this.#pending) {
+      let at = out.findIndex(
+        (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === callId),
+      );
+      if (at === -1 && owner) at = out.indexOf(owner);
+      if (at === -1) continue;
+      let end = at + 1;
+      while (end < out.length && (out[end]!.role === 'tool' || out[end]!.role === 'function'))
+        end++;
+      const call = { id: callId, name, arguments: '{}' };
+      out.splice(end, 0, ...outputMessages(call, MISSING_OUTPUT, this.#turn));
+    }
+    return out;
   }
 
   /** The character's tool format, which tool results are written in. */

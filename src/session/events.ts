@@ -173,6 +173,8 @@ export interface SessionUpdate {
   tracing?: TracingSetting | null;
   parallel_tool_calls?: boolean;
   reasoning?: Reasoning;
+  /** `session.troupe.greeting`: false turns the character's greeting off. */
+  greeting?: boolean;
 }
 
 /** An item the client adds. */
@@ -194,6 +196,15 @@ export interface ClientFunctionCallItem {
   arguments: string;
 }
 
+/** A reference to an item the conversation holds (GA `item_reference`, in `response.input`). */
+export interface ItemReference {
+  type: 'item_reference';
+  id: string;
+}
+
+/** An item of `response.input`. */
+export type InputItem = ClientItem | ClientFunctionCallItem | ItemReference;
+
 /** `response.create.response`, normalised. */
 export interface ResponseOptions {
   instructions?: string;
@@ -205,7 +216,7 @@ export interface ResponseOptions {
   /** `"none"`: an out-of-band response, outside the conversation. @defaultValue "auto" */
   conversation?: 'auto' | 'none';
   /** The response's input instead of the conversation (GA `response.input`). */
-  input?: Array<ClientItem | ClientFunctionCallItem>;
+  input?: InputItem[];
   /** Tools for this response only, instead of the session's client tools. */
   tools?: ClientTool[];
   /** `audio.output.voice` (beta `voice`) for this response. */
@@ -220,7 +231,11 @@ export interface ResponseOptions {
 /** A client event after validation (GA names; `event_id` is the client's own). */
 export type ClientEvent = { event_id?: string } & (
   | { type: 'session.update'; session: SessionUpdate }
-  | { type: 'conversation.item.create'; previous_item_id?: string | null; item: ClientItem }
+  | {
+      type: 'conversation.item.create';
+      previous_item_id?: string | null;
+      item: ClientItem | ClientFunctionCallItem;
+    }
   | { type: 'conversation.item.retrieve'; item_id: string }
   | { type: 'conversation.item.delete'; item_id: string }
   | {
@@ -333,8 +348,8 @@ export interface ResponseObject {
   output_modalities: Array<'text' | 'audio'>;
   usage: ResponseUsage | null;
   metadata: Record<string, string> | null;
-  /** The session's one conversation. */
-  conversation_id?: string;
+  /** The session's one conversation; null for an out-of-band response (`conversation: "none"`). */
+  conversation_id?: string | null;
   troupe?: ResponseTroupeInfo;
 }
 
@@ -379,6 +394,8 @@ export interface SessionObject {
   expires_at: number;
   troupe: {
     character: SessionCharacterInfo;
+    /** Whether the character's greeting opens the conversation (`?greeting=0` or `session.troupe.greeting`). */
+    greeting: boolean;
     /** Why the voice asked for is not the one speaking (it fell back), when so. */
     voice_warning?: string;
   };

@@ -6,14 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError, type TroupeError } from '../errors.js';
 import type { ChatMessage, UserContentPart } from '../llm/chunk.js';
 import type { ToolDescription } from '../tools/types.js';
-import type {
-  ClientTool,
-  ContentPart,
-  ErrorPayload,
-  Item,
-  MessageItem,
-  ResponseOptions,
-} from './events.js';
+import type { ClientTool, ContentPart, ErrorPayload, Item, MessageItem } from './events.js';
 
 let itemCounter = 0;
 /** Item and response ids: short, unique within the process, OpenAI-looking. */
@@ -116,40 +109,6 @@ export function round(ms: number): number {
 /** Whether an item is a server-run tool call that has its result (or its error). */
 export function finishedMcpCall(item: Item): boolean {
   return item.type === 'mcp_call' && (item.output !== null || item.error !== null);
-}
-
-/**
- * GA response options the protocol takes that a session does not run yet:
- * refused naming the field and what to do instead, never run as if absent.
- */
-export function responseOptionNotOffered(
-  r: ResponseOptions,
-  eventId: string | null,
-): ProtocolError | undefined {
-  const refuse = (param: string, message: string) =>
-    new ProtocolError('invalid_value', `response.create: ${param}: ${message}`, {
-      param,
-      eventId,
-    });
-  if (r.conversation === 'none') {
-    return refuse(
-      'response.conversation',
-      'out-of-band responses ("none") are not offered yet; use "auto" (the session\'s conversation).',
-    );
-  }
-  if (r.input !== undefined) {
-    return refuse(
-      'response.input',
-      "a response's own input is not offered yet; add the items with conversation.item.create.",
-    );
-  }
-  if (r.tools !== undefined) {
-    return refuse(
-      'response.tools',
-      'tools for one response are not offered yet; set the client tools with session.update.',
-    );
-  }
-  return undefined;
 }
 
 /** The id of a session's one conversation (`response.conversation_id`). */

@@ -7,10 +7,17 @@ import type { Item } from './events.js';
 
 /**
  * Where a response comes from: a client's `response.create`, the greeting, a
- * voice turn, or `background` (a background tool's result, or its progress
- * spoken). Each kind gets its own policy in {@link ResponseQueue.request}.
+ * voice turn, a `handoff` (the new character answering), `background` (a
+ * background tool's result, or its progress spoken) or `out_of_band`
+ * (`response.conversation: "none"`, which runs beside the conversation's
+ * response and never waits for it). Each kind gets its own policy in
+ * {@link ResponseQueue.request}.
  */
-export type ResponseKind = 'client' | 'greeting' | 'voice' | 'handoff' | 'background';
+export type ResponseKind =
+  'client' | 'greeting' | 'voice' | 'handoff' | 'background' | 'out_of_band';
+
+/** Most out-of-band responses one session runs at once. */
+export const MAX_OUT_OF_BAND_RESPONSES = 4;
 
 /** Why a response was stopped. */
 export type StopReason = 'client_cancelled' | 'turn_detected';
@@ -70,6 +77,8 @@ export class ResponseQueue {
   #active: RunningResponse | undefined;
   readonly #waiting: Array<{ request: ResponseRequest; start: (r: RunningResponse) => void }> = [];
   readonly #newId: () => string;
+  /** Out-of-band responses: they run beside the conversation's, each on its own. */
+  readonly #beside = new Map<string, RunningResponse>();
   #closed = false;
 
   constructor(newId: () => string) {
@@ -81,9 +90,24 @@ export class ResponseQueue {
     return this.#active;
   }
 
-  /** Whether a response runs or waits. */
+  /** Whether a conversation response runs or waits. */
   get busy(): boolean {
     return this.#active !== undefined || this.#waiting.length > 0;
+  }
+
+  /** Whether any response runs or waits, out-of-band ones included. */
+  get running(): boolean {
+    return this.busy || this.#beside.size > 0;
+  }
+
+  /** Out-of-band responses running now. */
+  get outOfBand(): number {
+    return this.#beside.size;
+  }
+
+  /** A running response by id: the conversation's or an out-of-band one. */
+  find(id: string): RunningResponse | undefined {
+    return this.#active?.id === id ? this.#active : this.#beside.get(id);
   }
 
   /**
@@ -101,6 +125,11 @@ export class ResponseQueue {
     const active = this.#active;
     const inTheWay = active?.id ?? 'a queued response';
     if (this.#closed) return active?.id ?? 'none';
+    if (kind === 'out_of_band') {
+      return this.#beside.size >= MAX_OUT_OF_BAND_RESPONSES
+        ? [...this.#beside.keys()].join(', ')
+        : undefined;
+    }
     if (kind === 'greeting' && this.busy) return inTheWay;
     if (kind !== 'client') return undefined;
     const serverStarted = (k: ResponseKind) => k === 'greeting' || k === 'background';
@@ -113,6 +142,9 @@ export class ResponseQueue {
   request(request: ResponseRequest): RequestOutcome {
     const refused = this.refusal(request.kind);
     if (refused !== undefined) return { outcome: 'refused', activeId: refused };
+    if (request.kind === 'out_of_band') {
+      return { outcome: 'started', started: Promise.resolve(this.#startBeside(request)) };
+    }
     if (!this.busy && !request.holdWhile?.()) {
       return { outcome: 'started', started: Promise.resolve(this.#start(request)) };
     }
@@ -122,9 +154,9 @@ export class ResponseQueue {
     return { outcome: 'queued', started };
   }
 
-  /** Stops the running response (its run ends it as cancelled). */
-  stop(reason: StopReason): RunningResponse | undefined {
-    const active = this.#active;
+  /** Stops the running conversation response, or the one named (its run ends it as cancelled). */
+  stop(reason: StopReason, id?: string): RunningResponse | undefined {
+    const active = id === undefined ? this.#active : this.find(id);
     if (!active || active.controller.signal.aborted) return undefined;
     active.stoppedBy = reason;
     active.controller.abort();
@@ -133,7 +165,9 @@ export class ResponseQueue {
 
   /** Resolves when nothing runs or waits. */
   async idle(): Promise<void> {
-    while (this.#active) await this.#active.done;
+    while (this.#active || this.#beside.size > 0) {
+      await Promise.all([this.#active?.done, ...[...this.#beside.values()].map((r) => r.done)]);
+    }
   }
 
   /** Stops what runs; what waits never starts. */
@@ -141,10 +175,21 @@ export class ResponseQueue {
     this.#closed = true;
     this.#waiting.length = 0;
     this.#active?.controller.abort();
+    for (const r of this.#beside.values()) r.controller.abort();
   }
 
-  #start(request: ResponseRequest): RunningResponse {
-    const response: RunningResponse = {
+  #startBeside(request: ResponseRequest): RunningResponse {
+    const response = this.#response(request);
+    this.#beside.set(response.id, response);
+    response.done = request
+      .run(response)
+      .catch(request.onError)
+      .finally(() => this.#beside.delete(response.id));
+    return response;
+  }
+
+  #response(request: ResponseRequest): RunningResponse {
+    return {
       id: this.#newId(),
       kind: request.kind,
       controller: new AbortController(),
@@ -152,6 +197,10 @@ export class ResponseQueue {
       truncations: new Map(),
       ...(request.sttMs !== undefined ? { sttMs: request.sttMs } : {}),
     };
+  }
+
+  #start(request: ResponseRequest): RunningResponse {
+    const response = this.#response(request);
     this.#active = response;
     response.done = request
       .run(response)

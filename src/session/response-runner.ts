@@ -66,17 +66,27 @@ export interface ResponseContext {
   background?: BackgroundStarter;
 }
 
-/** Runs a conversation response to its `response.done`. */
+/**
+ * Runs a response to its `response.done`: a conversation response, or an
+ * out-of-band one (`conversation: "none"`) whose items stay out of the
+ * conversation. `input` (`response.input` as messages) replaces the
+ * conversation as what the model reads.
+ */
 export async function runResponse(
   ctx: ResponseContext,
   response: RunningResponse,
   r: ResponseOptions,
   receivedAt: number,
+  input?: readonly ChatMessage[],
 ): Promise<void> {
   const turnLog = ctx.log().child({ turn: ctx.nextTurn() });
   const character = ctx.character();
   const opening = ctx.opening();
-  const modalities = r.output_modalities ?? ctx.config.current.outputModalities;
+  const outOfBand = r.conversation === 'none';
+  // The speech channel is the conversation's: an out-of-band response is text.
+  const modalities: Array<'text' | 'audio'> = outOfBand
+    ? ['text']
+    : (r.output_modalities ?? ctx.config.current.outputModalities);
   // Audio out needs an engine; without one the reply is text (checked at update).
   const voice = modalities.includes('audio') && ctx.voice?.canSpeak ? ctx.voice : undefined;
   const group = ctx.conversation.responseGroup();
@@ -84,6 +94,8 @@ export async function runResponse(
     role: 'system',
     content: r.instructions ?? ctx.config.systemPrompt(opening),
   };
+  // Out of band, the conversation hears nothing of it: no conversation.item.* events.
+  const send = outOfBand ? withoutConversationEvents(ctx.send) : ctx.send;
   const base: ResponseObject = {
     object: 'realtime.response',
     id: response.id,
@@ -93,24 +105,31 @@ export async function runResponse(
     output_modalities: modalities,
     usage: null,
     metadata: r.metadata ?? null,
-    conversation_id: conversationId(ctx.sessionId),
+    conversation_id: outOfBand ? null : conversationId(ctx.sessionId),
   };
   const toolset = ctx.handoffs?.toolset(character, opening.toolset) ?? opening.toolset;
-  const messages = trimmed(ctx, turnLog, systemMessage, 'history trimmed to the context budget');
+  const history = (message: string, added?: readonly ChatMessage[]) =>
+    input
+      ? [...input]
+      : readable(ctx, outOfBand, trimmed(ctx, turnLog, systemMessage, message, added));
+  const messages = history('history trimmed to the context budget');
   ctx.send({ type: 'response.created', response: base });
 
   const speech = voice?.speechFor(response, turnLog, receivedAt);
   // Every call but the client's own tools is the server's to run (unknown ones are answered too).
-  const clientNames = new Set(ctx.config.current.tools.map((t) => t.name));
-  const out = new ResponseWriter(response.id, ctx.send, ctx.conversation.lastItemId(), speech, {
+  const clientNames = new Set((r.tools ?? ctx.config.current.tools).map((t) => t.name));
+  const before = outOfBand ? null : ctx.conversation.lastItemId();
+  const out = new ResponseWriter(response.id, send, before, speech, {
     serverLabel: character.id,
     runs: (name) => !clientNames.has(name),
     labelOf: (name) => opening.toolset.tools.get(name)?.serverLabel,
   });
   const fillers = new FillerTimers(toolset, (text) => out.filler(text));
   let requestAt: number | undefined;
-  response.lastItemId = () => out.items.at(-1)?.id ?? null;
-  response.findItem = (id) => out.find(id);
+  if (!outOfBand) {
+    response.lastItemId = () => out.items.at(-1)?.id ?? null;
+    response.findItem = (id) => out.find(id);
+  }
   let firstDeltaAt: number | null = null;
   let summary: TurnSummary | undefined;
   let failure: TroupeError | undefined;
@@ -123,6 +142,10 @@ export async function runResponse(
   }
   if (llm) {
     const options = turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages, toolset);
+    options.fitHistory = (added) => [
+      systemMessage,
+      ...history('history trimmed between tool rounds', added),
+    ];
     const events = runTurn(options);
     for await (const e of events) {
       if (e.type === 'text.delta' && firstDeltaAt === null) {
@@ -146,7 +169,7 @@ export async function runResponse(
   if (response.stoppedBy) status = 'cancelled';
 
   // History: the turn's messages and the items that stand for them.
-  if (summary) {
+  if (summary && !outOfBand) {
     const kept = speech
       ? keepHeard(summary.messages, spokenItems, response.truncations, (id, spoken) =>
           ctx.conversation.recordSpoken(id, spoken),
@@ -181,11 +204,14 @@ export async function runResponse(
   };
   ctx.send({ type: 'response.done', response: doneResponse(outcome) });
   recordResponse(ctx.metrics, outcome);
-  ctx.shareHistory();
-  ctx.changed();
+  if (!outOfBand) {
+    ctx.shareHistory();
+    ctx.changed();
+  }
   turnLog.info(
     {
       response: response.id,
+      ...(outOfBand ? { outOfBand } : {}),
       status,
       ttftMs: ttftMs === null ? null : round(ttftMs),
       toolRounds: summary?.toolRounds ?? 0,
@@ -194,6 +220,26 @@ export async function runResponse(
     },
     'response done',
   );
+}
+
+/** Sends everything but `conversation.item.*` (an out-of-band response's items are not the conversation's). */
+function withoutConversationEvents(send: (e: ServerEvent) => void): (e: ServerEvent) => void {
+  return (e) => {
+    if (!e.type.startsWith('conversation.item.')) send(e);
+  };
+}
+
+/**
+ * The conversation as an out-of-band response may read it: calls still
+ * awaiting the client's output get stand-ins in the copy sent (the
+ * conversation keeps waiting for the real ones).
+ */
+function readable(
+  ctx: ResponseContext,
+  outOfBand: boolean,
+  messages: ChatMessage[],
+): ChatMessage[] {
+  return outOfBand ? ctx.conversation.withStandIns(messages) : messages;
 }
 
 /** History within the context budget, the system prompt reserved. */
@@ -251,11 +297,6 @@ function turnOptions(
   return {
     llm,
     messages: [system, ...messages],
-    // Tool rounds grow the request: older exchanges make room for them.
-    fitHistory: (added) => [
-      system,
-      ...trimmed(ctx, log, system, 'history trimmed between tool rounds', added),
-    ],
     toolset,
     // A model that reuses call ids (llama.cpp, some proxies) must not file a
     // new call under one still waiting or already in the conversation.
@@ -267,7 +308,8 @@ function turnOptions(
     maxToolRounds: ctx.settings.maxToolRounds,
     ...opening.turn,
     request,
-    clientTools: s.tools.map(toDescription),
+    // `response.tools` replace the session's client tools for this response.
+    clientTools: (r.tools ?? s.tools).map(toDescription),
     ...(ctx.handoffs ? { endTurn: () => ctx.handoffs!.requested } : {}),
     ...(ctx.background ? { background: ctx.background } : {}),
   };

@@ -130,6 +130,7 @@ export class SessionConfig {
     if (u.input_audio_format !== undefined) s.inputEncoding = encodingOf(u.input_audio_format);
     if (u.output_audio_format !== undefined) s.outputEncoding = encodingOf(u.output_audio_format);
     if (u.turn_detection !== undefined) this.#setTurnDetection(u.turn_detection);
+    if (u.greeting !== undefined) s.greeting = u.greeting;
     s.ga = applyGa(s.ga ?? GA_DEFAULTS, u);
     return {
       inputEncoding: u.input_audio_format !== undefined,
@@ -170,6 +171,13 @@ export class SessionConfig {
       silenceDurationMs: t.silence_duration_ms ?? base.silenceDurationMs,
       createResponse: t.create_response ?? base.createResponse,
       interruptResponse: t.interrupt_response ?? base.interruptResponse,
+      // GA: server_vad only (semantic_vad arrives with its eagerness and has none).
+      idleTimeoutMs:
+        t.eagerness !== undefined
+          ? null
+          : t.idle_timeout_ms !== undefined
+            ? t.idle_timeout_ms
+            : (base.idleTimeoutMs ?? null),
     };
   }
 
@@ -223,6 +231,7 @@ export class SessionConfig {
             silence_duration_ms: turn.silenceDurationMs,
             create_response: turn.createResponse,
             interrupt_response: turn.interruptResponse,
+            idle_timeout_ms: turn.idleTimeoutMs ?? null,
           },
           transcription: ga.transcription,
           noise_reduction: ga.noiseReduction,
@@ -247,6 +256,7 @@ export class SessionConfig {
           tools: [...character.toolNames],
           greeting: character.greeting ?? null,
         },
+        greeting: s.greeting !== false,
         ...this.#voiceWarning(character),
       },
     };

@@ -14,6 +14,8 @@ export const SNAPSHOT_VERSION = 1;
 export interface TurnSettings extends VadSettings {
   createResponse: boolean;
   interruptResponse: boolean;
+  /** `idle_timeout_ms`: input audio without speech after a response before the server answers it; absent/null = off. */
+  idleTimeoutMs?: number | null;
 }
 
 /** What `session.update` sets (null = not set: the character's or engine's default). */
@@ -33,6 +35,8 @@ export interface SettingsState {
   shareHistory: boolean;
   /** GA settings shown back as given (absent in older snapshots: the GA defaults). */
   ga?: GaSessionSettings;
+  /** Whether the character's greeting opens the conversation; absent = on. */
+  greeting?: boolean;
 }
 
 /** A chat message by its place in history: group, then message index. */

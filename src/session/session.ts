@@ -10,17 +10,13 @@ import type { LlmClient } from '../llm/client.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
+import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import {
-  audioUnsupported,
-  finishedMcpCall,
-  itemNotFound,
-  newId,
-  responseOptionNotOffered,
-} from './items.js';
+import { finishedMcpCall, itemNotFound, newId } from './items.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import { runProgressLine, sessionBackgroundCalls } from './background-results.js';
-import { ResponseQueue, type ResponseKind } from './response-queue.js';
+import { checkResponse, unknownCall } from './response-checks.js';
+import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
   runResponse,
@@ -62,6 +58,11 @@ export interface SessionOptions {
   /** Speech engines and settings; absent = text only (audio events are refused). */
   voice?: SessionVoice;
   /**
+   * Whether the character's greeting opens the conversation (`?greeting=0`
+   * turns it off before anything is sent). @defaultValue true
+   */
+  greeting?: boolean;
+  /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
    * `session.snapshot()` when it suits.
@@ -77,7 +78,7 @@ export interface Session {
   readonly id: string;
   /** The character serving the session now. */
   readonly character: LoadedCharacter;
-  /** Whether a response is running (or waiting to). */
+  /** Whether a response is running (or waiting to), out-of-band ones included. */
   readonly busy: boolean;
   /** Counts changes that matter to a snapshot (see `SessionOptions.onChange`). */
   readonly version: number;
@@ -146,7 +147,10 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     metadata,
     characterState: {},
     turns: 0,
-    settings: defaultSettings(options.voice),
+    settings: {
+      ...defaultSettings(options.voice),
+      ...(options.greeting === false ? { greeting: false } : {}),
+    },
     conversation: null,
   });
 }
@@ -246,7 +250,9 @@ class ConversationSession implements Session {
       state.conversation ?? undefined,
     );
     this.#conversation.setTurnSettings(opening.turn);
-    if (!state.conversation) this.#conversation.addGreeting(character);
+    if (!state.conversation && state.settings.greeting !== false) {
+      this.#conversation.addGreeting(character);
+    }
     // The conversation part holds it from here; a snapshot asks the part.
     state.conversation = null;
     this.#voiceOut = kit?.tts
@@ -271,7 +277,7 @@ class ConversationSession implements Session {
   }
 
   get busy(): boolean {
-    return this.#queue.busy;
+    return this.#queue.running;
   }
 
   get version(): number {
@@ -344,10 +350,15 @@ class ConversationSession implements Session {
     switch (event.type) {
       case 'session.update':
         return this.#update(event.session, eventId);
-      case 'conversation.item.create':
+      case 'conversation.item.create': {
+        const unknown =
+          event.item.type === 'function_call' &&
+          unknownCall(event.item, this.#character, this.#config.current.tools, eventId);
+        if (unknown) return unknown;
         return this.#changedUnless(
           conversation.create(event.item, event.previous_item_id, eventId),
         );
+      }
       case 'conversation.item.retrieve': {
         // An item of the running response (clients retrieve an mcp_call as it starts).
         const live = this.#queue.active?.findItem?.(event.item_id);
@@ -543,8 +554,14 @@ class ConversationSession implements Session {
 
   // ── responses ───────────────────────────────────────────────────────────
 
-  /** Asks the queue for a conversation response; a refusal is the caller's to tell. */
-  #request(kind: ResponseKind, r: ResponseOptions, receivedAt: number, sttMs?: number) {
+  /** Asks the queue for a response; a refusal is the caller's to tell. */
+  #request(
+    kind: ResponseKind,
+    r: ResponseOptions,
+    receivedAt: number,
+    sttMs?: number,
+    input?: readonly ChatMessage[],
+  ) {
     let queued = false;
     const outcome = this.#queue.request({
       kind,
@@ -552,6 +569,8 @@ class ConversationSession implements Session {
       // A background result is not told over the user's speech.
       ...(kind === 'background' ? { holdWhile: () => this.#voiceIn?.userTurn === true } : {}),
       run: async (response) => {
+        // Beside the conversation: it reads stand-ins in a copy and changes nothing.
+        if (kind === 'out_of_band') return runResponse(this.#ctx, response, r, receivedAt, input);
         // Any response that starts sees the background outcomes in history:
         // a follow-up with none left untold has nothing to say.
         const untold = this.#untold;
@@ -563,7 +582,11 @@ class ConversationSession implements Session {
         // a voice turn from the end of speech (its wait is the user's wait).
         const from = queued && kind === 'client' ? performance.now() : receivedAt;
         if (kind !== 'handoff') this.#handoffs.newTurn();
-        await runResponse(this.#ctx, response, r, from);
+        try {
+          await runResponse(this.#ctx, response, r, from, input);
+        } finally {
+          this.#responseEnded();
+        }
         const handoff = this.#handoffs.take();
         if (handoff) await this.#handOff(handoff, response, receivedAt);
       },
@@ -573,13 +596,17 @@ class ConversationSession implements Session {
     return outcome;
   }
 
+  /** A conversation response ended: the user's silence is timed from here (`idle_timeout_ms`). */
+  #responseEnded = (): void => this.#voiceIn?.responseEnded();
+
   /** A voice session hears the greeting spoken, once, before anything else is said. */
   #maybeSpeakGreeting(): void {
     if (!this.#voiceOut || this.#queue.busy || !this.#conversation.greetingToSpeak()) return;
     if (!this.#config.current.outputModalities.includes('audio')) return;
+    if (this.#config.current.greeting === false) return;
     this.#queue.request({
       kind: 'greeting',
-      run: (response) => runGreeting(this.#ctx, response),
+      run: (response) => runGreeting(this.#ctx, response).finally(this.#responseEnded),
       onError: (err) => this.#log.error({ err }, 'greeting failed unexpectedly'),
     });
   }
@@ -589,27 +616,26 @@ class ConversationSession implements Session {
     eventId: string | null,
     receivedAt: number,
   ): ProtocolError | undefined {
-    const inTheWay = this.#queue.refusal('client');
-    if (inTheWay !== undefined) return activeResponse(inTheWay, eventId);
-    if (r.output_modalities?.includes('audio') && !this.#o.voice?.tts) {
-      return audioUnsupported('response.output_modalities', eventId);
+    const kind: ResponseKind = r.conversation === 'none' ? 'out_of_band' : 'client';
+    const inTheWay = this.#queue.refusal(kind);
+    if (inTheWay !== undefined) {
+      if (kind === 'client') return activeResponse(inTheWay, eventId);
+      return new ProtocolError(
+        'too_many_out_of_band_responses',
+        `response.create: ${MAX_OUT_OF_BAND_RESPONSES} out-of-band responses are running (${inTheWay}), the most a session runs at once; wait for a response.done or cancel one with response.cancel {response_id}.`,
+        { param: 'response.conversation', eventId },
+      );
     }
-    const notOffered = responseOptionNotOffered(r, eventId);
-    if (notOffered) return notOffered;
-    if (typeof r.tool_choice === 'object') {
-      const names = [
-        ...this.#character.toolNames,
-        ...this.#config.current.tools.map((t) => t.name),
-      ];
-      if (!names.includes(r.tool_choice.name)) {
-        return new ProtocolError(
-          'invalid_value',
-          `response.create: response.tool_choice.name: no tool "${r.tool_choice.name}"; tools: ${names.join(', ') || 'none'}.`,
-          { param: 'response.tool_choice.name', eventId },
-        );
-      }
-    }
-    const outcome = this.#request('client', r, receivedAt);
+    const input = checkResponse(r, kind, {
+      canSpeak: this.#o.voice?.tts != null,
+      character: this.#character,
+      clientTools: this.#config.current.tools,
+      find: (id) => this.#conversation.find(id),
+      turn: this.#opening.turn,
+      eventId,
+    });
+    if (input instanceof ProtocolError) return input;
+    const outcome = this.#request(kind, r, receivedAt, undefined, input);
     return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
   }
 
@@ -617,6 +643,12 @@ class ConversationSession implements Session {
     responseId: string | undefined,
     eventId: string | null,
   ): ProtocolError | undefined {
+    // An out-of-band response is cancelled by its id.
+    const named = responseId !== undefined ? this.#queue.find(responseId) : undefined;
+    if (named && named.kind === 'out_of_band') {
+      this.#queue.stop('client_cancelled', named.id);
+      return undefined;
+    }
     const active = this.#queue.active;
     if (!active) {
       return new ProtocolError(
@@ -662,8 +694,10 @@ class ConversationSession implements Session {
     }
     const problem = this.#config.check(u, next, eventId);
     if (problem) return problem;
-    if (next !== this.#character) await this.#changeCharacter(next);
+    const greeting = u.greeting ?? this.#config.current.greeting !== false;
+    if (next !== this.#character) await this.#changeCharacter(next, greeting);
     const change = this.#config.apply(u);
+    if (!greeting) this.#greetingOff();
     this.#voiceIn?.configure(change);
     this.#send({ type: 'session.updated', session: this.#sessionObject() });
     this.#changed();
@@ -671,13 +705,19 @@ class ConversationSession implements Session {
     return undefined;
   }
 
+  /** The greeting turned off: one playing stops where it is, one not yet heard leaves the conversation. */
+  #greetingOff(): void {
+    if (this.#queue.active?.kind === 'greeting') this.#queue.stop('client_cancelled');
+    this.#conversation.dropGreeting();
+  }
+
   /** A new character starts a new conversation: its prompt, tools, greeting and state. */
-  async #changeCharacter(next: LoadedCharacter): Promise<void> {
+  async #changeCharacter(next: LoadedCharacter, greeting: boolean): Promise<void> {
     // The old character's greeting makes no sense any more.
     if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
     const state = this.#state;
     const opening = await open(next, this.id, state.metadata);
-    this.#conversation.restart(next);
+    this.#conversation.restart(next, greeting);
     for (const key of Object.keys(state.characterState)) delete state.characterState[key];
     delete state.characterStates;
     this.#become(next, opening);

@@ -47,6 +47,12 @@ interface Utterance {
 /** Less audio than this cannot be a turn (the Realtime API's own floor). */
 const MIN_COMMIT_MS = 100;
 
+/**
+ * What the model reads for a turn the user let pass in silence
+ * (`idle_timeout_ms`) when the engine heard no words: Unmute's own marker.
+ */
+export const SILENCE_MARKER = '...';
+
 /** A session's ears: `input_audio_buffer.*` and what server VAD hears. */
 export class VoiceInput {
   readonly #o: VoiceInputOptions;
@@ -59,6 +65,8 @@ export class VoiceInput {
   #turnChain: Promise<void> = Promise.resolve();
   /** Committed utterances not yet answered (transcribing, or their response not yet asked for). */
   #unanswered = 0;
+  /** The input clock when the last response ended: `idle_timeout_ms` counts from here. */
+  #idleFrom: number | undefined;
   #closed = false;
 
   constructor(options: VoiceInputOptions) {
@@ -125,10 +133,45 @@ export class VoiceInput {
       (inp.totalMs - before) / 1000,
     );
     this.#confirmTentative();
+    this.#checkIdle();
     return undefined;
   }
 
-  /** `input_audio_buffer.clear`. */
+  /** A response ended (its speech played): the user's silence is timed from now (`idle_timeout_ms`). */
+  responseEnded(): void {
+    this.#idleFrom = this.#input?.clockMs ?? 0;
+  }
+
+  /**
+   * GA's `idle_timeout_ms`: input audio with no speech for that long after
+   * a response → `input_audio_buffer.timeout_triggered`, the silent buffer
+   * committed as a user item, and (with `create_response`) a response. The
+   * time is the input audio's, so it runs with the audio the client sends.
+   */
+  #checkIdle(): void {
+    const from = this.#idleFrom;
+    const limit = this.#o.config.current.turnDetection?.idleTimeoutMs;
+    const inp = this.#input;
+    if (from === undefined || !limit || !inp) return;
+    if (this.#utterance || this.#tentative || inp.speaking || this.#o.responding()) return;
+    const now = inp.clockMs;
+    if (now - from < limit) return;
+    this.#idleFrom = undefined;
+    const u: Utterance = {
+      itemId: newId('item'),
+      audioStartMs: from,
+      speechStartMs: from,
+      streamed: '',
+    };
+    this.#o.log().info({ silentMs: Math.round(now - from) }, 'idle timeout');
+    this.#o.send({
+      type: 'input_audio_buffer.timeout_triggered',
+      audio_start_ms: Math.round(from),
+      audio_end_ms: Math.round(now),
+      item_id: u.itemId,
+    });
+    this.#commitUtterance(u, true, true);
+  }
   clear(): void {
     this.#input?.clear();
     this.#utterance = undefined;
@@ -182,6 +225,7 @@ export class VoiceInput {
     const { send } = this.#o;
     switch (e.type) {
       case 'speech_started': {
+        this.#idleFrom = undefined;
         const u: Utterance = {
           itemId: newId('item'),
           audioStartMs: e.audioStartMs,
@@ -267,7 +311,9 @@ export class VoiceInput {
   }
 
   /** Ends an utterance: its item, its transcript, and (server VAD) the answer. */
-  #commitUtterance(u: Utterance, auto: boolean): void {
+  #commitUtterance(u: Utterance, auto: boolean, idle = false): void {
+    // The user's turn: silence is timed again once it has been answered.
+    this.#idleFrom = undefined;
     const speechEndedAt = performance.now();
     this.#o.send({
       type: 'input_audio_buffer.committed',
@@ -277,7 +323,7 @@ export class VoiceInput {
     const transcript = this.#input!.commit();
     this.#unanswered++;
     this.#turnChain = this.#turnChain
-      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt))
+      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt, idle))
       .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'))
       .finally(() => {
         this.#unanswered--;
@@ -290,6 +336,7 @@ export class VoiceInput {
     pending: Promise<string>,
     auto: boolean,
     speechEndedAt: number,
+    idle: boolean,
   ): Promise<void> {
     const { send, conversation } = this.#o;
     const item = messageItem(
@@ -302,12 +349,14 @@ export class VoiceInput {
     send({ type: 'conversation.item.added', previous_item_id: previous, item });
     const { transcript, sttMs, failed } = await this.#transcribe(u, pending, speechEndedAt);
     if (this.#closed) return;
-    if (transcript && !u.streamed) {
+    // What the deltas during the turn did not say yet (all of it when none came).
+    const rest = unsent(transcript, u.streamed);
+    if (rest) {
       send({
         type: 'conversation.item.input_audio_transcription.delta',
         item_id: u.itemId,
         content_index: 0,
-        delta: transcript,
+        delta: rest,
       });
     }
     // `failed` and `completed` are alternatives, as in the Realtime API.
@@ -319,7 +368,7 @@ export class VoiceInput {
         transcript,
       });
     }
-    if (transcript === '') {
+    if (transcript === '' && !idle) {
       // Nothing was understood: no message for the model, and no answer to nothing.
       this.#o.log().info('utterance without words');
       send({ type: 'conversation.item.deleted', item_id: u.itemId });
@@ -327,7 +376,8 @@ export class VoiceInput {
     }
     item.content = [{ type: 'input_audio', transcript }];
     item.status = 'completed';
-    conversation.addUtterance(item, transcript);
+    // A silence the user let pass (idle timeout) is answered too: the model reads a marker.
+    conversation.addUtterance(item, transcript || SILENCE_MARKER);
     this.#o
       .log()
       .debug({ item: item.id, text: this.#o.content(transcript) }, 'utterance transcribed');
@@ -362,6 +412,20 @@ export class VoiceInput {
       return { transcript: '', sttMs: undefined, failed: true };
     }
   }
+}
+
+/**
+ * The end of a transcript the streamed deltas did not carry: all of it when
+ * none came, the words after them when it goes on from them, nothing when
+ * the engine revised what it had streamed (`completed` has the whole).
+ */
+function unsent(transcript: string, streamed: string): string {
+  const said = streamed.trim();
+  if (said === '') return transcript;
+  const next = transcript.charAt(said.length);
+  if (!transcript.startsWith(said) || (next !== '' && next !== ' ')) return '';
+  const rest = transcript.slice(said.length).trim();
+  return rest === '' ? '' : ` ${rest}`;
 }
 
 function vadOf(t: VadSettings): VadSettings {

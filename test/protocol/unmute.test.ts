@@ -40,6 +40,7 @@ const session: SessionObject = {
   tracing: null,
   expires_at: 0,
   troupe: {
+    greeting: true,
     character: {
       id: 'plain',
       name: 'Plain',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  MAX_OUT_OF_BAND_RESPONSES,
   ResponseQueue,
   type ResponseKind,
   type RunningResponse,
@@ -93,6 +94,29 @@ describe('ResponseQueue', () => {
     await queue.idle();
     expect(order).toEqual(['client:resp_1']);
     expect(ask('client').outcome).toBe('refused');
+  });
+
+  it('runs out-of-band responses beside the conversation response, up to the cap', async () => {
+    const { queue, ask, ends, order } = setup();
+    ask('client');
+    expect(ask('out_of_band').outcome).toBe('started');
+    expect(queue.active?.id).toBe('resp_1');
+    expect(queue.outOfBand).toBe(1);
+    // A client response is still refused: the conversation's response runs.
+    expect(ask('client').outcome).toBe('refused');
+    for (let i = 1; i < MAX_OUT_OF_BAND_RESPONSES; i++) ask('out_of_band');
+    expect(ask('out_of_band').outcome).toBe('refused');
+    expect(queue.stop('client_cancelled', 'resp_2')?.kind).toBe('out_of_band');
+    expect(queue.active?.controller.signal.aborted).toBe(false);
+    ends.get('resp_2')!();
+    ends.get('resp_1')!();
+    await queue.find('resp_1')?.done;
+    expect(queue.busy).toBe(false);
+    expect(queue.running).toBe(true);
+    for (const [id, end] of ends) if (id !== 'resp_1' && id !== 'resp_2') end();
+    await queue.idle();
+    expect(queue.running).toBe(false);
+    expect(order.slice(0, 2)).toEqual(['client:resp_1', 'out_of_band:resp_2']);
   });
 });
 

@@ -161,4 +161,70 @@ describe('the greeting', () => {
     await c.untilDone();
     await c.close();
   });
+
+  it('is off with ?greeting=0: no greeting item, nothing spoken, the model never greeted', async () => {
+    const c = await openSession(t, 'character=greeter&greeting=0');
+    const created = c.events.find((e) => e.type === 'session.created')!;
+    expect((created.session as { troupe: { greeting: boolean } }).troupe.greeting).toBe(false);
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('session.updated');
+    await barrier(c);
+    expect(c.events.some((e) => e.type === 'conversation.item.added')).toBe(false);
+    expect(c.events.some((e) => e.type === 'response.created')).toBe(false);
+    await speak(c, 'who are you');
+    const answer = await c.untilDone();
+    expect(spokenText(answer)).toBe('I am the greeter.');
+    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+      { role: 'user', content: 'Who are you?' },
+    ]);
+    await c.close();
+  });
+
+  it('is off with session.troupe.greeting false: the unspoken greeting leaves the conversation', async () => {
+    const c = await openSession(t, 'character=greeter');
+    const greetingId = (
+      c.events.find((e) => e.type === 'conversation.item.done')!.item as {
+        id: string;
+      }
+    ).id;
+    c.send({
+      type: 'session.update',
+      session: { output_modalities: ['audio'], troupe: { greeting: false } },
+    });
+    const updated = await c.next('session.updated');
+    expect((updated.session as { troupe: { greeting: boolean } }).troupe.greeting).toBe(false);
+    await barrier(c);
+    const deleted = c.events.find((e) => e.type === 'conversation.item.deleted');
+    expect(deleted?.item_id).toBe(greetingId);
+    expect(c.events.some((e) => e.type === 'response.created')).toBe(false);
+    await c.close();
+  });
+
+  it('stops where it is when turned off while it plays', async () => {
+    const c = await openSession(t, 'character=greeter');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    const greeting = (await c.next('response.created')).response as { id: string };
+    await c.next('response.output_audio_transcript.delta');
+    c.send({ type: 'session.update', session: { troupe: { greeting: false } } });
+    const done = (await c.next('response.done')).response as {
+      id: string;
+      status: string;
+      status_details: unknown;
+    };
+    expect(done).toMatchObject({
+      id: greeting.id,
+      status: 'cancelled',
+      status_details: { type: 'cancelled', reason: 'client_cancelled' },
+    });
+    await c.close();
+  });
+
+  it('answers a ?greeting= it does not know with an error naming the values, and keeps it on', async () => {
+    const c = await openSession(t, 'character=greeter&greeting=maybe');
+    const error = (await c.next('error')).error as { code: string; param: string; message: string };
+    expect(error).toMatchObject({ code: 'invalid_value', param: 'greeting' });
+    expect(error.message).toMatch(/0 or false/);
+    expect(c.events.some((e) => e.type === 'conversation.item.added')).toBe(true);
+    await c.close();
+  });
 });

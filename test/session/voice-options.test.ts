@@ -51,6 +51,7 @@ describe('turn_detection options', () => {
       silence_duration_ms: 1200,
       create_response: false,
       interrupt_response: true,
+      idle_timeout_ms: null,
     });
     await c.close();
   });

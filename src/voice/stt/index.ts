@@ -33,6 +33,8 @@ export type SttConfig = {
   language?: string;
   /** `pocketsphinx` only: most worker threads. @defaultValue one per core */
   workers?: number;
+  /** `pocketsphinx` only: partial hypotheses every this many ms of speech; 0 = off. @defaultValue 0 */
+  partialEveryMs?: number;
 };
 
 /** Options of {@link createSttProvider}. */
@@ -61,6 +63,7 @@ export function createSttProvider(
     case 'pocketsphinx':
       return new PocketsphinxSttProvider({
         ...(config.workers ? { maxWorkers: config.workers } : {}),
+        ...(config.partialEveryMs ? { partialEveryMs: config.partialEveryMs } : {}),
         ...(log ? { log } : {}),
       });
     case 'openai':

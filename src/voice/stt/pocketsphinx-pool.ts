@@ -86,6 +86,10 @@ export class PooledDecoder {
   end(): Promise<Recognition> {
     return this.slot.end(this.id);
   }
+  /** Receives the utterance's partial hypotheses (when the worker makes them); unset when given back. */
+  set onPartial(listener: ((text: string) => void) | undefined) {
+    this.slot.listen(this.id, listener);
+  }
 }
 
 /** One worker thread and the requests it owes answers to. */
@@ -102,6 +106,7 @@ class WorkerSlot {
   #nextSeq = 1;
   #creates = new Map<number, Deferred<number>>();
   #ends = new Map<number, Deferred<Recognition>>();
+  readonly #partials = new Map<number, (text: string) => void>();
   #readyWait = deferred<void>();
   #owed = 0;
   readonly #onDeath: (slot: WorkerSlot, error: SpeechProviderError) => void;
@@ -146,6 +151,12 @@ class WorkerSlot {
 
   post(message: PocketsphinxRequest, transfer?: ArrayBuffer[]): void {
     if (!this.#dead) this.#worker.postMessage(message, transfer);
+  }
+
+  /** Routes a decoder's partial hypotheses to `listener` (none: dropped). */
+  listen(decoder: number, listener: ((text: string) => void) | undefined): void {
+    if (listener) this.#partials.set(decoder, listener);
+    else this.#partials.delete(decoder);
   }
 
   create(decoder: number): Promise<number> {
@@ -219,6 +230,9 @@ class WorkerSlot {
         }
         return;
       }
+      case 'partial':
+        this.#partials.get(m.decoder)?.(m.text);
+        return;
       case 'text':
       case 'failed': {
         const reply = this.#ends.get(m.seq);

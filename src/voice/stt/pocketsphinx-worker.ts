@@ -22,6 +22,12 @@ export interface PocketsphinxWorkerData {
   requiredPaths: string[];
   /** One Int32: samples decoded so far (the pool reads its backlog from it). */
   progress?: SharedArrayBuffer;
+  /**
+   * Ask the decoder for its best hypothesis so far (`ps_get_hyp`) after each
+   * this many ms of an utterance's audio, and report it when it changed
+   * (`partial`). 0 or absent: never (text only at the utterance's end).
+   */
+  partialEveryMs?: number;
 }
 
 /** Requests to the worker. `decoder` ids are chosen by the pool. */
@@ -41,6 +47,8 @@ export type PocketsphinxReply =
   /** The library cannot be used at all: the worker is useless and says why. */
   | { op: 'fatal'; message: string }
   | { op: 'created'; decoder: number; loadMs: number }
+  /** The best hypothesis of the utterance so far (it may still change), when partials are on. */
+  | { op: 'partial'; decoder: number; text: string }
   | { op: 'create-failed'; decoder: number; message: string }
   | {
       op: 'text';
@@ -49,7 +57,7 @@ export type PocketsphinxReply =
       text: string;
       /** Audio in the utterance. */
       audioMs: number;
-      /** Time spent in `ps_process_raw` for it (real-time factor = decodeMs / audioMs). */
+      /** Time spent in `ps_process_raw` (and `ps_get_hyp` for partials) for it (real-time factor = decodeMs / audioMs). */
       decodeMs: number;
       /** Time of `ps_end_utt` + `ps_get_hyp`: what is left to do after the last audio. */
       endMs: number;
@@ -64,6 +72,9 @@ interface Decoder {
   inUtterance: boolean;
   samples: number;
   decodeMs: number;
+  /** Samples since the last partial hypothesis, and that hypothesis. */
+  sinceHyp: number;
+  lastHyp: string;
 }
 
 /** The library's functions, bound once per worker. */
@@ -123,6 +134,7 @@ function run(): void {
   const data = workerData as PocketsphinxWorkerData;
   const progress = data.progress && new Int32Array(data.progress);
   const reply = (message: PocketsphinxReply): void => port.postMessage(message);
+  const partialEvery = Math.round(((data.partialEveryMs ?? 0) * SAMPLE_RATE_HZ) / 1000);
 
   const started = performance.now();
   let lib: Binding;
@@ -164,7 +176,14 @@ function run(): void {
           });
           return;
         }
-        decoders.set(message.decoder, { ptr, inUtterance: false, samples: 0, decodeMs: 0 });
+        decoders.set(message.decoder, {
+          ptr,
+          inUtterance: false,
+          samples: 0,
+          decodeMs: 0,
+          sinceHyp: 0,
+          lastHyp: '',
+        });
         reply({ op: 'created', decoder: message.decoder, loadMs: performance.now() - t0 });
         return;
       }
@@ -180,9 +199,20 @@ function run(): void {
           d.inUtterance = true;
           d.samples = 0;
           d.decodeMs = 0;
+          d.sinceHyp = 0;
+          d.lastHyp = '';
         }
         lib.processRaw(d.ptr, message.pcm);
         d.samples += message.pcm.length;
+        d.sinceHyp += message.pcm.length;
+        if (partialEvery > 0 && d.sinceHyp >= partialEvery) {
+          d.sinceHyp = 0;
+          const text = (lib.hypothesis(d.ptr) ?? '').trim();
+          if (text !== d.lastHyp) {
+            d.lastHyp = text;
+            reply({ op: 'partial', decoder: message.decoder, text });
+          }
+        }
         d.decodeMs += performance.now() - t0;
         if (progress) Atomics.add(progress, 0, message.pcm.length);
         return;

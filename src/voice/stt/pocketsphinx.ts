@@ -83,6 +83,15 @@ export interface PocketsphinxOptions {
   maxUtteranceMs?: number;
   /** Where model loads and timings go. @defaultValue silent */
   log?: SttLogger;
+  /**
+   * Stream words while the user speaks: every this many ms of an
+   * utterance's audio the worker asks the decoder for its best hypothesis so
+   * far (`ps_get_hyp`), and words two hypotheses in a row agree on go out as
+   * `text` events (so `…transcription.delta`s come during the turn, not only
+   * at its end). Costs worker CPU per utterance (see docs/voice.md); 0 = off.
+   * @defaultValue 0
+   */
+  partialEveryMs?: number;
 }
 
 /**
@@ -107,8 +116,11 @@ export class PocketsphinxSttProvider implements SttProvider {
   readonly #libraryPath: string;
   readonly #requiredPaths: string[];
   #libraryLoads = false;
+  readonly #partials: boolean;
 
   constructor(options: PocketsphinxOptions = {}) {
+    const partialEveryMs = Math.max(0, options.partialEveryMs ?? 0);
+    this.#partials = partialEveryMs > 0;
     this.#log = options.log ?? SILENT_LOGGER;
     this.#libraryPath = options.libraryPath ?? DEFAULT_POCKETSPHINX_LIBRARY;
     const modelDir = options.modelDir ?? DEFAULT_POCKETSPHINX_MODEL_DIR;
@@ -125,7 +137,12 @@ export class PocketsphinxSttProvider implements SttProvider {
         POCKETSPHINX_SAMPLE_RATE_HZ,
     );
     this.#pool = new DecoderPool({
-      workerData: { libraryPath: this.#libraryPath, args, requiredPaths: this.#requiredPaths },
+      workerData: {
+        libraryPath: this.#libraryPath,
+        args,
+        requiredPaths: this.#requiredPaths,
+        ...(partialEveryMs > 0 ? { partialEveryMs } : {}),
+      },
       maxDecoders: Math.max(1, options.maxDecoders ?? DEFAULT_POCKETSPHINX_MAX_DECODERS),
       maxWorkers: Math.max(1, options.maxWorkers ?? DEFAULT_POCKETSPHINX_MAX_WORKERS),
       log: this.#log,
@@ -140,7 +157,7 @@ export class PocketsphinxSttProvider implements SttProvider {
         'pocketsphinx has only an English model; language hint ignored',
       );
     }
-    return new PocketsphinxStream(this.#pool, options, this.#log, this.#maxSamples);
+    return new PocketsphinxStream(this.#pool, options, this.#log, this.#maxSamples, this.#partials);
   }
 
   /**
@@ -240,8 +257,19 @@ class PocketsphinxStream implements SttStream {
   #pendingEnds = 0;
   /** Why the utterance under way cannot be recognised; its commit rejects with it. */
   #failure: SpeechProviderError | undefined;
+  readonly #partials: boolean;
+  /** Partials: the words sent so far this utterance, and the previous hypothesis. */
+  #sent: string[] = [];
+  #previous: string[] = [];
 
-  constructor(pool: DecoderPool, options: SttOpenOptions, log: SttLogger, maxSamples: number) {
+  constructor(
+    pool: DecoderPool,
+    options: SttOpenOptions,
+    log: SttLogger,
+    maxSamples: number,
+    partials = false,
+  ) {
+    this.#partials = partials;
     this.#pool = pool;
     this.#onEvent = options.onEvent;
     this.#log = log;
@@ -279,6 +307,9 @@ class PocketsphinxStream implements SttStream {
     this.#failure = undefined;
     this.#samples = 0;
     this.#gate.reset();
+    const streamed = this.#sent.length > 0;
+    this.#sent = [];
+    this.#previous = [];
     if (failure) {
       this.#releaseIfIdle();
       return Promise.reject(failure);
@@ -291,7 +322,8 @@ class PocketsphinxStream implements SttStream {
       (result) => {
         this.#pendingEnds--;
         this.#releaseIfIdle();
-        if (result.text && !this.#closed) {
+        // With partials the words went out as they came; the session sends what is left.
+        if (result.text && !this.#closed && !streamed) {
           // Non-streaming engine: the whole text arrives as one `text` event, so
           // transcript deltas exist for every provider.
           emitSafely(this.#onEvent, { type: 'text', text: result.text }, this.#log, NAME);
@@ -308,6 +340,8 @@ class PocketsphinxStream implements SttStream {
 
   clear(): void {
     if (this.#closed) return;
+    this.#sent = [];
+    this.#previous = [];
     this.#samples = 0;
     this.#gate.reset();
     this.#failure = undefined;
@@ -322,6 +356,7 @@ class PocketsphinxStream implements SttStream {
     this.#lease = undefined;
     if (!lease) return;
     if (lease.decoder) {
+      lease.decoder.onPartial = undefined;
       // Commits already sent are still answered: the worker handles `end` before `reset`.
       lease.decoder.reset();
       this.#pool.release(lease.decoder);
@@ -361,6 +396,7 @@ class PocketsphinxStream implements SttStream {
           return;
         }
         lease.decoder = decoder;
+        if (this.#partials) decoder.onPartial = (text) => this.#partial(text);
         for (const op of lease.queue) send(decoder, op);
         lease.queue.length = 0;
         this.#releaseIfIdle();
@@ -380,7 +416,34 @@ class PocketsphinxStream implements SttStream {
     const lease = this.#lease;
     if (!lease?.decoder || this.#samples > 0 || this.#pendingEnds > 0) return;
     this.#lease = undefined;
+    lease.decoder.onPartial = undefined;
     this.#pool.release(lease.decoder);
+  }
+
+  /**
+   * A hypothesis of the utterance so far: words it and the one before agree
+   * on are taken as heard and sent (as `text`) once. A hypothesis that
+   * revises words already sent sends nothing more; the commit's text is
+   * the whole truth either way.
+   */
+  #partial(text: string): void {
+    // A hypothesis of an utterance already committed (its end not answered yet) is stale.
+    if (this.#closed || this.#pendingEnds > 0 || this.#samples === 0) return;
+    const words = text.split(/\s+/).filter(Boolean);
+    const previous = this.#previous;
+    this.#previous = words;
+    let agreed = 0;
+    while (agreed < words.length && words[agreed] === previous[agreed]) agreed++;
+    const sent = this.#sent;
+    if (agreed <= sent.length || sent.some((w, i) => w !== words[i])) return;
+    const fresh = words.slice(sent.length, agreed);
+    emitSafely(
+      this.#onEvent,
+      { type: 'text', text: (sent.length > 0 ? ' ' : '') + fresh.join(' ') },
+      this.#log,
+      NAME,
+    );
+    sent.push(...fresh);
   }
 }
 

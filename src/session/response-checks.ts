@@ -1,0 +1,85 @@
+/**
+ * Checks of what a client asks a response (or a recorded call) to use —
+ * modalities, tools, tool_choice, `response.input` — against the session's
+ * character and client tools, each failure an error naming the field.
+ */
+import type { CharacterTurnSettings } from '../characters/conversation.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
+import type { ChatMessage } from '../llm/chunk.js';
+import type { ClientFunctionCallItem, ClientTool, Item, ResponseOptions } from './events.js';
+import { audioUnsupported } from './items.js';
+import { inputMessages } from './response-input.js';
+import type { ResponseKind } from './response-queue.js';
+
+/** What a response is checked against. */
+export interface ResponseCheckContext {
+  canSpeak: boolean;
+  character: LoadedCharacter;
+  clientTools: readonly ClientTool[];
+  find: (id: string) => Item | undefined;
+  turn: CharacterTurnSettings;
+  eventId: string | null;
+}
+
+/**
+ * Checks `response.create`'s options; returns `response.input` as the
+ * messages the model reads (undefined when none was given), or the error.
+ */
+export function checkResponse(
+  r: ResponseOptions,
+  kind: ResponseKind,
+  c: ResponseCheckContext,
+): ChatMessage[] | undefined | ProtocolError {
+  const { eventId, character } = c;
+  const invalid = (param: string, message: string) =>
+    new ProtocolError('invalid_value', `response.create: ${param}: ${message}`, {
+      param,
+      eventId,
+    });
+  if (r.output_modalities?.includes('audio')) {
+    if (!c.canSpeak) return audioUnsupported('response.output_modalities', eventId);
+    if (kind === 'out_of_band') {
+      return invalid(
+        'response.output_modalities',
+        'an out-of-band response (conversation "none") is text only here: speech belongs to the conversation\'s response; use ["text"], or conversation "auto" for a spoken reply.',
+      );
+    }
+  }
+  if (typeof r.tool_choice === 'object') {
+    const names = [...character.toolNames, ...(r.tools ?? c.clientTools).map((t) => t.name)];
+    if (!names.includes(r.tool_choice.name)) {
+      return invalid(
+        'response.tool_choice.name',
+        `no tool "${r.tool_choice.name}"; tools: ${names.join(', ') || 'none'}.`,
+      );
+    }
+  }
+  const clash = r.tools?.find((t) => character.toolNames.includes(t.name));
+  if (clash) {
+    return invalid(
+      'response.tools',
+      `"${clash.name}" is a tool of character "${character.id}" (which the server runs); give the client tool another name.`,
+    );
+  }
+  if (r.input === undefined) return undefined;
+  return inputMessages(r.input, c.find, c.turn, eventId);
+}
+
+/** A client's `function_call` item for a tool neither it nor the character has: the error. */
+export function unknownCall(
+  item: ClientFunctionCallItem,
+  character: LoadedCharacter,
+  clientTools: readonly ClientTool[],
+  eventId: string | null,
+): ProtocolError | undefined {
+  const own = character.toolNames;
+  const client = clientTools.map((t) => t.name);
+  if (own.includes(item.name) || client.includes(item.name)) return undefined;
+  const list = (names: readonly string[]) => (names.length ? names.join(', ') : 'none');
+  return new ProtocolError(
+    'invalid_value',
+    `conversation.item.create: item.name: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (session.tools): ${list(client)}. Add the tool with session.update first, or name one of these.`,
+    { param: 'item.name', eventId },
+  );
+}
