@@ -333,6 +333,9 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         if (parsed.event.type === 'session.update') encoder.observe(parsed.event.session);
         if (!accepting && parsed.event.type === 'response.create') {
           // Draining: running responses finish, new ones would outlive the grace period.
+          // What the client sent so far is in the store before it hears so: it
+          // reconnects with ?resume= at once and asks again, its items all there.
+          await resumeLink.tracker?.flush();
           return sendError(
             new ProtocolError(
               'server_shutting_down',
@@ -535,8 +538,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
         session?.close();
-        opener.closing(ws);
-        closeSocket(ws, code, reason);
+        // The close follows the last write: a client that reconnects at once resumes all it said.
+        void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
       }
     },
     async resumeFlushed() {

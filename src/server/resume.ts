@@ -63,7 +63,10 @@ export interface ResumeTracker {
   readonly token: string;
   /** Writes soon (debounced). Cheap: call after any change that matters. */
   changed(): void;
-  /** Writes now (the session is closing); resolves when written or failed. */
+  /**
+   * Writes now, if anything changed since the last write (or none was made);
+   * resolves when written or failed.
+   */
   flush(): Promise<void>;
   /** Stops writing. */
   stop(): void;
@@ -192,10 +195,13 @@ export function createResumer(options: ResumerOptions): Resumer {
     let writing: Promise<void> | undefined;
     let again = false;
     let stopped = false;
+    /** A change not written yet (the first write is always due: the token opens from then on). */
+    let dirty = true;
 
     const write = async (): Promise<void> => {
       timer = undefined;
       if (stopped) return;
+      dirty = false;
       const record: ResumeRecord = {
         v: RECORD_VERSION,
         session: sessionId,
@@ -213,6 +219,7 @@ export function createResumer(options: ResumerOptions): Resumer {
           log.info({}, 'resume taken over');
         }
       } catch (err) {
+        dirty = true;
         log.warn({ err: (err as Error).message }, 'resume save failed');
       }
     };
@@ -235,6 +242,7 @@ export function createResumer(options: ResumerOptions): Resumer {
     return {
       token,
       changed() {
+        dirty = true;
         if (stopped || timer !== undefined) return;
         timer = setTimeout(() => void run(), options.saveDelayMs);
       },
@@ -242,7 +250,9 @@ export function createResumer(options: ResumerOptions): Resumer {
         if (stopped) return;
         clearTimeout(timer);
         timer = undefined;
-        if (writing) await writing;
+        // A write under way may be followed by another (changes during it).
+        while (writing) await writing;
+        if (!dirty || stopped) return;
         await run();
       },
       stop() {
