@@ -513,7 +513,6 @@ class SessionClient {
     if (log === undefined) return;
     log.times.push(now - at);
     const { open, created, ask } = this.#resumeMarks;
-    if (process.env.DEBUG_RESUME)
       console.log('RESUME', at % 100000, open! - at, created! - at, ask! - at, now - at);
     if (open === undefined || created === undefined) return;
     log.splits.connect.push(open - at);
