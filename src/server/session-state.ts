@@ -16,7 +16,7 @@ export type RestoreInput = RestoreOptions;
 
 /** The session's state source for the resume store. */
 export function sessionStateSource(session: Session): SessionStateSource {
-  return { snapshot: () => session.snapshot() };
+  return { snapshot: () => session.snapshot(), snapshotText: () => session.snapshotText() };
 }
 
 /**

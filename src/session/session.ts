@@ -87,6 +87,8 @@ export interface Session {
   configureVoice(defaults: VoiceDefaults): void;
   /** Everything the conversation is, as plain JSON-safe data (a detached copy). */
   snapshot(): SessionState;
+  /** The same as JSON text, written straight from the live state (no copy first): for stores. */
+  snapshotText(): string;
   /** Resolves when no response is running. */
   idle(): Promise<void>;
   /** Stops the response in flight (if any) and records the session's end. */
@@ -275,6 +277,10 @@ class ConversationSession implements Session {
 
   snapshot(): SessionState {
     return structuredClone({ ...this.#state, conversation: this.#conversation.toState() });
+  }
+
+  snapshotText(): string {
+    return JSON.stringify({ ...this.#state, conversation: this.#conversation.toState() });
   }
 
   async idle(): Promise<void> {
