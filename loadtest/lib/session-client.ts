@@ -131,7 +131,7 @@ interface ServerEventLite {
   type: string;
   delta?: string;
   response_id?: string;
-  item?: { type?: string };
+  item?: { type?: string; role?: string; content?: Array<{ text?: string }> };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
   session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
@@ -214,6 +214,8 @@ class SessionClient {
   #resumeAt: number | undefined;
   /** When this reconnection's socket opened, its session was created, and its next turn asked. */
   #resumeMarks: { open?: number; created?: number; ask?: number } = {};
+  /** The last user line the resumed conversation announced. */
+  #lastUserLine: string | undefined;
   /** The session's resume token (from `session.created`). */
   token: string | undefined;
   /** The turn the conversation is at: the one under way, or the next one. */
@@ -262,9 +264,12 @@ class SessionClient {
     }
     for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
       this.turn = t;
-      // The line of a turn cut by the reconnection is in the resumed conversation already.
-      this.asked = t === firstTurn && askedAlready;
       const line = (index + t) % CONVERSATION.length;
+      // The line of a turn cut by the reconnection, when the resumed
+      // conversation has it (announced again, right after session.created):
+      // only the reply is asked for again. Else the line is sent again.
+      this.asked =
+        t === firstTurn && askedAlready && this.#lastUserLine === CONVERSATION[line]!.user;
       await Promise.race([this.#playTurn(line), lost]);
       // Done: a reconnection during the pause goes on with the next line, not this one again.
       this.turn = t + 1;
@@ -457,6 +462,11 @@ class SessionClient {
       case 'response.output_audio.delta':
         if (ours !== undefined && ours.firstAudioAt === null) ours.firstAudioAt = now;
         return;
+      case 'conversation.item.added':
+        if (e.item?.type === 'message' && e.item.role === 'user') {
+          this.#lastUserLine = e.item.content?.[0]?.text;
+        }
+        break;
       case 'response.output_item.added':
         if (ours !== undefined && e.item?.type === 'function_call' && ours.firstTextAt === null) {
           ours.toolFirst = true;
