@@ -89,6 +89,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const { config, metrics, log } = ctx;
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
+  /** Sockets whose session shutdown has stopped, until they close. */
+  const closing = new WeakSet<WebSocket>();
   const opener = createSessionOpener({
     ...(ctx.resume ? { resume: ctx.resume } : {}),
     metrics,
@@ -115,7 +117,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     },
   });
   const admit = createAdmitter(ctx, connections, () => accepting);
-  const open = createConnectionOpener(ctx, connections, opener, () => accepting);
+  const open = createConnectionOpener(ctx, connections, opener, () => accepting, closing);
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     // Node removes its own error listener before handing over an upgraded
@@ -181,6 +183,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     },
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
+        closing.add(ws);
         session?.close();
         // The close follows the last write: a client that reconnects at once resumes all it said.
         void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
@@ -281,6 +284,7 @@ function createConnectionOpener(
   connections: Map<WebSocket, Session | undefined>,
   opener: SessionOpener,
   accepting: () => boolean,
+  closing: WeakSet<WebSocket>,
 ): (
   ws: WebSocket,
   req: IncomingMessage,
@@ -310,7 +314,7 @@ function createConnectionOpener(
       connections.get(ws)?.close();
       connections.delete(ws);
     });
-    const opened = listenFrames({ ws, link, limits, metrics, connections, accepting });
+    const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
     const common = sessionOptions(ctx, link.send, link.log, () =>
       link.resumeLink.tracker?.changed(),

@@ -170,6 +170,8 @@ export interface FrameLoopOptions {
   connections: Map<WebSocket, Session | undefined>;
   /** False while the server drains: new responses are refused. */
   accepting: () => boolean;
+  /** Sockets whose session the server has stopped (shutdown): their frames are refused, not dropped. */
+  closing: { has(ws: WebSocket): boolean };
 }
 
 /**
@@ -205,6 +207,17 @@ export function listenFrames(o: FrameLoopOptions): () => void {
       }
       const event = link.decode((data as Buffer).toString('utf8'), session);
       if (event instanceof ProtocolError) return link.sendError(event);
+      if (o.closing.has(ws)) {
+        // The session has stopped and the socket closes once its state is
+        // written: said so, not dropped, so the client sends it again after resuming.
+        return link.sendError(
+          new ProtocolError(
+            'server_shutting_down',
+            `${event.type}: the server is shutting down and this session has stopped; reconnect with ?resume= and send it again.`,
+            { type: 'server_error', eventId: event.event_id ?? null },
+          ),
+        );
+      }
       if (!o.accepting() && event.type === 'response.create') {
         // Draining: running responses finish, new ones would outlive the grace period.
         // What the client sent so far is in the store before it hears so: it
