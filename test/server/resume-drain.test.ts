@@ -68,6 +68,46 @@ describe('resume across a drain', () => {
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
+  it('refuses, rather than drops, what a client sends while its stopped session is being written', async () => {
+    // A store whose writes wait while the gate is shut: the shutdown's last write takes that long.
+    const inner = createMemoryResumeStore();
+    let open = true;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const store: ResumeStore = {
+      ...inner,
+      async save(key, value, ttlS) {
+        if (!open) await gate;
+        return inner.save(key, value, ttlS);
+      },
+    };
+    const t = await startTestServer({ resumeStore: store });
+    servers.push(t);
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    await t.waitForLog('session opened');
+    open = false;
+    // A change whose write waits at the gate, then the shutdown: no reply runs, so the
+    // session stops at once and its socket stays open until its last write is done.
+    c.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'First.' }] },
+    });
+    await c.next('conversation.item.added', (e) => JSON.stringify(e.item).includes('First.'));
+    const stopped = t.server.shutdown(GRACE_MS);
+    await t.waitForLog('shutting down');
+    c.send({
+      type: 'conversation.item.create',
+      event_id: 'late_item',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Second.' }] },
+    });
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ code: 'server_shutting_down', event_id: 'late_item' });
+    release();
+    expect((await within(c.closed, 'the close after the last write')).code).toBe(1001);
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
   it('writes the state after the changes of a turn, never per delta', async () => {
     const store = countingStore();
     // A long reply at a high rate: hundreds of deltas.
