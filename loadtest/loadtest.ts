@@ -19,8 +19,13 @@ import { USAGE, UsageError, parseLoadtestArgs, type LoadtestOptions } from './li
 import { findCapacity, runPhase, type PhaseSpec } from './lib/phase.js';
 import type { PoolOptions } from './lib/pool.js';
 import { CONVERSATION, DEFAULT_CHARACTER, LOADTEST_SCRIPT } from './lib/scenarios.js';
-import { startScaleOut, summarizeResumes, type ScaleOutTarget } from './lib/scale-out.js';
-import { runSession, type ResumeLog, type Utterance } from './lib/session-client.js';
+import {
+  formatResumes,
+  startScaleOut,
+  summarizeResumes,
+  type ScaleOutTarget,
+} from './lib/scale-out.js';
+import { newResumeLog, runSession, type ResumeLog, type Utterance } from './lib/session-client.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
 import { reportMachine } from './report/machine.js';
@@ -56,10 +61,7 @@ async function main(argv: readonly string[]): Promise<void> {
   }
   printReport(report);
   if (report.resume !== undefined) {
-    const r = report.resume;
-    console.log(
-      `\nresume: ${r.resumed} conversations resumed, ${r.failed} lost; reconnect → first delta p50 ${r.p50Ms ?? '–'} ms, p95 ${r.p95Ms ?? '–'} ms, max ${r.maxMs ?? '–'} ms`,
-    );
+    console.log(`\n${formatResumes(report.resume)}`);
   }
   await mkdir(options.outDir, { recursive: true });
   const base = path.join(options.outDir, options.name);
@@ -121,7 +123,7 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
 
 async function run(options: LoadtestOptions, target: Target): Promise<LoadtestReport> {
   const speech = options.scenario === 'voice' ? await utterances() : undefined;
-  const resume: ResumeLog | undefined = options.resume ? { times: [], failed: 0 } : undefined;
+  const resume: ResumeLog | undefined = options.resume ? newResumeLog() : undefined;
   // Halfway through the (first) phase.
   const kill = options.killOne
     ? setTimeout(() => void target.scaleOut?.killOne(), options.durationMs / 2)

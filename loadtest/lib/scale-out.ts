@@ -79,24 +79,65 @@ export async function startScaleOut(options: {
   };
 }
 
-/** What the report says about resumes. */
-export interface ResumeSummary {
-  resumed: number;
-  failed: number;
+/** p50 / p95 / max of some times, ms. */
+export interface TimeSummary {
   p50Ms: number | null;
   p95Ms: number | null;
   maxMs: number | null;
 }
 
-/** Resume times as the report gives them. */
-export function summarizeResumes(log: ResumeLog): ResumeSummary {
-  const sorted = [...log.times].sort((a, b) => a - b);
+/** What the report says about resumes. */
+export interface ResumeSummary extends TimeSummary {
+  resumed: number;
+  failed: number;
+  /** Reconnections refused before their session opened, tried again. */
+  retries: number;
+  /** Where the time went (see {@link ResumeLog.splits}). */
+  splits: Record<keyof ResumeLog['splits'], TimeSummary>;
+}
+
+function summarizeTimes(times: readonly number[]): TimeSummary {
+  const sorted = [...times].sort((a, b) => a - b);
   const round = (v: number | null): number | null => (v === null ? null : Math.round(v));
   return {
-    resumed: sorted.length,
-    failed: log.failed,
     p50Ms: round(percentile(sorted, 0.5)),
     p95Ms: round(percentile(sorted, 0.95)),
     maxMs: round(sorted.at(-1) ?? null),
   };
 }
+
+/** Resume times as the report gives them. */
+export function summarizeResumes(log: ResumeLog): ResumeSummary {
+  const s = log.splits;
+  return {
+    resumed: log.times.length,
+    failed: log.failed,
+    retries: log.retries,
+    ...summarizeTimes(log.times),
+    splits: {
+      connect: summarizeTimes(s.connect),
+      restore: summarizeTimes(s.restore),
+      ask: summarizeTimes(s.ask),
+      reply: summarizeTimes(s.reply),
+    },
+  };
+}
+
+/** The report's resume lines: the total against the target, then where it went. */
+export function formatResumes(r: ResumeSummary): string {
+  const ms = (t: TimeSummary): string =>
+    `p50 ${t.p50Ms ?? '–'} ms, p95 ${t.p95Ms ?? '–'} ms, max ${t.maxMs ?? '–'} ms`;
+  const verdict =
+    r.p95Ms !== null && r.p95Ms <= RESUME_P95_TARGET_MS && r.failed === 0 ? 'PASS' : 'FAIL';
+  return [
+    `resume: ${r.resumed} conversations resumed, ${r.failed} lost, ${r.retries} reconnections refused and retried`,
+    `  ${verdict}  reconnect → first delta of the next reply: ${ms(r)} (target p95 ≤ ${RESUME_P95_TARGET_MS} ms, 0 lost)`,
+    `        socket lost → new socket open (load balancer): ${ms(r.splits.connect)}`,
+    `        open → session.created (store claim, restore):  ${ms(r.splits.restore)}`,
+    `        session.created → next turn asked (client):     ${ms(r.splits.ask)}`,
+    `        asked → first delta (the reply's TTFT):         ${ms(r.splits.reply)}`,
+  ].join('\n');
+}
+
+/** Issue 16's goal for a resume after an instance is killed. */
+export const RESUME_P95_TARGET_MS = 1_000;

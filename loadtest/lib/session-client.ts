@@ -51,12 +51,37 @@ export interface SessionSettings {
 export interface ResumeLog {
   /** Reconnect → first text delta of the next reply, ms. */
   times: number[];
+  /**
+   * The same time, split where it goes (ms each): the socket lost → the new
+   * one open (through the load balancer); → `session.created` (the store's
+   * claim and the restore); → the next turn asked; → its first delta (the
+   * reply's own time to first token).
+   */
+  splits: { connect: number[]; restore: number[]; ask: number[]; reply: number[] };
+  /** Reconnections refused before their session opened (tried again after a pause). */
+  retries: number;
   /** Reconnections that got a fresh session instead (`resume_failed`) or none at all. */
   failed: number;
 }
 
-/** Close codes after which a session resumes (when asked to). */
-const RESUMABLE_CLOSES = new Set(['closed:1001', 'closed:1006', 'closed:1011', 'closed:1012']);
+/** An empty resume log. */
+export function newResumeLog(): ResumeLog {
+  return {
+    times: [],
+    splits: { connect: [], restore: [], ask: [], reply: [] },
+    retries: 0,
+    failed: 0,
+  };
+}
+
+/** Close codes after which a session resumes (when asked to); 1013 (overloaded, full) after a pause. */
+const RESUMABLE_CLOSES = new Set([
+  'closed:1001',
+  'closed:1006',
+  'closed:1011',
+  'closed:1012',
+  'closed:1013',
+]);
 /** Reconnections one session may make in a run. */
 const MAX_RESUMES = 8;
 /** A reconnection refused before its session opened is tried again after this, doubling. */
@@ -106,7 +131,7 @@ interface ServerEventLite {
   type: string;
   delta?: string;
   response_id?: string;
-  item?: { type?: string };
+  item?: { type?: string; role?: string; content?: Array<{ text?: string }> };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
   session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
@@ -119,11 +144,11 @@ interface ServerEventLite {
  * @example await runSession(ctx, 3);
  */
 export async function runSession(ctx: ClientContext, index: number): Promise<void> {
-  let resume: { token: string; turn: number; at: number } | undefined;
+  let resume: { token: string; turn: number; asked: boolean; at: number } | undefined;
   for (let attempt = 0; ; attempt++) {
     const client = new SessionClient(ctx, resume);
     try {
-      await client.run(index, resume?.turn ?? 0);
+      await client.run(index, resume?.turn ?? 0, resume?.asked ?? false);
       return;
     } catch (err) {
       const kind = err instanceof SessionError ? err.kind : 'client';
@@ -139,16 +164,23 @@ export async function runSession(ctx: ClientContext, index: number): Promise<voi
       ) {
         client.handOver();
         if (client.token !== undefined) {
-          resume = { token: client.token, turn: client.turn, at: epochNow() };
+          resume = { token: client.token, turn: client.turn, asked: client.asked, at: epochNow() };
         } else {
           // Refused before its session opened: again with the same token, after a pause.
+          ctx.resume.retries++;
           const pause = Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** attempt);
           await sleep(pause, undefined, { signal: ctx.signal }).catch(() => undefined);
         }
         continue;
       }
-      // Closed by the server with no way back: the conversation is lost.
-      if (ctx.resume !== undefined && RESUMABLE_CLOSES.has(kind) && !ctx.stopping) {
+      // Closed by the server with no way back: the conversation is lost (a
+      // session refused before it ever opened had none to lose).
+      if (
+        ctx.resume !== undefined &&
+        RESUMABLE_CLOSES.has(kind) &&
+        token !== undefined &&
+        !ctx.stopping
+      ) {
         ctx.resume.failed++;
       }
       ctx.rec.error(kind);
@@ -180,10 +212,16 @@ class SessionClient {
   /** A reconnection: the token it resumes, and when it began (until the first delta). */
   readonly #resume: { token: string; at: number } | undefined;
   #resumeAt: number | undefined;
+  /** When this reconnection's socket opened, its session was created, and its next turn asked. */
+  #resumeMarks: { open?: number; created?: number; ask?: number } = {};
+  /** The last user line the resumed conversation announced. */
+  #lastUserLine: string | undefined;
   /** The session's resume token (from `session.created`). */
   token: string | undefined;
-  /** The turn the conversation is at. */
+  /** The turn the conversation is at: the one under way, or the next one. */
   turn = 0;
+  /** Whether this turn's line was sent (typed): a resumed session has it and only asks for the reply. */
+  asked = false;
 
   constructor(ctx: ClientContext, resume?: { token: string; at: number }) {
     this.#ctx = ctx;
@@ -193,7 +231,7 @@ class SessionClient {
     this.#opened = resume !== undefined;
   }
 
-  async run(index: number, firstTurn = 0): Promise<void> {
+  async run(index: number, firstTurn = 0, askedAlready = false): Promise<void> {
     const ctx = this.#ctx;
     const lost = new Promise<never>((_, reject) => {
       this.#lost = reject;
@@ -227,7 +265,15 @@ class SessionClient {
     for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
       this.turn = t;
       const line = (index + t) % CONVERSATION.length;
+      // The line of a turn cut by the reconnection, when the resumed
+      // conversation has it (announced again, right after session.created):
+      // only the reply is asked for again. Else the line is sent again.
+      this.asked =
+        t === firstTurn && askedAlready && this.#lastUserLine === CONVERSATION[line]!.user;
       await Promise.race([this.#playTurn(line), lost]);
+      // Done: a reconnection during the pause goes on with the next line, not this one again.
+      this.turn = t + 1;
+      this.asked = false;
       if (ctx.stopping) break;
       await Promise.race([sleep(ctx.thinkMs, undefined, { signal: ctx.signal }), lost]).catch(
         (err: unknown) => {
@@ -259,6 +305,7 @@ class SessionClient {
     const ws = new WebSocket(url, { perMessageDeflate: false });
     this.#ws = ws;
     ws.on('message', (data) => this.#onMessage(data.toString()));
+    if (this.#resume) ws.once('open', () => (this.#resumeMarks.open = epochNow()));
     ws.on('close', (code) => {
       if (this.#closedByUs) return;
       this.#lost?.(new SessionError(`closed:${code}`));
@@ -271,6 +318,7 @@ class SessionClient {
       });
       this.#waiting.set('session.created', (e) => {
         clearTimeout(timer);
+        if (this.#resume) this.#resumeMarks.created = epochNow();
         this.token = e.session?.troupe?.resume_token;
         resolve(e);
       });
@@ -318,15 +366,19 @@ class SessionClient {
       this.#speaking = { pcm: utterance.pcm, at: 0 };
       turn.startAt = Number.POSITIVE_INFINITY;
     } else {
-      this.#send({
-        type: 'conversation.item.create',
-        item: {
-          type: 'message',
-          role: 'user',
-          content: [{ type: 'input_text', text: CONVERSATION[line]!.user }],
-        },
-      });
+      if (!this.asked) {
+        this.#send({
+          type: 'conversation.item.create',
+          item: {
+            type: 'message',
+            role: 'user',
+            content: [{ type: 'input_text', text: CONVERSATION[line]!.user }],
+          },
+        });
+        this.asked = true;
+      }
       turn.startAt = epochNow();
+      this.#resumeMarks.ask ??= turn.startAt;
       this.#send({ type: 'response.create' });
     }
     let timer: NodeJS.Timeout | undefined;
@@ -410,6 +462,11 @@ class SessionClient {
       case 'response.output_audio.delta':
         if (ours !== undefined && ours.firstAudioAt === null) ours.firstAudioAt = now;
         return;
+      case 'conversation.item.added':
+        if (e.item?.type === 'message' && e.item.role === 'user') {
+          this.#lastUserLine = e.item.content?.[0]?.text;
+        }
+        break;
       case 'response.output_item.added':
         if (ours !== undefined && e.item?.type === 'function_call' && ours.firstTextAt === null) {
           ours.toolFirst = true;
@@ -447,10 +504,7 @@ class SessionClient {
   #text(turn: Turn, delta: string, now: number): void {
     const rec = this.#ctx.rec;
     rec.deltas++;
-    if (this.#resumeAt !== undefined) {
-      this.#ctx.resume?.times.push(now - this.#resumeAt);
-      this.#resumeAt = undefined;
-    }
+    if (this.#resumeAt !== undefined) this.#resumed(now);
     if (turn.firstTextAt === null) turn.firstTextAt = now;
     if (!delta.includes('⟦')) {
       turn.text += delta;
@@ -459,6 +513,24 @@ class SessionClient {
     const { text, sentAt } = readStamps(delta);
     turn.text += text;
     for (const t of sentAt) rec.samples.addedPerDelta.push(now - t);
+  }
+
+  /** The first delta after a reconnection: what the resume took, and where. */
+  #resumed(now: number): void {
+    const at = this.#resumeAt!;
+    this.#resumeAt = undefined;
+    const log = this.#ctx.resume;
+    if (log === undefined) return;
+    log.times.push(now - at);
+    const { open, created, ask } = this.#resumeMarks;
+    console.log('RESUME', at % 100000, open! - at, created! - at, ask! - at, now - at);
+    if (open === undefined || created === undefined) return;
+    log.splits.connect.push(open - at);
+    log.splits.restore.push(created - open);
+    // Spoken turns start at the end of speech: no "asked" moment to split at.
+    if (ask === undefined || ask < created) return;
+    log.splits.ask.push(ask - created);
+    log.splits.reply.push(now - ask);
   }
 
   /**

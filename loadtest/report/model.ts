@@ -171,5 +171,12 @@ export interface LoadtestReport {
     p50Ms: number | null;
     p95Ms: number | null;
     maxMs: number | null;
+    /** Reconnections refused before their session opened, tried again. */
+    retries: number;
+    /** Where the time went: lost → open, → session.created, → next turn asked, → first delta. */
+    splits: Record<
+      'connect' | 'restore' | 'ask' | 'reply',
+      { p50Ms: number | null; p95Ms: number | null; maxMs: number | null }
+    >;
   };
 }

@@ -71,8 +71,8 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   guardProcess(log);
   const metrics = createMetrics();
   const link = isWorker ? linkWorker(metrics.registry) : undefined;
-  // Signals are wired before the server listens: one that arrives while it
-  // starts stops it as soon as it is up.
+  // Signals (and the primary's shutdown request) are heard before the server
+  // listens: one that arrives while it starts stops it as soon as it is up.
   let server: TroupeServer | undefined;
   let stopping = false;
   const stop = (signal: string) => {
@@ -88,6 +88,10 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+  link?.serve(
+    () => ({ sessions: server?.sessions ?? 0, shuttingDown: stopping }),
+    () => stop('primary'),
+  );
   try {
     server = await startServer({
       config,
@@ -103,14 +107,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   } catch (err) {
     return exitWith(err);
   }
-  if (link) {
-    const running = server;
-    link.serve(
-      () => ({ sessions: running.sessions, shuttingDown: stopping }),
-      () => stop('primary'),
-    );
-    link.ready(running.url);
-  }
+  link?.ready(server.url);
   if (stopping) void server.shutdown().then(() => process.exit(0));
   logLlmHealth(server, log);
   return server;

@@ -94,10 +94,10 @@ export const DEFAULT_AUDIO_LEAD_MS = 300;
 export const DEFAULT_MAX_UTTERANCE_MS = 60_000;
 
 /**
- * Worker processes of `npm start`: one process unless asked; `WORKERS=auto`
- * runs one per core (`os.availableParallelism()`).
+ * Worker processes of `npm start`: one per core (`os.availableParallelism()`);
+ * `WORKERS=1` runs a single process.
  */
-export const DEFAULT_WORKERS: number | 'auto' = 1;
+export const DEFAULT_WORKERS: number | 'auto' = 'auto';
 /** A dropped conversation can be resumed for 15 minutes. */
 export const DEFAULT_RESUME_TTL_S = 900;
 /** Changes that matter are written to the resume store at most this often per session. */

@@ -1,63 +1,43 @@
 /**
- * `/v1/realtime`: the WebSocket upgrade, who may connect (auth, origin,
- * limits), and the glue between a socket and its session: frames are parsed
- * with the protocol's schemas, events are encoded for the dialect, and a
- * client that stops reading is cut off before it can hold the server's memory.
+ * `/v1/realtime`: the WebSocket upgrade and the endpoint's sessions. Who may
+ * connect is admission.ts's to say, a socket's events in and out are
+ * socket-link.ts's, opening (or resuming) a session is session-open.ts's;
+ * this module puts them together and stops them all at shutdown.
  */
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { CharacterRegistry } from '../characters/registry.js';
-import type { LoadedCharacter } from '../characters/types.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
-import {
-  DIALECTS,
-  createEncoder,
-  detectDialect,
-  parseClientEvent,
-  type Dialect,
-} from '../protocol/index.js';
 import type { ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
-import { originAllowed, requestUrl, unmuteRoute } from './http-routes.js';
-import { createFrameWriter } from './frame-writer.js';
-import { refuseImageUrls } from './image-policy.js';
-import { FrameGate, startPings, watchLifetime, withShortInstructions } from './socket-guards.js';
+import {
+  KEY_PROTOCOL_PREFIX,
+  checkAccess,
+  impliedDialect,
+  pickSession,
+  presentedToken,
+  type PickedSession,
+} from './admission.js';
+import { requestUrl, unmuteRoute } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
-import type { OverloadMonitor, OverloadVerdict } from './overload.js';
-import type { ResumeTracker, Resumer } from './resume.js';
-import { createSessionOpener, overloadRefusal, withResumeToken } from './session-open.js';
+import type { OverloadMonitor } from './overload.js';
+import type { Resumer } from './resume.js';
+import { createSessionOpener, overloadRefusal, type SessionOpener } from './session-open.js';
 import type { RestoreInput } from './session-state.js';
+import { CLOSE, closeSocket, refuseUpgrade } from './socket-close.js';
+import { startPings } from './socket-guards.js';
+import { createSocketLink, listenFrames, type SocketLink } from './socket-link.js';
 
-/** Close codes of docs/protocol.md. */
-export const CLOSE = {
-  NORMAL: 1000,
-  GOING_AWAY: 1001,
-  POLICY: 1008,
-  TOO_BIG: 1009,
-  INTERNAL: 1011,
-  TRY_AGAIN: 1013,
-  /** No client frame for `SESSION_IDLE_TIMEOUT_S`. */
-  IDLE: 4000,
-  /** The session lasted `SESSION_MAX_DURATION_S`. */
-  EXPIRED: 4001,
-} as const;
+export { CLOSE } from './socket-close.js';
 
-/** The subprotocol browsers use to carry the token (`openai-insecure-api-key.<token>`). */
-const KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
-/** How long a closing socket may take to say goodbye before it is cut. */
-const CLOSE_TIMEOUT_MS = 1_000;
-/** A close frame's reason: 125 bytes of payload minus the 2-byte code. */
-const MAX_CLOSE_REASON_BYTES = 123;
 /** How long cancelled responses get to send their `response.done` before shutdown closes the sockets. */
 const CANCEL_WAIT_MS = 1_000;
-/** How long a slow consumer gets to read its way to the 1013 close frame before it is cut. */
-const SLOW_CLOSE_TIMEOUT_MS = 10_000;
 
 /** What the realtime endpoint needs from the server. */
 export interface RealtimeContext {
@@ -89,7 +69,10 @@ export interface RealtimeEndpoint {
    * turn ended before their socket closes.
    */
   cancelAll(): Promise<void>;
-  /** Closes every socket with `code` and stops every session. */
+  /**
+   * Stops every session and closes every socket with `code`, each once its
+   * session's last state is in the resume store.
+   */
   closeAll(code: number, reason: string): void;
   /** Resolves when the sessions closed so far have written their last state to the resume store. */
   resumeFlushed(): Promise<void>;
@@ -106,6 +89,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const { config, metrics, log } = ctx;
   const limits = config.server;
   const connections = new Map<WebSocket, Session | undefined>();
+  /** Sockets whose session shutdown has stopped, until they close. */
+  const closing = new WeakSet<WebSocket>();
   const opener = createSessionOpener({
     ...(ctx.resume ? { resume: ctx.resume } : {}),
     metrics,
@@ -118,7 +103,6 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     connections.get(ws)?.close();
     ws.terminate();
   });
-
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: limits.maxFrameBytes,
@@ -132,28 +116,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return protocols.values().next().value ?? false;
     },
   });
-
-  const reject = (
-    ws: WebSocket,
-    code: number,
-    reason: string,
-    label: string,
-    error?: ProtocolError,
-    extra?: Record<string, unknown>,
-  ) => {
-    metrics.server.rejected.inc({ reason: label });
-    if (error) {
-      metrics.server.protocolErrors.inc({ code: error.wireCode });
-      ws.send(
-        JSON.stringify({
-          type: 'error',
-          event_id: `event_${randomUUID()}`,
-          error: { ...error.payload, ...extra },
-        }),
-      );
-    }
-    closeSocket(ws, code, reason);
-  };
+  const admit = createAdmitter(ctx, connections, () => accepting);
+  const open = createConnectionOpener(ctx, connections, opener, () => accepting, closing);
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     // Node removes its own error listener before handing over an upgraded
@@ -173,332 +137,15 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
-      void connect(ws, req, url).catch((err: unknown) => {
+      // First, before any refusal: see watchSocketErrors.
+      const errors = watchSocketErrors(ws, limits.maxFrameBytes, metrics, log);
+      const picked = admit(ws, req, url);
+      if (picked === undefined) return;
+      void open(ws, req, url, picked, errors).catch((err: unknown) => {
         log.error({ err }, 'connection setup failed');
         closeSocket(ws, CLOSE.INTERNAL, 'internal error');
       });
     });
-  }
-
-  async function connect(ws: WebSocket, req: IncomingMessage, url: URL): Promise<void> {
-    // First, before any refusal: ws emits 'error' for a bad or oversized frame
-    // even on a socket it is closing, and an unheard 'error' would throw and
-    // stop the process (a refused client could take the server down).
-    let socketLog = log;
-    let accepted = false;
-    ws.on('error', (err: Error & { code?: string }) => {
-      if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
-        // A refused socket was already counted under its refusal reason.
-        if (accepted) metrics.server.rejected.inc({ reason: 'frame_too_large' });
-        socketLog.warn({ limit: limits.maxFrameBytes }, 'frame too large');
-      } else socketLog.warn({ code: err.code, err: err.message }, 'socket error');
-    });
-
-    // Refusals still complete the upgrade, so the client gets a close code and reason.
-    if (!accepting) return reject(ws, CLOSE.GOING_AWAY, 'server shutting down', 'shutting_down');
-    const denied = checkAccess(req, url);
-    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
-    if (connections.size >= limits.maxSessions) {
-      return reject(
-        ws,
-        CLOSE.TRY_AGAIN,
-        `server full (${limits.maxSessions} sessions); try again later`,
-        'full',
-      );
-    }
-    const overloaded = ctx.overload?.check();
-    if (overloaded) return refuseOverloaded(ws, overloaded);
-
-    const picked = pickSession(url);
-    if (picked instanceof ProtocolError) {
-      return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
-    }
-    const { character, variant } = picked;
-    // Only Unmute's production frontend dials /api/v1/realtime: its dialect from the start
-    // (so it gets no session.created it does not know). Elsewhere, without ?dialect=, the
-    // client's first session.update (or an Unmute-only event) tells.
-    // Beta-protocol clients announce themselves with OpenAI's `OpenAI-Beta: realtime=v1` header.
-    const impliedDialect =
-      url.pathname !== '/v1/realtime'
-        ? 'unmute'
-        : /\brealtime=v1\b/.test(String(req.headers['openai-beta'] ?? ''))
-          ? 'openai-beta'
-          : undefined;
-    let dialect = picked.dialect ?? impliedDialect ?? 'openai';
-    let detecting = picked.dialect === undefined && impliedDialect === undefined;
-    accepted = true;
-    connections.set(ws, undefined);
-    ws.on('close', () => {
-      connections.get(ws)?.close();
-      connections.delete(ws);
-    });
-
-    let id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
-    let sessionLog = log.child({ session: id });
-    socketLog = sessionLog;
-    let encoder = createEncoder(dialect);
-    /** Unmute's frontend: its encoder, and Ogg/Opus spoken replies, before any event is handled. */
-    const speakUnmute = (session: Session): void => {
-      dialect = 'unmute';
-      encoder = createEncoder('unmute', { character: session.character.id });
-      session.configureVoice({ format: 'ogg_opus', outputModalities: ['audio'] });
-    };
-    let cutOff = false;
-    /** The session's link to the resume store, once it has one. */
-    const resumeLink: { tracker?: ResumeTracker } = {};
-    const frames = createFrameWriter(ws, req.socket);
-    const send = (event: ServerEvent): void => {
-      if (cutOff || ws.readyState !== ws.OPEN) return;
-      if (event.type === 'session.created' && resumeLink.tracker) {
-        event = withResumeToken(event, resumeLink.tracker.token);
-      }
-      // LLM failures are counted with the turns (status failed), not as protocol errors.
-      if (event.type === 'error' && event.error.type !== 'llm_error') {
-        metrics.server.protocolErrors.inc({ code: event.error.code });
-      }
-      const frame = encoder.encode(withShortInstructions(event));
-      if (frame === null) return;
-      frames.write(frame);
-      if (ws.bufferedAmount - frames.held > limits.maxBufferedBytes) {
-        // A client that stopped reading: free what it holds now, not when it
-        // wakes up; the close frame (1013) follows what it has not read yet.
-        cutOff = true;
-        sessionLog.warn({ buffered: ws.bufferedAmount }, 'slow consumer closed');
-        metrics.server.rejected.inc({ reason: 'slow_consumer' });
-        connections.get(ws)?.close();
-        closeSocket(
-          ws,
-          CLOSE.TRY_AGAIN,
-          `slow consumer: more than ${limits.maxBufferedBytes} bytes unread`,
-          SLOW_CLOSE_TIMEOUT_MS,
-        );
-      }
-    };
-    const lifetime = watchLifetime(
-      ws,
-      limits,
-      () => connections.get(ws)?.busy === true,
-      (end) => {
-        // Tell the client why, stop the session, close with the end's code.
-        sessionLog.info({ limitS: end.limitS(limits) }, end.log);
-        metrics.server.rejected.inc({ reason: end.metric });
-        sendError(new ProtocolError(end.wireCode, end.message(limits)));
-        cutOff = true;
-        connections.get(ws)?.close();
-        closeSocket(ws, end.code, end.wireCode);
-      },
-    );
-    ws.on('close', () => lifetime.stop());
-
-    const sendError = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
-
-    // Frames that arrive while the session opens wait in this chain, in order.
-    let opened!: () => void;
-    let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
-    const gate = new FrameGate(limits.maxPendingFrames);
-    ws.on('message', (data, isBinary) => {
-      const receivedAt = performance.now();
-      lifetime.active();
-      const size = (data as Buffer).length;
-      const refused = gate.admit(size);
-      if (refused) {
-        metrics.server.rejected.inc({ reason: 'frame_flood' });
-        return sendError(refused);
-      }
-      chain = chain.then(async () => {
-        await gate.next(size);
-        const session = connections.get(ws);
-        if (!session || cutOff) return;
-        if (isBinary) {
-          return sendError(
-            new ProtocolError(
-              'invalid_frame',
-              'Binary frames are not taken; send each event as a JSON text frame.',
-            ),
-          );
-        }
-        const frame = (data as Buffer).toString('utf8');
-        if (detecting) {
-          const detected = detectDialect(frame);
-          if (detected !== undefined) {
-            detecting = false;
-            if (detected === 'unmute') {
-              speakUnmute(session);
-              sessionLog.info({ dialect }, 'dialect detected');
-            }
-          }
-        }
-        const parsed = parseClientEvent(frame, dialect);
-        if (!parsed.ok) return sendError(parsed.error);
-        const refusedImage = refuseImageUrls(parsed.event, config.sessions.imageUrlHosts);
-        if (refusedImage) return sendError(refusedImage);
-        if (parsed.event.type === 'session.update') encoder.observe(parsed.event.session);
-        if (!accepting && parsed.event.type === 'response.create') {
-          // Draining: running responses finish, new ones would outlive the grace period.
-          return sendError(
-            new ProtocolError(
-              'server_shutting_down',
-              'response.create: the server is shutting down and starts no new responses; reconnect shortly.',
-              { type: 'server_error', eventId: parsed.event.event_id ?? null },
-            ),
-          );
-        }
-        return session.handle(parsed.event, receivedAt);
-      });
-      // A throw must not reject the chain: later frames would be dropped
-      // unheard, and the unhandled rejection would stop the process.
-      chain = chain.catch((err: unknown) => {
-        sessionLog.error({ err }, 'frame handling failed');
-        sendError(
-          new ProtocolError('internal_error', 'The server failed to handle this frame.', {
-            type: 'server_error',
-          }),
-        );
-      });
-    });
-    const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
-    const common = sessionOptions(send, sessionLog, () => resumeLink.tracker?.changed());
-    let opening: { session: Session; resumeError?: ProtocolError };
-    try {
-      opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
-        id = resumed.id;
-        sessionLog = resumed.log;
-        socketLog = sessionLog;
-      });
-    } catch (err) {
-      // The prompt generator failed or timed out: the character cannot serve now.
-      sessionLog.error({ err }, 'session open failed');
-      const error = new ProtocolError(
-        'character_unavailable',
-        `Character "${character.id}" could not start a session: ${(err as Error).message}`,
-        { type: 'server_error' },
-      );
-      reject(ws, CLOSE.INTERNAL, 'character_unavailable', 'character_unavailable', error);
-      return opened();
-    }
-    const { session, resumeError } = opening;
-    if (ws.readyState !== ws.OPEN) {
-      session.close();
-      return opened();
-    }
-    connections.set(ws, session);
-    resumeLink.tracker = opener.track(ws, session, id, auth, sessionLog);
-    if (dialect === 'unmute') speakUnmute(session);
-    sessionLog.info(
-      {
-        character: session.character.id,
-        variant: variant ?? null,
-        dialect: detecting ? 'auto' : dialect,
-        origin: req.headers.origin ?? null,
-      },
-      'session opened',
-    );
-    ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));
-    session.start();
-    // After session.created: the client learns of the fresh session first.
-    if (resumeError) sendError(resumeError);
-    // The token is good from the first event on.
-    void resumeLink.tracker?.flush();
-    opened();
-  }
-
-  function refuseOverloaded(ws: WebSocket, verdict: OverloadVerdict): void {
-    const refusal = overloadRefusal(verdict);
-    log.warn({ reason: verdict.reason, value: verdict.value }, 'session refused: overloaded');
-    reject(ws, CLOSE.TRY_AGAIN, refusal.reason, 'overloaded', refusal.error, refusal.extra);
-  }
-
-  /** What every session of this endpoint is made with. */
-  function sessionOptions(
-    send: (event: ServerEvent) => void,
-    sessionLog: Logger,
-    onChange: () => void,
-  ): RestoreInput {
-    return {
-      characters: {
-        get: (cid: string) => ctx.registry.get(cid),
-        ids: () => ctx.registry.list().map((c) => c.id),
-      },
-      llm: ctx.llm.get,
-      settings: config.sessions,
-      send,
-      log: sessionLog,
-      logContent: config.log.content,
-      metrics: metrics.sessions,
-      onChange,
-      ...(ctx.voice ? { voice: ctx.voice } : {}),
-    };
-  }
-
-  function checkAccess(
-    req: IncomingMessage,
-    url: URL,
-  ): { reason: string; label: string } | undefined {
-    const origin = req.headers.origin;
-    const hosts = { allowed: limits.allowedHosts, listening: limits.host };
-    if (
-      origin !== undefined &&
-      !originAllowed(origin, req.headers.host, limits.allowedOrigins, hosts)
-    ) {
-      return { reason: `origin ${origin} not allowed`, label: 'origin' };
-    }
-    const token = limits.authToken;
-    if (token === undefined) return undefined;
-    const given = presentedToken(req, url);
-    if (given === undefined) return { reason: 'authentication required', label: 'auth' };
-    if (!sameSecret(given, token)) return { reason: 'invalid token', label: 'auth' };
-    return undefined;
-  }
-
-  function pickSession(
-    url: URL,
-  ): ProtocolError | { character: LoadedCharacter; variant?: string; dialect?: Dialect } {
-    const dialectParam = url.searchParams.get('dialect');
-    if (dialectParam !== null && !(DIALECTS as readonly string[]).includes(dialectParam)) {
-      return new ProtocolError(
-        'invalid_dialect',
-        `?dialect=${dialectParam} is not offered; use one of ${DIALECTS.join(', ')}.`,
-        { param: 'dialect' },
-      );
-    }
-    const ids = ctx.registry.list().map((c) => c.id);
-    // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
-    const model = url.searchParams.get('model');
-    const byModel = model !== null && ctx.registry.get(model) !== undefined ? model : undefined;
-    const wanted =
-      url.searchParams.get('character') ?? byModel ?? config.sessions.defaultCharacter ?? ids[0];
-    if (wanted === undefined) {
-      return new ProtocolError(
-        'no_characters',
-        `No characters are loaded from ${ctx.registry.dir}; run \`troupe check ${ctx.registry.dir}\` to see why.`,
-        { type: 'server_error', closeCode: CLOSE.INTERNAL },
-      );
-    }
-    const character = ctx.registry.get(wanted);
-    if (character === undefined) {
-      return new ProtocolError(
-        'unknown_character',
-        `No character "${wanted}"; available: ${ids.join(', ')}.`,
-        { param: 'character' },
-      );
-    }
-    const variantParam = url.searchParams.get('variant');
-    if (variantParam !== null && !character.variants.includes(variantParam)) {
-      return new ProtocolError(
-        'unknown_variant',
-        `Character "${character.id}" has no tool variant "${variantParam}"; variants: ${character.variants.join(', ')}.`,
-        { param: 'variant' },
-      );
-    }
-    let variant = variantParam ?? undefined;
-    if (variant === undefined && config.sessions.variantAssignment === 'random') {
-      variant = character.variants[Math.floor(Math.random() * character.variants.length)];
-    }
-    return {
-      character,
-      ...(variant ? { variant } : {}),
-      ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
-    };
   }
 
   return {
@@ -536,9 +183,10 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     },
     closeAll(code, reason) {
       for (const [ws, session] of connections) {
+        closing.add(ws);
         session?.close();
-        opener.closing(ws);
-        closeSocket(ws, code, reason);
+        // The close follows the last write: a client that reconnects at once resumes all it said.
+        void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
       }
     },
     async resumeFlushed() {
@@ -547,58 +195,230 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 }
 
-/** Answers an upgrade request with an HTTP error, then hangs up. */
-function refuseUpgrade(socket: Duplex, status: string, text: string): void {
-  // Hang up once written: the socket is half-open (HTTP servers allow it), and
-  // a client that never ends its side would hold it, and stall shutdown, forever.
-  socket.once('finish', () => socket.destroy());
-  socket.end(
-    `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${text}\n`,
+/**
+ * The connection policy: a socket that may not have a session is refused
+ * (with a close code and reason, and an `error` where there is one to give)
+ * and gets undefined; one that may, the session it asked for.
+ */
+function createAdmitter(
+  ctx: RealtimeContext,
+  connections: Map<WebSocket, Session | undefined>,
+  accepting: () => boolean,
+): (ws: WebSocket, req: IncomingMessage, url: URL) => PickedSession | undefined {
+  const { config, metrics, log } = ctx;
+  const limits = config.server;
+  const reject = (
+    ws: WebSocket,
+    code: number,
+    reason: string,
+    label: string,
+    error?: ProtocolError,
+    extra?: Record<string, unknown>,
+  ): undefined => {
+    metrics.server.rejected.inc({ reason: label });
+    if (error) sendRefusal(ws, metrics, error, extra);
+    closeSocket(ws, code, reason);
+    return undefined;
+  };
+  return (ws, req, url) => {
+    // Refusals still complete the upgrade, so the client gets a close code and reason.
+    if (!accepting()) return reject(ws, CLOSE.GOING_AWAY, 'server shutting down', 'shutting_down');
+    const denied = checkAccess(limits, req, url);
+    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
+    if (connections.size >= limits.maxSessions) {
+      return reject(
+        ws,
+        CLOSE.TRY_AGAIN,
+        `server full (${limits.maxSessions} sessions); try again later`,
+        'full',
+      );
+    }
+    const overloaded = ctx.overload?.check();
+    if (overloaded) {
+      const refusal = overloadRefusal(overloaded);
+      log.warn(
+        { reason: overloaded.reason, value: overloaded.value },
+        'session refused: overloaded',
+      );
+      return reject(
+        ws,
+        CLOSE.TRY_AGAIN,
+        refusal.reason,
+        'overloaded',
+        refusal.error,
+        refusal.extra,
+      );
+    }
+    const picked = pickSession(ctx.registry, config.sessions, url);
+    if (picked instanceof ProtocolError) {
+      return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
+    }
+    return picked;
+  };
+}
+
+/** The `error` a refused socket gets before its close frame. */
+function sendRefusal(
+  ws: WebSocket,
+  metrics: Metrics,
+  error: ProtocolError,
+  extra?: Record<string, unknown>,
+): void {
+  metrics.server.protocolErrors.inc({ code: error.wireCode });
+  ws.send(
+    JSON.stringify({
+      type: 'error',
+      event_id: `event_${randomUUID()}`,
+      error: { ...error.payload, ...extra },
+    }),
   );
 }
 
-function closeSocket(
+/**
+ * The handshake of an admitted socket: its dialect, its link (events in and
+ * out), then its session, fresh or resumed with `?resume=`, started and
+ * written to the resume store from then on.
+ */
+function createConnectionOpener(
+  ctx: RealtimeContext,
+  connections: Map<WebSocket, Session | undefined>,
+  opener: SessionOpener,
+  accepting: () => boolean,
+  closing: WeakSet<WebSocket>,
+): (
   ws: WebSocket,
-  code: number,
-  reason: string,
-  timeoutMs = CLOSE_TIMEOUT_MS,
-): void {
-  ws.close(code, fitCloseReason(reason));
-  // A peer that never answers the close would keep the socket (and its buffers).
-  setTimeout(() => ws.terminate(), timeoutMs).unref();
+  req: IncomingMessage,
+  url: URL,
+  picked: PickedSession,
+  errors: SocketErrors,
+) => Promise<void> {
+  const { config, metrics, log } = ctx;
+  const limits = config.server;
+  return async (ws, req, url, picked, errors) => {
+    const { character, variant } = picked;
+    const implied = impliedDialect(req, url);
+    let id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
+    const link = createSocketLink({
+      ws,
+      socket: req.socket,
+      limits,
+      imageUrlHosts: config.sessions.imageUrlHosts,
+      metrics,
+      connections,
+      log: log.child({ session: id }),
+      dialect: picked.dialect ?? implied ?? 'openai',
+      detecting: picked.dialect === undefined && implied === undefined,
+    });
+    errors.accepted(link);
+    connections.set(ws, undefined);
+    ws.on('close', () => {
+      connections.get(ws)?.close();
+      connections.delete(ws);
+    });
+    const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
+    const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
+    const common = sessionOptions(ctx, link.send, link.log, () =>
+      link.resumeLink.tracker?.changed(),
+    );
+    let opening: { session: Session; resumeError?: ProtocolError };
+    try {
+      opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
+        id = resumed.id;
+        link.log = resumed.log;
+      });
+    } catch (err) {
+      // The prompt generator failed or timed out: the character cannot serve now.
+      link.log.error({ err }, 'session open failed');
+      const error = new ProtocolError(
+        'character_unavailable',
+        `Character "${character.id}" could not start a session: ${(err as Error).message}`,
+        { type: 'server_error' },
+      );
+      metrics.server.rejected.inc({ reason: 'character_unavailable' });
+      sendRefusal(ws, metrics, error);
+      closeSocket(ws, CLOSE.INTERNAL, 'character_unavailable');
+      return opened();
+    }
+    const { session, resumeError } = opening;
+    if (ws.readyState !== ws.OPEN) {
+      session.close();
+      return opened();
+    }
+    connections.set(ws, session);
+    link.resumeLink.tracker = opener.track(ws, session, id, auth, link.log);
+    if (link.dialect === 'unmute') link.speakUnmute(session);
+    link.log.info(
+      {
+        character: session.character.id,
+        variant: variant ?? null,
+        dialect: link.detecting ? 'auto' : link.dialect,
+        origin: req.headers.origin ?? null,
+      },
+      'session opened',
+    );
+    const sessionLog = link.log;
+    ws.once('close', (code) => sessionLog.info({ code }, 'session closed'));
+    session.start();
+    // After session.created: the client learns of the fresh session first.
+    if (resumeError) link.sendError(resumeError);
+    // The token is good from the first event on.
+    void link.resumeLink.tracker?.flush();
+    opened();
+  };
+}
+
+/** A socket's error listener: told when the socket was accepted, and where its session logs. */
+interface SocketErrors {
+  accepted(link: SocketLink): void;
 }
 
 /**
- * A close reason may hold 123 bytes of UTF-8 (ws throws past that); reasons
- * quote what the client sent, such as its Origin, so cut by bytes, between
- * characters.
+ * ws emits 'error' for a bad or oversized frame even on a socket it is
+ * closing, and an unheard 'error' would throw and stop the process (a
+ * refused client could take the server down): listened to from the start.
  */
-function fitCloseReason(reason: string): string {
-  if (Buffer.byteLength(reason) <= MAX_CLOSE_REASON_BYTES) return reason;
-  let out = '';
-  for (const ch of reason) {
-    if (Buffer.byteLength(out + ch) > MAX_CLOSE_REASON_BYTES) break;
-    out += ch;
-  }
-  return out;
+function watchSocketErrors(
+  ws: WebSocket,
+  maxFrameBytes: number,
+  metrics: Metrics,
+  log: Logger,
+): SocketErrors {
+  let logs: { log: Logger } = { log };
+  let accepted = false;
+  ws.on('error', (err: Error & { code?: string }) => {
+    if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
+      // A refused socket was already counted under its refusal reason.
+      if (accepted) metrics.server.rejected.inc({ reason: 'frame_too_large' });
+      logs.log.warn({ limit: maxFrameBytes }, 'frame too large');
+    } else logs.log.warn({ code: err.code, err: err.message }, 'socket error');
+  });
+  return {
+    accepted(link) {
+      accepted = true;
+      logs = link;
+    },
+  };
 }
 
-/** Bearer header, `openai-insecure-api-key.<token>` subprotocol, or `?token=`. */
-function presentedToken(req: IncomingMessage, url: URL): string | undefined {
-  // The scheme is case-insensitive (RFC 9110 §11.1).
-  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-  if (bearer) return bearer[1];
-  const protocols = req.headers['sec-websocket-protocol'];
-  if (protocols) {
-    for (const p of protocols.split(',').map((s) => s.trim())) {
-      if (p.startsWith(KEY_PROTOCOL_PREFIX)) return p.slice(KEY_PROTOCOL_PREFIX.length);
-    }
-  }
-  return url.searchParams.get('token') ?? undefined;
-}
-
-function sameSecret(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
+/** What every session of the endpoint is made with. */
+function sessionOptions(
+  ctx: RealtimeContext,
+  send: (event: ServerEvent) => void,
+  sessionLog: Logger,
+  onChange: () => void,
+): RestoreInput {
+  return {
+    characters: {
+      get: (cid: string) => ctx.registry.get(cid),
+      ids: () => ctx.registry.list().map((c) => c.id),
+    },
+    llm: ctx.llm.get,
+    settings: ctx.config.sessions,
+    send,
+    log: sessionLog,
+    logContent: ctx.config.log.content,
+    metrics: ctx.metrics.sessions,
+    onChange,
+    ...(ctx.voice ? { voice: ctx.voice } : {}),
+  };
 }

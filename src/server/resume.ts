@@ -25,6 +25,8 @@ const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 export interface SessionStateSource {
   /** The session as JSON-safe data; serialised at once, so it may share live objects. */
   snapshot(): unknown;
+  /** The same as JSON text, if the source can write it without a copy first (cheaper). */
+  snapshotText?(): string;
 }
 
 /** The resume metrics. */
@@ -63,7 +65,10 @@ export interface ResumeTracker {
   readonly token: string;
   /** Writes soon (debounced). Cheap: call after any change that matters. */
   changed(): void;
-  /** Writes now (the session is closing); resolves when written or failed. */
+  /**
+   * Writes now, if anything changed since the last write (or none was made);
+   * resolves when written or failed.
+   */
   flush(): Promise<void>;
   /** Stops writing. */
   stop(): void;
@@ -192,20 +197,16 @@ export function createResumer(options: ResumerOptions): Resumer {
     let writing: Promise<void> | undefined;
     let again = false;
     let stopped = false;
+    /** A change not written yet (the first write is always due: the token opens from then on). */
+    let dirty = true;
 
     const write = async (): Promise<void> => {
       timer = undefined;
       if (stopped) return;
-      const record: ResumeRecord = {
-        v: RECORD_VERSION,
-        session: sessionId,
-        auth: hashed,
-        savedAt: Date.now(),
-        state: source.snapshot(),
-      };
+      dirty = false;
       const started = performance.now();
       try {
-        const result = await store.save(key, JSON.stringify(record), ttlS);
+        const result = await store.save(key, recordText(source), ttlS);
         metrics?.saveSeconds.observe((performance.now() - started) / 1000);
         if (result === 'claimed') {
           // Another connection resumed this conversation: it is theirs now.
@@ -213,6 +214,7 @@ export function createResumer(options: ResumerOptions): Resumer {
           log.info({}, 'resume taken over');
         }
       } catch (err) {
+        dirty = true;
         log.warn({ err: (err as Error).message }, 'resume save failed');
       }
     };
@@ -232,9 +234,24 @@ export function createResumer(options: ResumerOptions): Resumer {
       return writing;
     };
 
+    /** The record as the store keeps it: JSON, the state written straight from the session. */
+    const recordText = (from: SessionStateSource): string => {
+      const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
+      if (from.snapshotText) return `${head}${from.snapshotText()}}`;
+      const record: ResumeRecord = {
+        v: RECORD_VERSION,
+        session: sessionId,
+        auth: hashed,
+        savedAt: Date.now(),
+        state: from.snapshot(),
+      };
+      return JSON.stringify(record);
+    };
+
     return {
       token,
       changed() {
+        dirty = true;
         if (stopped || timer !== undefined) return;
         timer = setTimeout(() => void run(), options.saveDelayMs);
       },
@@ -242,7 +259,9 @@ export function createResumer(options: ResumerOptions): Resumer {
         if (stopped) return;
         clearTimeout(timer);
         timer = undefined;
-        if (writing) await writing;
+        // A write under way may be followed by another (changes during it).
+        while (writing) await writing;
+        if (!dirty || stopped) return;
         await run();
       },
       stop() {

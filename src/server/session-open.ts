@@ -51,8 +51,12 @@ export interface SessionOpener {
     auth: string | undefined,
     log: Logger,
   ): ResumeTracker | undefined;
-  /** The socket is being closed by the server: write its session's last state now. */
-  closing(ws: WebSocket): void;
+  /**
+   * The socket is being closed by the server: writes its session's last state
+   * now; resolves when written (or failed), so the close can follow it.
+   */
+  closing(ws: WebSocket): Promise<void>;
+
   /** Resolves when every last write started so far has ended. */
   flushed(): Promise<void>;
 }
@@ -68,7 +72,13 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
   const flushes = new Set<Promise<void>>();
 
   /** The last write, once a reply the close cut has recorded what it had said. */
-  const flush = ({ tracker, session }: { tracker: ResumeTracker; session: Session }): void => {
+  const flush = ({
+    tracker,
+    session,
+  }: {
+    tracker: ResumeTracker;
+    session: Session;
+  }): Promise<void> => {
     let timer: NodeJS.Timeout | undefined;
     const settled = Promise.race([
       session.idle(),
@@ -81,6 +91,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
         flushes.delete(done);
       });
     flushes.add(done);
+    return done;
   };
 
   async function resumeSession(
@@ -137,15 +148,15 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       ws.once('close', () => {
         if (trackers.get(ws) !== entry) return;
         trackers.delete(ws);
-        flush(entry);
+        void flush(entry);
       });
       return tracker;
     },
     closing(ws) {
       const entry = trackers.get(ws);
-      if (!entry) return;
+      if (!entry) return Promise.resolve();
       trackers.delete(ws);
-      flush(entry);
+      return flush(entry);
     },
     async flushed() {
       await Promise.all([...flushes]);

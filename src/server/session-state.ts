@@ -16,7 +16,7 @@ export type RestoreInput = RestoreOptions;
 
 /** The session's state source for the resume store (which serialises it at once: no copy first). */
 export function sessionStateSource(session: Session): SessionStateSource {
-  return { snapshot: () => session.snapshotToSerialise() };
+  return { snapshot: () => session.snapshot(), snapshotText: () => session.snapshotText() };
 }
 
 /**

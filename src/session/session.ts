@@ -93,11 +93,8 @@ export interface Session {
   configureVoice(defaults: VoiceDefaults): void;
   /** Everything the conversation is, as plain JSON-safe data (a detached copy). */
   snapshot(): SessionState;
-  /**
-   * The same data without the copy: it shares the live conversation, so turn
-   * it into text at once (as the resume store does) and keep nothing of it.
-   */
-  snapshotToSerialise(): SessionState;
+  /** The same as JSON text, written straight from the live state (no copy first): for stores. */
+  snapshotText(): string;
   /** Resolves when no response is running. */
   idle(): Promise<void>;
   /** Stops the response in flight (if any) and records the session's end. */
@@ -296,10 +293,15 @@ class ConversationSession implements Session {
   }
 
   snapshot(): SessionState {
-    return structuredClone(this.snapshotToSerialise());
+    return structuredClone(this.#live());
   }
 
-  snapshotToSerialise(): SessionState {
+  snapshotText(): string {
+    return JSON.stringify(this.#live());
+  }
+
+  /** The state as it is now, sharing the live conversation: copy or serialise it at once. */
+  #live(): SessionState {
     return { ...this.#state, conversation: this.#conversation.toState() };
   }
 

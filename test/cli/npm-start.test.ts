@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 
 let started: ChildProcess | undefined;
@@ -14,6 +15,12 @@ afterEach(() => {
   }
   started = undefined;
 });
+
+/** The line saying the server (or, with more than one worker, every worker) listens, with its URL. */
+const READY =
+  availableParallelism() > 1
+    ? /"url":"http:\/\/127\.0\.0\.1:(\d+)".*"msg":"workers ready"/
+    : /"url":"http:\/\/127\.0\.0\.1:(\d+)".*"msg":"server listening"/;
 
 /** Whether something accepts connections on the port. */
 function serving(port: number): Promise<boolean> {
@@ -49,7 +56,8 @@ describe('npm start as a process', () => {
     const port = await new Promise<number>((resolve) => {
       child.stdout!.on('data', (d: Buffer) => {
         stdout += d.toString();
-        const m = /"url":"http:\/\/127\.0\.0\.1:(\d+)".*"msg":"server listening"/.exec(stdout);
+        // With one worker per core (the default), once every one listens.
+        const m = READY.exec(stdout);
         if (m) resolve(Number(m[1]));
       });
     });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 
 const TSX = 'node_modules/.bin/tsx';
@@ -36,6 +37,8 @@ describe('npm start', () => {
     const r = await run(
       ['src/cli/start.ts'],
       {
+        // One process: the workers have tests of their own (below, and test/server/cluster.test.ts).
+        WORKERS: '1',
         PORT: '0',
         LOG_LEVEL: 'info',
         LLM_BASE_URL: 'http://127.0.0.1:9/v1',
@@ -50,6 +53,34 @@ describe('npm start', () => {
     );
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('"msg":"server stopped"');
+  });
+
+  it('runs one worker per core by default, and stops them all on SIGTERM with exit code 0', async () => {
+    const cores = availableParallelism();
+    // Every worker's readiness, not a time: the primary says so once all of them listen.
+    const ready = cores > 1 ? '"msg":"workers ready"' : '"msg":"server listening"';
+    let signalled = false;
+    const r = await run(
+      ['src/cli/start.ts'],
+      {
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        CHARACTERS_WATCH: '0',
+      },
+      (stdout, kill) => {
+        if (!signalled && stdout.includes(ready)) {
+          signalled = true;
+          kill('SIGTERM');
+        }
+      },
+    );
+    expect(r.code).toBe(0);
+    if (cores > 1) {
+      expect(r.stdout).toContain(`"workers":${cores}`);
+      expect(r.stdout).toContain('"msg":"all workers stopped"');
+    }
+    expect(r.stdout.split('"msg":"server stopped"').length - 1).toBe(cores);
   });
 });
 

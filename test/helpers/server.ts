@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { bound, DEFAULT_WAIT_MS } from './wait.js';
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger, startServer, type TroupeServer } from '../../src/server/index.js';
+import type { ResumeStore } from '../../src/server/resume-store.js';
 import type { ServerVoice } from '../../src/server/voice.js';
 import {
   DEMO_SCRIPT,
@@ -50,6 +51,8 @@ export interface TestServerOptions {
    * a text-only server unless a test asks for speech.
    */
   voice?: ServerVoice;
+  /** The resume store (two servers sharing one act as two instances sharing Redis). */
+  resumeStore?: ResumeStore;
 }
 
 /**
@@ -94,6 +97,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       config,
       logger: createLogger(config.log, sink),
       ...(options.voice ? { voice: options.voice } : {}),
+      ...(options.resumeStore ? { resumeStore: options.resumeStore } : {}),
     });
   } catch (err) {
     await simulator.close();

@@ -171,6 +171,8 @@ describe('session snapshots', () => {
     ]);
     const snapshot = JSON.parse(JSON.stringify(original.snapshot())) as SessionState;
     expect(snapshot).toEqual(original.snapshot());
+    // The stores' text, written without the copy first, is the same JSON.
+    expect(original.snapshotText()).toBe(JSON.stringify(original.snapshot()));
     const sent: ServerEvent[] = [];
     const restored = await restoreSession(snapshot, options(sent));
     expect(restored.snapshot()).toEqual(snapshot);

@@ -1,0 +1,253 @@
+/**
+ * Resume store bench: what writing a session's state costs per turn, against
+ * a real redis-server on 127.0.0.1 (Debian's, started here on a free port,
+ * like the deploy tests). A real server and simulator hold conversations of
+ * a few sizes; each is then written as the server writes it after a turn —
+ * `session.snapshot()`, the record serialised, Redis's atomic save (EVALSHA)
+ * — and timed: the synchronous part (what the event loop spends) and the
+ * whole write (the await on Redis included, which the session never waits
+ * for). Also counts the store writes per turn and per delta while the
+ * conversations are held: they follow the session's changes (at most one
+ * per 50 ms), never its deltas.
+ *
+ * Prints a table; writes loadtest/reports/resume-bench.json.
+ *
+ * @example npm run bench:resume
+ * @example npm run bench:resume -- --writes 2000
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { loadCharacters } from '../src/characters/registry.js';
+import { loadConfig } from '../src/config/index.js';
+import { createLlmClient } from '../src/llm/client.js';
+import { createMetrics } from '../src/metrics/index.js';
+import { createLogger, startServer } from '../src/server/index.js';
+import { createResumer } from '../src/server/resume.js';
+import {
+  createMemoryResumeStore,
+  createRedisResumeStore,
+  type ResumeStore,
+} from '../src/server/resume-store.js';
+import { sessionStateSource } from '../src/server/session-state.js';
+import { restoreSession, type SessionState } from '../src/session/session.js';
+import { startSimulator } from '../src/testing/simulator/index.js';
+import { hasProgram, startRedis } from './lib/engines.js';
+import { CONVERSATION, LOADTEST_SCRIPT } from './lib/scenarios.js';
+import { percentile } from './lib/stats.js';
+
+/** Conversation sizes measured, in turns (two items each, plus the greeting). */
+const SIZES = [5, 20, 50] as const;
+const TARGET_P99_MS = 1;
+
+const { values } = parseArgs({
+  options: { writes: { type: 'string', default: '1000' }, help: { type: 'boolean' } },
+});
+if (values.help) {
+  console.log('Usage: npm run bench:resume -- [--writes N]  (writes timed per size, default 1000)');
+  process.exit(0);
+}
+const WRITES = Number(values.writes);
+if (!Number.isInteger(WRITES) || WRITES < 10) {
+  console.error(`bench:resume: --writes ${values.writes}: expected a whole number of 10 or more`);
+  process.exit(2);
+}
+if (!hasProgram('redis-server')) {
+  console.error('bench:resume needs redis-server: apt-get install redis-server');
+  process.exit(1);
+}
+
+const silent = createLogger({ level: 'silent', content: false });
+
+/** Holds a conversation of each size through a real server; returns their last stored states. */
+async function holdConversations(): Promise<{
+  states: Map<number, SessionState>;
+  writesPerTurn: number;
+  writesPerDelta: number;
+}> {
+  const sim = await startSimulator({
+    script: LOADTEST_SCRIPT,
+    latency: { ttftMs: 0, tokensPerSec: 2_000 },
+  });
+  const memory = createMemoryResumeStore();
+  let writes = 0;
+  const latest = new Map<string, string>();
+  const store: ResumeStore = {
+    ...memory,
+    save(key, value, ttlS) {
+      writes++;
+      latest.set(key, value);
+      return memory.save(key, value, ttlS);
+    },
+  };
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LLM_BASE_URL: sim.url,
+    CHARACTERS_DIR: 'characters',
+    CHARACTERS_WATCH: 'false',
+    LOG_LEVEL: 'silent',
+    STT_PROVIDER: 'none',
+    TTS_PROVIDER: 'none',
+  });
+  const server = await startServer({ config, logger: silent, resumeStore: store });
+  const states = new Map<number, SessionState>();
+  let turns = 0;
+  let deltas = 0;
+  try {
+    const ws = new WebSocket(`${server.wsUrl}?character=plain`, { perMessageDeflate: false });
+    const events: Array<(e: { type: string }) => void> = [];
+    ws.on('message', (d) => {
+      const e = JSON.parse(String(d)) as { type: string };
+      if (e.type === 'response.output_text.delta') deltas++;
+      for (const f of events.splice(0)) f(e);
+    });
+    const next = (type: string): Promise<void> =>
+      new Promise((resolve) => {
+        const wait = (e: { type: string }): void => {
+          if (e.type === type) resolve();
+          else events.push(wait);
+        };
+        events.push(wait);
+      });
+    await next('session.created');
+    const before = writes;
+    for (let t = 1; t <= SIZES.at(-1)!; t++) {
+      const line = CONVERSATION[t % CONVERSATION.length]!.user;
+      const done = next('response.done');
+      ws.send(
+        JSON.stringify({
+          type: 'conversation.item.create',
+          item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: line }] },
+        }),
+      );
+      ws.send(JSON.stringify({ type: 'response.create' }));
+      await done;
+      turns++;
+      if ((SIZES as readonly number[]).includes(t)) {
+        // The last write of this turn: after the debounce.
+        const wrote = writes;
+        await new Promise((r) => setTimeout(r, 200));
+        if (writes === wrote && latest.size === 0) throw new Error('nothing was written');
+        const record = JSON.parse([...latest.values()].at(-1)!) as { state: SessionState };
+        states.set(t, record.state);
+      }
+    }
+    const measured = writes - before;
+    ws.close();
+    return { states, writesPerTurn: measured / turns, writesPerDelta: measured / deltas };
+  } finally {
+    await server.close();
+    await sim.close();
+  }
+}
+
+function summary(samples: number[]): { p50: number; p99: number; max: number } {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const r = (v: number | null): number => Math.round((v ?? 0) * 1000) / 1000;
+  return {
+    p50: r(percentile(sorted, 0.5)),
+    p99: r(percentile(sorted, 0.99)),
+    max: r(sorted.at(-1) ?? 0),
+  };
+}
+
+async function main(): Promise<void> {
+  const held = await holdConversations();
+  const redis = await startRedis();
+  const store = createRedisResumeStore({ url: redis.url, log: silent });
+  const resumer = createResumer({
+    store,
+    ttlS: 900,
+    saveDelayMs: 50,
+    loadTimeoutMs: 2_000,
+    log: silent,
+  });
+  const config = loadConfig({ CHARACTERS_DIR: 'characters', CHARACTERS_WATCH: 'false' });
+  const registry = await loadCharacters({
+    dir: 'characters',
+    strict: false,
+    watch: false,
+    log: silent,
+    metrics: createMetrics().characters,
+  });
+  const rows: Array<Record<string, unknown>> = [];
+  try {
+    for (const [turns, state] of held.states) {
+      const session = await restoreSession(state, {
+        characters: { get: (id) => registry.get(id), ids: () => registry.list().map((c) => c.id) },
+        llm: () => createLlmClient({ baseURL: 'http://127.0.0.1:9/v1', log: silent }),
+        settings: config.sessions,
+        send: () => undefined,
+        log: silent,
+      });
+      const tracker = resumer.track(session.id, sessionStateSource(session), undefined, silent);
+      const sync: number[] = [];
+      const whole: number[] = [];
+      let bytes = 0;
+      for (let i = 0; i < WRITES + 100; i++) {
+        const t0 = performance.now();
+        // What the server's write does before its await: the state as JSON, in its record.
+        const text = `{"v":1,"session":"${session.id}","auth":null,"savedAt":${Date.now()},"state":${session.snapshotText()}}`;
+        const t1 = performance.now();
+        tracker.changed();
+        const t2 = performance.now();
+        await tracker.flush();
+        const t3 = performance.now();
+        bytes = text.length;
+        // The first writes warm the JIT and the connection.
+        if (i >= 100) {
+          sync.push(t1 - t0);
+          whole.push(t3 - t2);
+        }
+      }
+      tracker.stop();
+      session.close();
+      const s = summary(sync);
+      const w = summary(whole);
+      rows.push({ turns, bytes, sync: s, write: w });
+      console.log(
+        `${String(turns).padStart(3)} turns, ${String(Math.round(bytes / 1024)).padStart(4)} KiB record: ` +
+          `snapshot + serialise p50 ${s.p50} ms, p99 ${s.p99} ms · whole write (+ Redis EVALSHA) p50 ${w.p50} ms, p99 ${w.p99} ms, max ${w.max} ms · ${w.p99 <= TARGET_P99_MS ? 'PASS' : 'FAIL'} p99 ≤ ${TARGET_P99_MS} ms`,
+      );
+    }
+  } finally {
+    await resumer.close();
+    await redis.close();
+    await registry.close();
+  }
+  console.log(
+    `store writes while holding the conversations: ${held.writesPerTurn.toFixed(2)} per turn, ${held.writesPerDelta.toFixed(3)} per delta (they follow the turn's changes, not its deltas)`,
+  );
+  console.log(
+    `load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', ')} on ${os.availableParallelism()} cores`,
+  );
+  const out = path.join('loadtest', 'reports');
+  await mkdir(out, { recursive: true });
+  await writeFile(
+    path.join(out, 'resume-bench.json'),
+    `${JSON.stringify(
+      {
+        kind: 'troupe-resume-bench',
+        generatedAt: new Date().toISOString(),
+        loadAverage: os.loadavg(),
+        writes: WRITES,
+        writesPerTurn: held.writesPerTurn,
+        writesPerDelta: held.writesPerDelta,
+        sizes: rows,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}
+
+main().catch((err: unknown) => {
+  console.error('bench:resume failed:', err instanceof Error ? err.stack : err);
+  process.exitCode = 1;
+});

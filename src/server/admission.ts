@@ -1,0 +1,140 @@
+/**
+ * Who may open a session, and which one: the connection policy of the
+ * realtime endpoint (origin, auth token) and what the URL and headers ask
+ * for (character, variant, dialect).
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { CharacterRegistry } from '../characters/registry.js';
+import type { LoadedCharacter } from '../characters/types.js';
+import type { Config } from '../config/index.js';
+import { ProtocolError } from '../errors.js';
+import { DIALECTS, type Dialect } from '../protocol/index.js';
+import { originAllowed } from './http-routes.js';
+import { CLOSE } from './socket-close.js';
+
+/** The subprotocol browsers use to carry the token (`openai-insecure-api-key.<token>`). */
+export const KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
+
+/** What a connection asked for. */
+export interface PickedSession {
+  character: LoadedCharacter;
+  variant?: string;
+  dialect?: Dialect;
+}
+
+/** Why a connection is refused: the close reason and the metric label. */
+export interface Denial {
+  reason: string;
+  label: string;
+}
+
+/** The origin and auth checks; undefined when the connection may proceed. */
+export function checkAccess(
+  limits: Config['server'],
+  req: IncomingMessage,
+  url: URL,
+): Denial | undefined {
+  const origin = req.headers.origin;
+  const hosts = { allowed: limits.allowedHosts, listening: limits.host };
+  if (
+    origin !== undefined &&
+    !originAllowed(origin, req.headers.host, limits.allowedOrigins, hosts)
+  ) {
+    return { reason: `origin ${origin} not allowed`, label: 'origin' };
+  }
+  const token = limits.authToken;
+  if (token === undefined) return undefined;
+  const given = presentedToken(req, url);
+  if (given === undefined) return { reason: 'authentication required', label: 'auth' };
+  if (!sameSecret(given, token)) return { reason: 'invalid token', label: 'auth' };
+  return undefined;
+}
+
+/** The character, variant and dialect a connection asks for, or why it cannot have them. */
+export function pickSession(
+  registry: CharacterRegistry,
+  sessions: Config['sessions'],
+  url: URL,
+): ProtocolError | PickedSession {
+  const dialectParam = url.searchParams.get('dialect');
+  if (dialectParam !== null && !(DIALECTS as readonly string[]).includes(dialectParam)) {
+    return new ProtocolError(
+      'invalid_dialect',
+      `?dialect=${dialectParam} is not offered; use one of ${DIALECTS.join(', ')}.`,
+      { param: 'dialect' },
+    );
+  }
+  const ids = registry.list().map((c) => c.id);
+  // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
+  const model = url.searchParams.get('model');
+  const byModel = model !== null && registry.get(model) !== undefined ? model : undefined;
+  const wanted =
+    url.searchParams.get('character') ?? byModel ?? sessions.defaultCharacter ?? ids[0];
+  if (wanted === undefined) {
+    return new ProtocolError(
+      'no_characters',
+      `No characters are loaded from ${registry.dir}; run \`troupe check ${registry.dir}\` to see why.`,
+      { type: 'server_error', closeCode: CLOSE.INTERNAL },
+    );
+  }
+  const character = registry.get(wanted);
+  if (character === undefined) {
+    return new ProtocolError(
+      'unknown_character',
+      `No character "${wanted}"; available: ${ids.join(', ')}.`,
+      { param: 'character' },
+    );
+  }
+  const variantParam = url.searchParams.get('variant');
+  if (variantParam !== null && !character.variants.includes(variantParam)) {
+    return new ProtocolError(
+      'unknown_variant',
+      `Character "${character.id}" has no tool variant "${variantParam}"; variants: ${character.variants.join(', ')}.`,
+      { param: 'variant' },
+    );
+  }
+  let variant = variantParam ?? undefined;
+  if (variant === undefined && sessions.variantAssignment === 'random') {
+    variant = character.variants[Math.floor(Math.random() * character.variants.length)];
+  }
+  return {
+    character,
+    ...(variant ? { variant } : {}),
+    ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
+  };
+}
+
+/**
+ * The dialect a connection speaks from the start, if its path or headers
+ * say: Unmute's production frontend dials /api/v1/realtime (its dialect from
+ * the start, so it gets no session.created it does not know); beta-protocol
+ * clients send OpenAI's `OpenAI-Beta: realtime=v1` header. Undefined: the
+ * client's first session.update (or an Unmute-only event) tells.
+ */
+export function impliedDialect(req: IncomingMessage, url: URL): Dialect | undefined {
+  if (url.pathname !== '/v1/realtime') return 'unmute';
+  return /\brealtime=v1\b/.test(String(req.headers['openai-beta'] ?? ''))
+    ? 'openai-beta'
+    : undefined;
+}
+
+/** Bearer header, `openai-insecure-api-key.<token>` subprotocol, or `?token=`. */
+export function presentedToken(req: IncomingMessage, url: URL): string | undefined {
+  // The scheme is case-insensitive (RFC 9110 §11.1).
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+  if (bearer) return bearer[1];
+  const protocols = req.headers['sec-websocket-protocol'];
+  if (protocols) {
+    for (const p of protocols.split(',').map((s) => s.trim())) {
+      if (p.startsWith(KEY_PROTOCOL_PREFIX)) return p.slice(KEY_PROTOCOL_PREFIX.length);
+    }
+  }
+  return url.searchParams.get('token') ?? undefined;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

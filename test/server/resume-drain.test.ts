@@ -1,0 +1,142 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryResumeStore, type ResumeStore } from '../../src/server/resume-store.js';
+import { connect, say } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+/** A grace no turn here outlasts on any machine: it bounds a hang, it is not a race. */
+const GRACE_MS = 600_000;
+
+/** A memory store that counts its writes. */
+function countingStore(): ResumeStore & { saves: number } {
+  const inner = createMemoryResumeStore();
+  const store = {
+    ...inner,
+    kind: 'memory' as const,
+    saves: 0,
+    save(key: string, value: string, ttlS: number) {
+      store.saves++;
+      return inner.save(key, value, ttlS);
+    },
+  };
+  return store;
+}
+
+function tokenOf(created: Record<string, unknown>): string {
+  return (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+}
+
+describe('resume across a drain', () => {
+  const servers: TestServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
+
+  it('writes what the client sent before refusing its response.create, so it resumes elsewhere with all of it', async () => {
+    // Two instances sharing one store; the first drains while a long turn keeps it draining.
+    const store = createMemoryResumeStore();
+    const draining = await startTestServer({
+      resumeStore: store,
+      simulator: { latency: { ttftMs: 15_000 } },
+    });
+    const other = await startTestServer({ resumeStore: store });
+    servers.push(draining, other);
+    const busy = await connect(`${draining.wsUrl}?character=plain`);
+    const idle = await connect(`${draining.wsUrl}?character=plain`);
+    await busy.next('session.created');
+    const token = tokenOf(await idle.next('session.created'));
+    say(busy, 'Hello there!');
+    await busy.next('response.created');
+
+    const stopped = draining.server.shutdown(GRACE_MS);
+    // The line and the request in one go: the refusal comes after the line is stored.
+    say(idle, 'My name is Ada.');
+    expect((await idle.next('error')).error).toMatchObject({ code: 'server_shutting_down' });
+    const again = await connect(`${other.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.added', (e) =>
+      JSON.stringify(e.item).includes('My name is Ada.'),
+    );
+    // Only the reply is asked for again: the line is there.
+    again.send({ type: 'response.create' });
+    expect((await again.next('response.done')).response).toMatchObject({ status: 'completed' });
+    const history = JSON.stringify(other.simulator.requests.at(-1)?.body);
+    expect(history.split('My name is Ada.').length - 1).toBe(1);
+    await again.close();
+    await idle.close();
+    expect((await busy.next('response.done')).response).toMatchObject({ status: 'completed' });
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
+  it('refuses, rather than drops, what a client sends while its stopped session is being written', async () => {
+    // A store whose writes wait while the gate is shut: the shutdown's last write takes that long.
+    const inner = createMemoryResumeStore();
+    let open = true;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const store: ResumeStore = {
+      ...inner,
+      async save(key, value, ttlS) {
+        if (!open) await gate;
+        return inner.save(key, value, ttlS);
+      },
+    };
+    const t = await startTestServer({ resumeStore: store });
+    servers.push(t);
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    await t.waitForLog('session opened');
+    open = false;
+    // A change whose write waits at the gate, then the shutdown: no reply runs, so the
+    // session stops at once and its socket stays open until its last write is done.
+    c.send({
+      type: 'conversation.item.create',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'First.' }] },
+    });
+    await c.next('conversation.item.added', (e) => JSON.stringify(e.item).includes('First.'));
+    const stopped = t.server.shutdown(GRACE_MS);
+    await t.waitForLog('shutting down');
+    c.send({
+      type: 'conversation.item.create',
+      event_id: 'late_item',
+      item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Second.' }] },
+    });
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ code: 'server_shutting_down', event_id: 'late_item' });
+    release();
+    expect((await within(c.closed, 'the close after the last write')).code).toBe(1001);
+    expect(await within(stopped, 'shutdown')).toBe(true);
+  });
+
+  it('writes the state after the changes of a turn, never per delta', async () => {
+    const store = countingStore();
+    // A long reply at a high rate: hundreds of deltas.
+    const t = await startTestServer({
+      resumeStore: store,
+      simulator: { latency: { tokensPerSec: 2_000 } },
+      script: {
+        rules: [
+          {
+            reply: {
+              parts: [{ text: Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ') }],
+            },
+          },
+        ],
+      },
+    });
+    servers.push(t);
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const before = store.saves;
+    say(c, 'Tell me a long story.');
+    const events = await c.untilDone();
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta').length;
+    await c.close();
+    await t.waitForLog('session closed');
+    await t.server.shutdown(0);
+    expect(deltas).toBeGreaterThan(100);
+    // The user's item, the response's start and end, the last write at the close: a
+    // handful whatever the reply's length (the writes are debounced, so often fewer).
+    expect(store.saves - before).toBeLessThanOrEqual(6);
+  });
+});
