@@ -10,8 +10,8 @@ import type { SessionMetrics } from '../metrics/index.js';
 import { BackgroundCalls } from '../tools/background.js';
 import type { ToolContext } from '../tools/types.js';
 import type { Conversation } from './conversation.js';
-import type { ResponseObject, ServerEvent } from './events.js';
-import { conversationId, messageItem, round } from './items.js';
+import type { ServerEvent } from './events.js';
+import { conversationId, inProgressResponse, messageItem, round } from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import { recordToolCall } from './response-report.js';
 import type { SpeechPlace } from './speech-output.js';
@@ -93,17 +93,12 @@ export async function runProgressLine(
   response: RunningResponse,
   text: string,
 ): Promise<void> {
-  const base: ResponseObject = {
-    object: 'realtime.response',
-    id: response.id,
-    status: 'in_progress',
-    status_details: null,
-    output: [],
-    output_modalities: ['audio'],
-    usage: null,
-    metadata: { troupe: 'background_progress' },
-    conversation_id: conversationId(sessionId),
-  };
+  const base = inProgressResponse(
+    response.id,
+    ['audio'],
+    { troupe: 'background_progress' },
+    conversationId(sessionId),
+  );
   o.send({ type: 'response.created', response: base });
   const item = messageItem('assistant', [], undefined, 'in_progress');
   const speech = o.voice.speechFor(response, o.log(), performance.now());

@@ -6,7 +6,14 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError, type TroupeError } from '../errors.js';
 import type { ChatMessage, UserContentPart } from '../llm/chunk.js';
 import type { ToolDescription } from '../tools/types.js';
-import type { ClientTool, ContentPart, ErrorPayload, Item, MessageItem } from './events.js';
+import type {
+  ClientTool,
+  ContentPart,
+  ErrorPayload,
+  Item,
+  MessageItem,
+  ResponseObject,
+} from './events.js';
 
 let itemCounter = 0;
 /** Item and response ids: short, unique within the process, OpenAI-looking. */
@@ -114,4 +121,24 @@ export function finishedMcpCall(item: Item): boolean {
 /** The id of a session's one conversation (`response.conversation_id`). */
 export function conversationId(sessionId: string): string {
   return `conv_${sessionId.replace(/^sess_/, '')}`;
+}
+
+/** A response as `response.created` announces it: in progress, no output yet. */
+export function inProgressResponse(
+  id: string,
+  modalities: ResponseObject['output_modalities'],
+  metadata: ResponseObject['metadata'],
+  conversation: string | null,
+): ResponseObject {
+  return {
+    object: 'realtime.response',
+    id,
+    status: 'in_progress',
+    status_details: null,
+    output: [],
+    output_modalities: modalities,
+    usage: null,
+    metadata,
+    conversation_id: conversation,
+  };
 }

@@ -13,9 +13,15 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { Toolset } from '../tools/library.js';
 import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
-import type { ResponseObject, ResponseOptions, ServerEvent } from './events.js';
+import type { ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
-import { conversationId, llmErrorPayload, round, toDescription } from './items.js';
+import {
+  conversationId,
+  inProgressResponse,
+  llmErrorPayload,
+  round,
+  toDescription,
+} from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import { doneResponse, recordResponse } from './response-report.js';
 import { FillerTimers, ResponseWriter } from './response-writer.js';
@@ -96,17 +102,12 @@ export async function runResponse(
   };
   // Out of band, the conversation hears nothing of it: no conversation.item.* events.
   const send = outOfBand ? withoutConversationEvents(ctx.send) : ctx.send;
-  const base: ResponseObject = {
-    object: 'realtime.response',
-    id: response.id,
-    status: 'in_progress',
-    status_details: null,
-    output: [],
-    output_modalities: modalities,
-    usage: null,
-    metadata: r.metadata ?? null,
-    conversation_id: outOfBand ? null : conversationId(ctx.sessionId),
-  };
+  const base = inProgressResponse(
+    response.id,
+    modalities,
+    r.metadata ?? null,
+    outOfBand ? null : conversationId(ctx.sessionId),
+  );
   const toolset = ctx.handoffs?.toolset(character, opening.toolset) ?? opening.toolset;
   const history = (message: string, added?: readonly ChatMessage[]) =>
     input
@@ -319,17 +320,12 @@ function turnOptions(
 export async function runGreeting(ctx: ResponseContext, response: RunningResponse): Promise<void> {
   const item = ctx.conversation.greetingToSpeak()!;
   ctx.conversation.markGreetingSpoken();
-  const base: ResponseObject = {
-    object: 'realtime.response',
-    id: response.id,
-    status: 'in_progress',
-    status_details: null,
-    output: [],
-    output_modalities: ['audio'],
-    usage: null,
-    metadata: { troupe: 'greeting' },
-    conversation_id: conversationId(ctx.sessionId),
-  };
+  const base = inProgressResponse(
+    response.id,
+    ['audio'],
+    { troupe: 'greeting' },
+    conversationId(ctx.sessionId),
+  );
   ctx.send({ type: 'response.created', response: base });
   const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());
   const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
