@@ -468,7 +468,12 @@ class SessionClient {
         }
         break;
       case 'response.output_item.added':
-        if (ours !== undefined && e.item?.type === 'function_call' && ours.firstTextAt === null) {
+        // Server-run tools come as `mcp_call` items; a client's own as `function_call`.
+        if (
+          ours !== undefined &&
+          (e.item?.type === 'function_call' || e.item?.type === 'mcp_call') &&
+          ours.firstTextAt === null
+        ) {
           ours.toolFirst = true;
         }
         return;
