@@ -14,7 +14,7 @@ import type { ServerEvent } from './events.js';
 import { conversationId, inProgressResponse, messageItem, round } from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import { recordToolCall } from './response-report.js';
-import type { SpeechPlace } from './speech-output.js';
+import { speakPart, type SpeechPlace } from './speech-output.js';
 import type { VoiceOutput } from './voice-output.js';
 
 /** Options of {@link sessionBackgroundCalls}. */
@@ -106,21 +106,9 @@ export async function runProgressLine(
   const previous = o.conversation.lastItemId();
   o.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
   o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
-  o.send({
-    type: 'response.content_part.added',
-    ...place,
-    content_index: 0,
-    part: { type: 'output_audio', transcript: '' },
-  });
-  const spoken = await speech.say(place, text);
+  const spoken = await speakPart(o.send, speech, place, text);
   item.content = [{ type: 'output_audio', transcript: spoken.transcript }];
   item.status = spoken.interrupted ? 'incomplete' : 'completed';
-  o.send({
-    type: 'response.content_part.done',
-    ...place,
-    content_index: 0,
-    part: { type: 'output_audio', transcript: spoken.transcript },
-  });
   o.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
   o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
   // The client's history shows it; the model's does not (no message stands for it).

@@ -26,7 +26,7 @@ import type { RunningResponse } from './response-queue.js';
 import { doneResponse, recordResponse } from './response-report.js';
 import { FillerTimers, ResponseWriter } from './response-writer.js';
 import type { SessionConfig } from './session-settings.js';
-import type { SpeechPlace } from './speech-output.js';
+import { speakPart, type SpeechPlace } from './speech-output.js';
 import { keepHeard, voiceTimings, type VoiceOutput } from './voice-output.js';
 
 /** How sessions run turns (from config). */
@@ -331,19 +331,7 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
   const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
   // Announced like any response's item, so clients know what its audio belongs to.
   ctx.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
-  ctx.send({
-    type: 'response.content_part.added',
-    ...place,
-    content_index: 0,
-    part: { type: 'output_audio', transcript: '' },
-  });
-  const spoken = await speech.say(place, ctx.character().greeting ?? '');
-  ctx.send({
-    type: 'response.content_part.done',
-    ...place,
-    content_index: 0,
-    part: { type: 'output_audio', transcript: spoken.transcript },
-  });
+  const spoken = await speakPart(ctx.send, speech, place, ctx.character().greeting ?? '');
   ctx.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
   // History keeps what the user heard of the greeting.
   if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);

@@ -579,3 +579,30 @@ export class SpeechOutput {
     }
   }
 }
+
+/**
+ * Speaks `text` as the one audio part of a server-made item (the greeting,
+ * a spoken progress line): `response.content_part.added`, the audio, then
+ * `response.content_part.done` with what was said.
+ */
+export async function speakPart(
+  send: (event: ServerEvent) => void,
+  speech: SpeechOutput,
+  place: SpeechPlace,
+  text: string,
+): Promise<SpokenItem> {
+  send({
+    type: 'response.content_part.added',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: '' },
+  });
+  const spoken = await speech.say(place, text);
+  send({
+    type: 'response.content_part.done',
+    ...place,
+    content_index: 0,
+    part: { type: 'output_audio', transcript: spoken.transcript },
+  });
+  return spoken;
+}
