@@ -317,9 +317,11 @@ function createConnectionOpener(
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
-    const common = sessionOptions(ctx, link.send, link.log, () =>
-      link.resumeLink.tracker?.changed(),
-    );
+    const common = sessionOptions(ctx, link.send, link.log, (settled) => {
+      const tracker = link.resumeLink.tracker;
+      tracker?.changed();
+      if (settled) void tracker?.flush();
+    });
     let opening: { session: Session; resumeError?: ProtocolError };
     try {
       opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
@@ -405,7 +407,7 @@ function sessionOptions(
   ctx: RealtimeContext,
   send: (event: ServerEvent) => void,
   sessionLog: Logger,
-  onChange: () => void,
+  onChange: (settled: boolean) => void,
 ): RestoreInput {
   return {
     characters: {
@@ -418,7 +420,7 @@ function sessionOptions(
     log: sessionLog,
     logContent: ctx.config.log.content,
     metrics: ctx.metrics.sessions,
-    onChange,
+    onChange: (_session, settled) => onChange(settled === true),
     ...(ctx.voice ? { voice: ctx.voice } : {}),
   };
 }

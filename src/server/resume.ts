@@ -66,8 +66,10 @@ export interface ResumeTracker {
   /** Writes soon (debounced). Cheap: call after any change that matters. */
   changed(): void;
   /**
-   * Writes now, if anything changed since the last write (or none was made);
-   * resolves when written or failed.
+   * Writes now, if anything changed since the last write (or none was made),
+   * without waiting for a write under way; resolves when every write is done
+   * or failed. The state is read at the call, so a turn's end flushed before
+   * its `response.done` is sent is on its way to the store first.
    */
   flush(): Promise<void>;
   /** Stops writing. */
@@ -218,20 +220,29 @@ export function createResumer(options: ResumerOptions): Resumer {
         log.warn({ err: (err as Error).message }, 'resume save failed');
       }
     };
-    // One write at a time, in order; changes during a write are written after it.
-    const run = (): Promise<void> => {
-      if (writing) {
-        again = true;
-        return writing;
-      }
-      writing = write().finally(() => {
+    // Debounced writes go one at a time; changes during one are written after it.
+    // A flush writes at once, beside one under way: the store applies a
+    // connection's commands in order, so the newer state lands last.
+    const begin = (): Promise<void> => {
+      const mine = write();
+      const all = writing ? Promise.all([writing, mine]).then(() => undefined) : mine;
+      writing = all;
+      void all.finally(() => {
+        if (writing !== all) return;
         writing = undefined;
         if (again && !stopped) {
           again = false;
           void run();
         }
       });
-      return writing;
+      return all;
+    };
+    const run = (): Promise<void> => {
+      if (writing) {
+        again = true;
+        return writing;
+      }
+      return begin();
     };
 
     /** The record as the store keeps it: JSON, the state written straight from the session. */
@@ -259,10 +270,11 @@ export function createResumer(options: ResumerOptions): Resumer {
         if (stopped) return;
         clearTimeout(timer);
         timer = undefined;
-        // A write under way may be followed by another (changes during it).
+        if (dirty) {
+          again = false;
+          void begin();
+        }
         while (writing) await writing;
-        if (!dirty || stopped) return;
-        await run();
       },
       stop() {
         stopped = true;

@@ -59,8 +59,11 @@ export interface ResponseContext {
   nextTurn: () => number;
   /** Sends Unmute's frontend the chat history (when it asked for it). */
   shareHistory: () => void;
-  /** The conversation changed (items, state): the session tells its listeners. */
-  changed: () => void;
+  /**
+   * The conversation changed (items, state): the session tells its listeners;
+   * `settled` at a turn's end, before its `response.done`.
+   */
+  changed: (settled?: boolean) => void;
   /** Transfers to other characters: the tools offered, what the model sees. */
   handoffs?: {
     toolset(character: LoadedCharacter, base: Toolset): Toolset;
@@ -203,12 +206,11 @@ export async function runResponse(
     firstAudioMs: response.firstAudioMs,
     voice: speech ? voiceTimings(response, speech, requestAt) : undefined,
   };
+  // Stored before the client hears of the end: a turn it saw end survives a crash.
+  if (!outOfBand) ctx.changed(true);
   ctx.send({ type: 'response.done', response: doneResponse(outcome) });
   recordResponse(ctx.metrics, outcome);
-  if (!outOfBand) {
-    ctx.shareHistory();
-    ctx.changed();
-  }
+  if (!outOfBand) ctx.shareHistory();
   turnLog.info(
     {
       response: response.id,
@@ -336,6 +338,7 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
   // History keeps what the user heard of the greeting.
   if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
   const status = response.stoppedBy ? 'cancelled' : 'completed';
+  ctx.changed(true);
   ctx.send({
     type: 'response.done',
     response: {
@@ -346,5 +349,4 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
       output: [item],
     },
   });
-  ctx.changed();
 }

@@ -65,9 +65,10 @@ export interface SessionOptions {
   /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
-   * `session.snapshot()` when it suits.
+   * `session.snapshot()` when it suits. `settled` is true at a turn's end,
+   * just before its `response.done` goes out: the moment to store at once.
    */
-  onChange?: (session: Session) => void;
+  onChange?: (session: Session, settled?: boolean) => void;
 }
 
 /** Options of {@link restoreSession}: a session's, its character and variant taken from the snapshot. */
@@ -413,10 +414,10 @@ class ConversationSession implements Session {
   }
 
   /** Counts a change that matters to a snapshot and tells the listener. */
-  #changed = (): void => {
+  #changed = (settled = false): void => {
     this.#version++;
     try {
-      this.#o.onChange?.(this);
+      this.#o.onChange?.(this, settled);
     } catch (err) {
       // A store that fails must not fail the event or the response that changed things.
       this.#log.error({ err }, 'change listener failed');

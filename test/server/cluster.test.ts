@@ -102,7 +102,7 @@ describe('npm start with WORKERS=2', () => {
       expect(again.events.map((e) => e.type)).not.toContain('error');
       clients[clients.indexOf(c)] = again;
     }
-  }, 60_000);
+  }, 120_000);
 
   it('drains every worker on SIGTERM: clients get 1001 and the primary exits 0', async () => {
     const c = await connect(`${instance.wsUrl}?character=plain`);

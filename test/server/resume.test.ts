@@ -81,6 +81,39 @@ describe('resume tokens', () => {
     tracker.stop();
   });
 
+  it('flush at once, beside a write under way, reading the state at the call', async () => {
+    const store = spyStore();
+    // A store that holds the first write until told: a slow round trip.
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const slow: ResumeStore = {
+      ...store,
+      async save(key, value, ttlS) {
+        const first = store.saves.length === 0;
+        const result = store.save(key, value, ttlS);
+        if (first) await held;
+        return result;
+      },
+    };
+    const r = resumer(slow);
+    let state = { items: ['a'] };
+    const tracker = r.track('sess_5', { snapshot: () => state }, undefined, log);
+    const first = tracker.flush();
+    state = { items: ['a', 'b'] };
+    tracker.changed();
+    const second = tracker.flush();
+    // The second write went out while the first was still held.
+    expect(store.saves.map((v) => JSON.parse(v).state)).toEqual([
+      { items: ['a'] },
+      { items: ['a', 'b'] },
+    ]);
+    release();
+    await Promise.all([first, second]);
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      state: { items: ['a', 'b'] },
+    });
+  });
+
   it('refuse a malformed token without asking the store', async () => {
     const store = spyStore();
     const r = resumer(store);
