@@ -33,9 +33,18 @@ export interface LoadFileOptions {
   version?: number;
   /** Where the character's MCP connections log (an stdio server's stderr, reconnects). */
   log?: ToolLogger;
+  /**
+   * Connect the character's MCP servers and offer their tools. Off, the
+   * character loads without them and no server is started (`CHARACTERS_MCP=false`).
+   * @defaultValue true
+   */
+  mcp?: boolean;
 }
 
 let generations = 0;
+
+/** Why a character's MCP servers have no tools when MCP is off. */
+const MCP_OFF = 'not connected: MCP servers are off (CHARACTERS_MCP=false)';
 
 /** The file as people should see it: relative to the working directory when inside it. */
 export function shownPath(file: string): string {
@@ -98,6 +107,7 @@ export async function loadCharacterFile(
     file: path,
     version: options.version ?? 1,
     ...(options.log ? { log: options.log } : {}),
+    ...(options.mcp === false ? { mcp: false } : {}),
   });
 }
 
@@ -107,7 +117,7 @@ export async function loadCharacterFile(
  */
 export async function fromNamespace(
   ns: Record<string, unknown>,
-  where: { id: string; file: string; version: number; log?: ToolLogger },
+  where: { id: string; file: string; version: number; log?: ToolLogger; mcp?: boolean },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
   const mod = fromModule(ns);
@@ -139,6 +149,14 @@ export async function fromNamespace(
     return { ok: false, errors: toErrors(shown, authorPaths([problem], mod.authorPath)) };
   }
   if (!character.mcp?.length) return { ok: true, character: loaded };
+  if (where.mcp === false) {
+    const off = character.mcp.map((c) => ({ label: c.label, tools: [], error: MCP_OFF }));
+    const mcp: McpTools = { tools: [], servers: off, problems: [], leases: [] };
+    return {
+      ok: true,
+      character: buildLoaded(character, bound.toolsets, at, { mcp, warnings: [] }),
+    };
+  }
   // Last, once nothing else can fail: the connections are the character's to release.
   const mcp = await connectMcpServers(character.mcp, {
     file: where.file,

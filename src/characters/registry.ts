@@ -44,6 +44,11 @@ export interface CharacterRegistryOptions {
   dirHint?: string;
   /** Reload characters when their files change. @defaultValue false */
   watch?: boolean;
+  /**
+   * Connect characters' MCP servers (an stdio server is a child process).
+   * Off, characters load without their MCP tools. @defaultValue true
+   */
+  mcp?: boolean;
   log?: ToolLogger;
   metrics?: CharacterMetrics;
 }
@@ -208,6 +213,7 @@ export async function loadCharacters(
         generation,
         version: (previous?.version ?? 0) + 1,
         ...(log ? { log } : {}),
+        ...(options.mcp === false ? { mcp: false } : {}),
       });
       if (!result.ok) {
         recordErrors(file, result.errors);
