@@ -16,6 +16,7 @@ import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
 import type { ToolLogger } from '../tools/types.js';
+import type { McpMetrics } from '../mcp/metrics.js';
 import { connectMcpServers, withMcpTools, type McpTools } from '../mcp/tools.js';
 import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
@@ -39,6 +40,8 @@ export interface LoadFileOptions {
    * @defaultValue true
    */
   mcp?: boolean;
+  /** Where the character's MCP servers' calls and connections are recorded. */
+  mcpMetrics?: McpMetrics;
 }
 
 let generations = 0;
@@ -108,6 +111,7 @@ export async function loadCharacterFile(
     version: options.version ?? 1,
     ...(options.log ? { log: options.log } : {}),
     ...(options.mcp === false ? { mcp: false } : {}),
+    ...(options.mcpMetrics ? { mcpMetrics: options.mcpMetrics } : {}),
   });
 }
 
@@ -117,7 +121,14 @@ export async function loadCharacterFile(
  */
 export async function fromNamespace(
   ns: Record<string, unknown>,
-  where: { id: string; file: string; version: number; log?: ToolLogger; mcp?: boolean },
+  where: {
+    id: string;
+    file: string;
+    version: number;
+    log?: ToolLogger;
+    mcp?: boolean;
+    mcpMetrics?: McpMetrics;
+  },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
   const mod = fromModule(ns);
@@ -163,6 +174,7 @@ export async function fromNamespace(
     ownTools: loaded.toolNames,
     fresh: where.version > 1,
     ...(where.log ? { log: where.log } : {}),
+    ...(where.mcpMetrics ? { metrics: where.mcpMetrics } : {}),
   });
   const toolsets = withMcpTools(bound.toolsets, mcp.tools);
   const warnings = toErrors(shown, authorPaths(mcp.problems, mod.authorPath));

@@ -17,6 +17,7 @@ import {
 import type { ToolLogger } from '../tools/types.js';
 import { CHARACTER_EXTENSIONS, RELOAD_DEBOUNCE_MS } from './constants.js';
 import { handoffProblems } from './handoffs.js';
+import type { McpMetrics } from '../mcp/metrics.js';
 import { characterId, loadCharacterFile, shownPath } from './load.js';
 import type { CharacterSummary, LoadedCharacter } from './types.js';
 
@@ -25,6 +26,8 @@ export interface CharacterMetrics {
   loadErrors: { inc(labels: { type: CharacterErrorKind }): void };
   reloads: { inc(labels: { outcome: 'ok' | 'failed' | 'removed' }): void };
   loaded: { set(value: number): void };
+  /** Characters' MCP servers: calls, connections, tools. */
+  mcp?: McpMetrics;
 }
 
 /** Options of {@link loadCharacters}. */
@@ -214,6 +217,7 @@ export async function loadCharacters(
         version: (previous?.version ?? 0) + 1,
         ...(log ? { log } : {}),
         ...(options.mcp === false ? { mcp: false } : {}),
+        ...(metrics?.mcp ? { mcpMetrics: metrics.mcp } : {}),
       });
       if (!result.ok) {
         recordErrors(file, result.errors);

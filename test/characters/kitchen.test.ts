@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mcpPool } from '../../src/mcp/pool.js';
 import { callsTool, says, testCharacter, type SimRule } from '../../src/testing/index.js';
+import { metricValue, scrape } from '../helpers/http.js';
 import type { Received } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { doneOf, lastChat, openSession, turn } from '../helpers/session.js';
@@ -124,6 +125,38 @@ describe('the kitchen character through the protocol', () => {
     expect(mcpItems(own)).toEqual([
       expect.objectContaining({ server_label: 'kitchen', name: 'scale_recipe' }),
     ]);
+    await c.close();
+  });
+
+  it('counts calls, connections and tools in /metrics, and reconnects after the process dies', async () => {
+    const c = await openSession(t, 'character=kitchen');
+    await turn(c, '200 grams to cups?');
+    let text = await scrape(t.url);
+    const units = { server: 'units' };
+    expect(metricValue(text, 'troupe_mcp_calls_total', { ...units, outcome: 'ok' })).toBe(1);
+    expect(metricValue(text, 'troupe_mcp_calls_total', { ...units, outcome: 'error' })).toBe(1);
+    expect(metricValue(text, 'troupe_mcp_calls_total', { ...units, outcome: 'timeout' })).toBe(0);
+    expect(metricValue(text, 'troupe_mcp_call_duration_seconds_count', units)).toBe(2);
+    expect(metricValue(text, 'troupe_mcp_server_connected', units)).toBe(1);
+    expect(metricValue(text, 'troupe_mcp_tools', units)).toBe(2);
+    expect(metricValue(text, 'troupe_mcp_connects_total', { ...units, outcome: 'ok' })).toBe(1);
+
+    // The server's process dies: the connection is lost, and the next call starts it again.
+    const [pid] = unitsServers().map((line) => Number(line.trim().split(/\s+/, 1)[0]));
+    const lost = t.waitForLog('mcp server connection lost', (l) => l.mcp === 'units');
+    process.kill(pid!, 'SIGKILL');
+    await lost;
+    text = await scrape(t.url);
+    expect(metricValue(text, 'troupe_mcp_server_connected', units)).toBe(0);
+    expect(metricValue(text, 'troupe_mcp_disconnects_total', units)).toBe(1);
+
+    const again = await turn(c, 'Bake at 350 °F: how hot is that?');
+    expect(mcpItems(again)).toEqual([expect.objectContaining({ output: '350 f = 176.7 c' })]);
+    text = await scrape(t.url);
+    expect(metricValue(text, 'troupe_mcp_reconnects_total', units)).toBe(1);
+    expect(metricValue(text, 'troupe_mcp_connects_total', { ...units, outcome: 'ok' })).toBe(2);
+    expect(metricValue(text, 'troupe_mcp_server_connected', units)).toBe(1);
+    expect(metricValue(text, 'troupe_mcp_calls_total', { ...units, outcome: 'ok' })).toBe(2);
     await c.close();
   });
 
