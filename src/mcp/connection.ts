@@ -21,7 +21,11 @@ import {
 import { TroupeError } from '../errors.js';
 import { ToolTimeoutError } from '../tools/executor.js';
 import type { ToolLogger } from '../tools/types.js';
-import { MCP_CONNECT_TIMEOUT_MS, MCP_STDERR_LINE_MAX } from './constants.js';
+import {
+  MCP_CONNECT_TIMEOUT_MS,
+  MCP_STDERR_LINE_MAX,
+  MCP_TERMINATE_TIMEOUT_MS,
+} from './constants.js';
 import { MCP_CALL_OUTCOMES, type McpCallOutcome, type McpMetrics } from './metrics.js';
 import type { McpServerConfig } from './types.js';
 
@@ -47,6 +51,9 @@ export interface McpConnectionOptions {
 
 interface Live {
   client: Client;
+  transport: Transport;
+  /** The server went away: there is no session left to end. */
+  lost: boolean;
   /** Calls running on this client; a retired client closes once they end. */
   running: number;
   retired: boolean;
@@ -163,7 +170,7 @@ export class McpConnection {
       });
       if (live) {
         live.running--;
-        if (live.retired && live.running === 0) void closeQuietly(live.client);
+        if (live.retired && live.running === 0) void endQuietly(live);
       }
     }
   }
@@ -190,7 +197,7 @@ export class McpConnection {
     this.#live = undefined;
     if (live)
       await live.then(
-        (l) => closeQuietly(l.client),
+        (l) => endQuietly(l),
         () => undefined,
       );
   }
@@ -217,7 +224,7 @@ export class McpConnection {
   async #open(): Promise<Live> {
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     const transport = this.#transport();
-    const live: Live = { client, running: 0, retired: false };
+    const live: Live = { client, transport, lost: false, running: 0, retired: false };
     // The server went away (an stdio process exited, the HTTP session ended): the next call reconnects.
     client.onclose = () => this.#drop(live);
     client.onerror = (err) =>
@@ -235,7 +242,7 @@ export class McpConnection {
       );
     }
     if (this.#closed) {
-      await closeQuietly(client);
+      await endQuietly(live);
       throw new McpConnectionError(`MCP server "${this.label}" is closed`);
     }
     this.#record((m, l) => m.connects.inc({ ...l, outcome: 'ok' }));
@@ -289,6 +296,7 @@ export class McpConnection {
         if (current === live) {
           this.#live = undefined;
           this.#lost = true;
+          live.lost = true;
           this.#setConnected(false);
           this.#record((m, l) => m.disconnects.inc(l));
           this.#options.log?.warn(
@@ -305,7 +313,7 @@ export class McpConnection {
   #retire(live: Live): void {
     if (live.retired) return;
     live.retired = true;
-    if (live.running === 0) void closeQuietly(live.client);
+    if (live.running === 0) void endQuietly(live);
   }
 }
 
@@ -354,6 +362,28 @@ export function describe(err: unknown): string {
   const code = (err as { code?: unknown }).code;
   const text = `${err.message}${cause}`.split('\n', 1)[0]!;
   return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+}
+
+/**
+ * Ends a client: a streamable-HTTP session is ended first with the DELETE the
+ * spec asks for (so the server frees it at once), unless the server went
+ * away; then the transport closes (an stdio server's process ends).
+ */
+async function endQuietly(live: Live): Promise<void> {
+  const { transport } = live;
+  if (!live.lost && transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      // A server without session termination answers 405, which the SDK accepts.
+      transport.terminateSession().catch(() => undefined),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, MCP_TERMINATE_TIMEOUT_MS);
+        timer.unref();
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+  await closeQuietly(live.client);
 }
 
 async function closeQuietly(client: Client): Promise<void> {
