@@ -16,6 +16,7 @@ import { withTimeout } from './with-timeout.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
 import type { ToolLogger } from '../tools/types.js';
+import type { McpMetrics } from '../mcp/metrics.js';
 import { connectMcpServers, withMcpTools, type McpTools } from '../mcp/tools.js';
 import { isZodToolEntry, toErrors, validateCharacter, type FieldProblem } from './validate.js';
 
@@ -33,9 +34,20 @@ export interface LoadFileOptions {
   version?: number;
   /** Where the character's MCP connections log (an stdio server's stderr, reconnects). */
   log?: ToolLogger;
+  /**
+   * Connect the character's MCP servers and offer their tools. Off, the
+   * character loads without them and no server is started (`CHARACTERS_MCP=false`).
+   * @defaultValue true
+   */
+  mcp?: boolean;
+  /** Where the character's MCP servers' calls and connections are recorded. */
+  mcpMetrics?: McpMetrics;
 }
 
 let generations = 0;
+
+/** Why a character's MCP servers have no tools when MCP is off. */
+const MCP_OFF = 'not connected: MCP servers are off (CHARACTERS_MCP=false)';
 
 /** The file as people should see it: relative to the working directory when inside it. */
 export function shownPath(file: string): string {
@@ -98,6 +110,8 @@ export async function loadCharacterFile(
     file: path,
     version: options.version ?? 1,
     ...(options.log ? { log: options.log } : {}),
+    ...(options.mcp === false ? { mcp: false } : {}),
+    ...(options.mcpMetrics ? { mcpMetrics: options.mcpMetrics } : {}),
   });
 }
 
@@ -107,7 +121,14 @@ export async function loadCharacterFile(
  */
 export async function fromNamespace(
   ns: Record<string, unknown>,
-  where: { id: string; file: string; version: number; log?: ToolLogger },
+  where: {
+    id: string;
+    file: string;
+    version: number;
+    log?: ToolLogger;
+    mcp?: boolean;
+    mcpMetrics?: McpMetrics;
+  },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
   const mod = fromModule(ns);
@@ -139,12 +160,21 @@ export async function fromNamespace(
     return { ok: false, errors: toErrors(shown, authorPaths([problem], mod.authorPath)) };
   }
   if (!character.mcp?.length) return { ok: true, character: loaded };
+  if (where.mcp === false) {
+    const off = character.mcp.map((c) => ({ label: c.label, tools: [], error: MCP_OFF }));
+    const mcp: McpTools = { tools: [], servers: off, problems: [], leases: [] };
+    return {
+      ok: true,
+      character: buildLoaded(character, bound.toolsets, at, { mcp, warnings: [] }),
+    };
+  }
   // Last, once nothing else can fail: the connections are the character's to release.
   const mcp = await connectMcpServers(character.mcp, {
     file: where.file,
     ownTools: loaded.toolNames,
     fresh: where.version > 1,
     ...(where.log ? { log: where.log } : {}),
+    ...(where.mcpMetrics ? { metrics: where.mcpMetrics } : {}),
   });
   const toolsets = withMcpTools(bound.toolsets, mcp.tools);
   const warnings = toErrors(shown, authorPaths(mcp.problems, mod.authorPath));

@@ -17,6 +17,7 @@ import {
 import type { ToolLogger } from '../tools/types.js';
 import { CHARACTER_EXTENSIONS, RELOAD_DEBOUNCE_MS } from './constants.js';
 import { handoffProblems } from './handoffs.js';
+import type { McpMetrics } from '../mcp/metrics.js';
 import { characterId, loadCharacterFile, shownPath } from './load.js';
 import type { CharacterSummary, LoadedCharacter } from './types.js';
 
@@ -25,6 +26,8 @@ export interface CharacterMetrics {
   loadErrors: { inc(labels: { type: CharacterErrorKind }): void };
   reloads: { inc(labels: { outcome: 'ok' | 'failed' | 'removed' }): void };
   loaded: { set(value: number): void };
+  /** Characters' MCP servers: calls, connections, tools. */
+  mcp?: McpMetrics;
 }
 
 /** Options of {@link loadCharacters}. */
@@ -44,6 +47,11 @@ export interface CharacterRegistryOptions {
   dirHint?: string;
   /** Reload characters when their files change. @defaultValue false */
   watch?: boolean;
+  /**
+   * Connect characters' MCP servers (an stdio server is a child process).
+   * Off, characters load without their MCP tools. @defaultValue true
+   */
+  mcp?: boolean;
   log?: ToolLogger;
   metrics?: CharacterMetrics;
 }
@@ -208,6 +216,8 @@ export async function loadCharacters(
         generation,
         version: (previous?.version ?? 0) + 1,
         ...(log ? { log } : {}),
+        ...(options.mcp === false ? { mcp: false } : {}),
+        ...(metrics?.mcp ? { mcpMetrics: metrics.mcp } : {}),
       });
       if (!result.ok) {
         recordErrors(file, result.errors);

@@ -2,6 +2,8 @@
 
 /** The characters directory, relative to the working directory. */
 export const DEFAULT_CHARACTERS_DIR = 'characters';
+/** Characters' MCP servers are connected at load. */
+export const DEFAULT_CHARACTERS_MCP = true;
 /** Strict loading (any bad character stops the server) is for CI and `troupe check`. */
 export const DEFAULT_CHARACTERS_STRICT = false;
 

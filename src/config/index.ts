@@ -17,6 +17,11 @@ export interface CharactersConfig {
   strict: boolean;
   /** Reload characters when their files change. @defaultValue true unless NODE_ENV=production */
   watch: boolean;
+  /**
+   * Connect characters' MCP servers (start stdio ones) at load; off, characters
+   * load without their MCP tools. @defaultValue true
+   */
+  mcp: boolean;
 }
 
 /** The HTTP/WebSocket server. */
@@ -236,6 +241,7 @@ const envSchema = z.object({
   CHARACTERS_DIR: text('a directory path').optional(),
   CHARACTERS_STRICT: flag.optional(),
   CHARACTERS_WATCH: flag.optional(),
+  CHARACTERS_MCP: flag.optional(),
   NODE_ENV: z.string().optional(),
   PORT: integer(0, 65535).optional(),
   HOST: text('a host name or IP address').optional(),
@@ -429,6 +435,7 @@ export function loadConfig(
         e.CHARACTERS_STRICT ??
         D.DEFAULT_CHARACTERS_STRICT,
       watch: watchFlag ?? e.CHARACTERS_WATCH ?? e.NODE_ENV !== 'production',
+      mcp: e.CHARACTERS_MCP ?? D.DEFAULT_CHARACTERS_MCP,
     },
     server: {
       port: e.PORT ?? D.DEFAULT_PORT,

@@ -19,8 +19,14 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { TroupeError } from '../errors.js';
+import { ToolTimeoutError } from '../tools/executor.js';
 import type { ToolLogger } from '../tools/types.js';
-import { MCP_CONNECT_TIMEOUT_MS, MCP_STDERR_LINE_MAX } from './constants.js';
+import {
+  MCP_CONNECT_TIMEOUT_MS,
+  MCP_STDERR_LINE_MAX,
+  MCP_TERMINATE_TIMEOUT_MS,
+} from './constants.js';
+import { MCP_CALL_OUTCOMES, type McpCallOutcome, type McpMetrics } from './metrics.js';
 import type { McpServerConfig } from './types.js';
 
 /** How Troupe introduces itself to MCP servers. */
@@ -45,6 +51,9 @@ export interface McpConnectionOptions {
 
 interface Live {
   client: Client;
+  transport: Transport;
+  /** The server went away: there is no session left to end. */
+  lost: boolean;
   /** Calls running on this client; a retired client closes once they end. */
   running: number;
   retired: boolean;
@@ -57,6 +66,11 @@ export class McpConnection {
   readonly #options: McpConnectionOptions;
   #live: Promise<Live> | undefined;
   #closed = false;
+  /** The last connection was lost (not closed by us): the next one is a reconnect. */
+  #lost = false;
+  #connected = false;
+  /** Metrics of the servers (Prometheus registries) whose characters hold this connection. */
+  readonly #sinks = new Map<McpMetrics, number>();
 
   constructor(config: McpServerConfig, options: McpConnectionOptions) {
     this.label = config.label;
@@ -72,6 +86,34 @@ export class McpConnection {
 
   get closed(): boolean {
     return this.#closed;
+  }
+
+  /** Records this connection's events in `metrics` until the returned function is called. */
+  observe(metrics: McpMetrics): () => void {
+    this.#sinks.set(metrics, (this.#sinks.get(metrics) ?? 0) + 1);
+    metrics.connected.set({ server: this.label }, this.#connected ? 1 : 0);
+    // Every outcome from zero, so rates and alerts work before the first failure.
+    for (const outcome of MCP_CALL_OUTCOMES) metrics.calls.inc({ server: this.label, outcome }, 0);
+    let stopped = false;
+    return () => {
+      if (stopped) return;
+      stopped = true;
+      const n = (this.#sinks.get(metrics) ?? 1) - 1;
+      if (n > 0) return void this.#sinks.set(metrics, n);
+      // That server's characters no longer use this MCP server.
+      this.#sinks.delete(metrics);
+      metrics.connected.set({ server: this.label }, 0);
+      metrics.tools.set({ server: this.label }, 0);
+    };
+  }
+
+  #record(each: (m: McpMetrics, labels: { server: string }) => void): void {
+    for (const m of this.#sinks.keys()) each(m, { server: this.label });
+  }
+
+  #setConnected(connected: boolean): void {
+    this.#connected = connected;
+    this.#record((m, l) => m.connected.set(l, connected ? 1 : 0));
   }
 
   /** Every tool the server lists (all pages). */
@@ -104,20 +146,32 @@ export class McpConnection {
     args: Record<string, unknown>,
     options: { signal?: AbortSignal; timeoutMs?: number } = {},
   ): Promise<CallToolResult> {
-    const live = await this.#connect(options.signal);
-    live.running++;
+    const started = performance.now();
+    let outcome: McpCallOutcome = 'failed';
+    let live: Live | undefined;
     try {
-      const result = await live.client.callTool({ name, arguments: args }, undefined, {
+      live = await this.#connect(options.signal);
+      live.running++;
+      const result = (await live.client.callTool({ name, arguments: args }, undefined, {
         signal: options.signal,
         ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-      });
-      return result as CallToolResult;
+      })) as CallToolResult;
+      outcome = result.isError ? 'error' : 'ok';
+      return result;
     } catch (err) {
-      this.#failed(live, err);
+      outcome = callOutcome(err, options.signal);
+      if (live) this.#failed(live, err);
       throw err;
     } finally {
-      live.running--;
-      if (live.retired && live.running === 0) void closeQuietly(live.client);
+      const seconds = (performance.now() - started) / 1000;
+      this.#record((m, l) => {
+        m.calls.inc({ ...l, outcome });
+        m.callSeconds.observe(l, seconds);
+      });
+      if (live) {
+        live.running--;
+        if (live.retired && live.running === 0) void endQuietly(live);
+      }
     }
   }
 
@@ -138,11 +192,12 @@ export class McpConnection {
   /** Closes the client (ends an stdio server's process); later calls fail. */
   async close(): Promise<void> {
     this.#closed = true;
+    this.#setConnected(false);
     const live = this.#live;
     this.#live = undefined;
     if (live)
       await live.then(
-        (l) => closeQuietly(l.client),
+        (l) => endQuietly(l),
         () => undefined,
       );
   }
@@ -169,7 +224,7 @@ export class McpConnection {
   async #open(): Promise<Live> {
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     const transport = this.#transport();
-    const live: Live = { client, running: 0, retired: false };
+    const live: Live = { client, transport, lost: false, running: 0, retired: false };
     // The server went away (an stdio process exited, the HTTP session ended): the next call reconnects.
     client.onclose = () => this.#drop(live);
     client.onerror = (err) =>
@@ -179,6 +234,7 @@ export class McpConnection {
         timeout: this.#options.connectTimeoutMs ?? MCP_CONNECT_TIMEOUT_MS,
       });
     } catch (err) {
+      this.#record((m, l) => m.connects.inc({ ...l, outcome: 'failed' }));
       await closeQuietly(client);
       throw new McpConnectionError(
         `cannot connect to MCP server "${this.label}" (${this.target}): ${describe(err)}`,
@@ -186,9 +242,13 @@ export class McpConnection {
       );
     }
     if (this.#closed) {
-      await closeQuietly(client);
+      await endQuietly(live);
       throw new McpConnectionError(`MCP server "${this.label}" is closed`);
     }
+    this.#record((m, l) => m.connects.inc({ ...l, outcome: 'ok' }));
+    if (this.#lost) this.#record((m, l) => m.reconnects.inc(l));
+    this.#lost = false;
+    this.#setConnected(true);
     this.#options.log?.info({ mcp: this.label, target: this.target }, 'mcp server connected');
     return live;
   }
@@ -235,6 +295,14 @@ export class McpConnection {
       (current) => {
         if (current === live) {
           this.#live = undefined;
+          this.#lost = true;
+          live.lost = true;
+          this.#setConnected(false);
+          this.#record((m, l) => m.disconnects.inc(l));
+          this.#options.log?.warn(
+            { mcp: this.label, target: this.target },
+            'mcp server connection lost',
+          );
           this.#retire(live);
         }
       },
@@ -245,7 +313,7 @@ export class McpConnection {
   #retire(live: Live): void {
     if (live.retired) return;
     live.retired = true;
-    if (live.running === 0) void closeQuietly(live.client);
+    if (live.running === 0) void endQuietly(live);
   }
 }
 
@@ -269,6 +337,13 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   });
 }
 
+/** How a call that threw ended. */
+function callOutcome(err: unknown, signal: AbortSignal | undefined): McpCallOutcome {
+  if (signal?.aborted) return signal.reason instanceof ToolTimeoutError ? 'timeout' : 'cancelled';
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'timeout';
+  return 'failed';
+}
+
 function isAbort(err: unknown): boolean {
   return (
     err instanceof Error &&
@@ -287,6 +362,28 @@ export function describe(err: unknown): string {
   const code = (err as { code?: unknown }).code;
   const text = `${err.message}${cause}`.split('\n', 1)[0]!;
   return typeof code === 'string' && !text.includes(code) ? `${code} ${text}` : text;
+}
+
+/**
+ * Ends a client: a streamable-HTTP session is ended first with the DELETE the
+ * spec asks for (so the server frees it at once), unless the server went
+ * away; then the transport closes (an stdio server's process ends).
+ */
+async function endQuietly(live: Live): Promise<void> {
+  const { transport } = live;
+  if (!live.lost && transport instanceof StreamableHTTPClientTransport && transport.sessionId) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      // A server without session termination answers 405, which the SDK accepts.
+      transport.terminateSession().catch(() => undefined),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, MCP_TERMINATE_TIMEOUT_MS);
+        timer.unref();
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+  await closeQuietly(live.client);
 }
 
 async function closeQuietly(client: Client): Promise<void> {

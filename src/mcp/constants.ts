@@ -12,3 +12,5 @@ export const MAX_MCP_SERVERS = 16;
 export const MCP_LABEL_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Longest line of an stdio server's stderr that is logged; longer lines are cut. */
 export const MCP_STDERR_LINE_MAX = 500;
+/** Time an HTTP MCP server gets to answer the DELETE that ends its session, when a connection closes. */
+export const MCP_TERMINATE_TIMEOUT_MS = 2_000;

@@ -8,6 +8,7 @@
 import { canonicalJson } from '../tools/library.js';
 import type { ToolLogger } from '../tools/types.js';
 import { McpConnection } from './connection.js';
+import type { McpMetrics } from './metrics.js';
 import type { McpServerConfig } from './types.js';
 
 /** A hold on a shared connection; release it once. */
@@ -26,6 +27,8 @@ export interface McpAcquireOptions {
   fresh?: boolean;
   /** Time to connect. @defaultValue MCP_CONNECT_TIMEOUT_MS */
   connectTimeoutMs?: number;
+  /** Where the connection's calls and state are recorded while the lease is held. */
+  metrics?: McpMetrics;
 }
 
 /** Connections by server; see the module comment. */
@@ -61,6 +64,7 @@ export class McpPool {
     } else if (options.fresh) entry.connection.restart();
     entry.leases++;
     const held = entry;
+    const unobserve = options.metrics ? held.connection.observe(options.metrics) : undefined;
     let released = false;
     return {
       connection: held.connection,
@@ -68,6 +72,7 @@ export class McpPool {
         if (released) return;
         released = true;
         held.leases--;
+        unobserve?.();
         if (held.leases > 0) return;
         if (this.#entries.get(key) === held) this.#entries.delete(key);
         await held.connection.close();

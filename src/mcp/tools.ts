@@ -16,6 +16,7 @@ import type { RunnableTool, ToolLogger } from '../tools/types.js';
 import { McpConnectionError, describe, type McpConnection } from './connection.js';
 import { DEFAULT_MCP_TOOL_TIMEOUT_MS } from './constants.js';
 import { mcpPool, type McpLease, type McpPool } from './pool.js';
+import type { McpMetrics } from './metrics.js';
 import { mcpOutput } from './result.js';
 import type { McpServerConfig, McpServerStatus } from './types.js';
 
@@ -30,6 +31,8 @@ export interface McpToolsOptions {
   log?: ToolLogger;
   /** @defaultValue the process's pool */
   pool?: McpPool;
+  /** Where the servers' calls, connections and tool counts are recorded. */
+  metrics?: McpMetrics;
 }
 
 /** What connecting a character's MCP servers produced. */
@@ -57,6 +60,7 @@ export async function connectMcpServers(
         cwd: dirname(options.file),
         ...(options.log ? { log: options.log } : {}),
         ...(options.fresh ? { fresh: true } : {}),
+        ...(options.metrics ? { metrics: options.metrics } : {}),
       });
       try {
         return { config, lease, tools: await lease.connection.listTools() };
@@ -75,6 +79,7 @@ export async function connectMcpServers(
       const error =
         entry.err instanceof McpConnectionError ? entry.err.message : describe(entry.err);
       out.servers.push({ label: config.label, tools: [], error });
+      options.metrics?.tools.set({ server: config.label }, 0);
       out.problems.push({
         kind: 'mcp',
         path: at,
@@ -103,6 +108,7 @@ export async function connectMcpServers(
       out.tools.push(runnable(tool, config, entry.lease.connection));
     }
     out.servers.push({ label: config.label, tools: names });
+    options.metrics?.tools.set({ server: config.label }, names.length);
   });
   return out;
 }

@@ -5,6 +5,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { CHARACTER_ERROR_KINDS } from '../errors.js';
 import type { CharacterMetrics } from '../characters/registry.js';
+import type { McpMetrics } from '../mcp/metrics.js';
 import { TOOL_OUTCOMES } from '../tools/types.js';
 
 /** Latency buckets (seconds) for time to first token and turn phases. */
@@ -269,7 +270,60 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }),
   };
   const scale = createScaleMetrics(registers);
-  return { registry, characters: { loadErrors, reloads, loaded }, sessions, server, scale };
+  const mcp = createMcpMetrics(registers);
+  return { registry, characters: { loadErrors, reloads, loaded, mcp }, sessions, server, scale };
+}
+
+/** Call timing buckets (seconds) of MCP tools: a process or network hop, up to the 60 s limit. */
+const MCP_CALL_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 60];
+
+/** MCP tool servers, labelled by the server's `label` in the character file. */
+function createMcpMetrics(registers: Registry[]): McpMetrics {
+  return {
+    calls: new Counter({
+      name: 'troupe_mcp_calls_total',
+      help: "MCP tool calls by server label and outcome (ok; error: the server's isError; failed: connection or protocol failure; timeout; cancelled).",
+      labelNames: ['server', 'outcome'] as const,
+      registers,
+    }),
+    callSeconds: new Histogram({
+      name: 'troupe_mcp_call_duration_seconds',
+      help: 'MCP tool call duration (request to answer, or to its end), by server label.',
+      labelNames: ['server'] as const,
+      buckets: MCP_CALL_BUCKETS_S,
+      registers,
+    }),
+    connected: new Gauge({
+      name: 'troupe_mcp_server_connected',
+      help: 'Whether the MCP server is connected now (1) or not (0), by server label; summed over workers.',
+      labelNames: ['server'] as const,
+      registers,
+    }),
+    connects: new Counter({
+      name: 'troupe_mcp_connects_total',
+      help: 'MCP connection attempts (start or reach the server, handshake), by server label and outcome (ok, failed).',
+      labelNames: ['server', 'outcome'] as const,
+      registers,
+    }),
+    reconnects: new Counter({
+      name: 'troupe_mcp_reconnects_total',
+      help: 'MCP connections made again after the previous one was lost, by server label.',
+      labelNames: ['server'] as const,
+      registers,
+    }),
+    disconnects: new Counter({
+      name: 'troupe_mcp_disconnects_total',
+      help: 'MCP connections lost (an stdio server exited, an HTTP server went away or broke a request), by server label.',
+      labelNames: ['server'] as const,
+      registers,
+    }),
+    tools: new Gauge({
+      name: 'troupe_mcp_tools',
+      help: 'Tools characters offer from the MCP server (after allowedTools), by server label, as of the last load; summed over workers.',
+      labelNames: ['server'] as const,
+      registers,
+    }),
+  };
 }
 
 /** Resume and overload metrics. */

@@ -110,6 +110,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       dir: config.characters.dir,
       strict: config.characters.strict,
       watch: config.characters.watch,
+      mcp: config.characters.mcp,
       log: log.child({ part: 'characters' }),
       metrics: metrics.characters,
     }));

@@ -42,8 +42,12 @@ export interface CharacterTestOptions {
 export interface CharacterTurn {
   /** Everything the character said this turn. */
   text: string;
-  /** Each tool call with its `name`, validated `args`, `outcome` and `output`. */
-  toolCalls: ToolResult[];
+  /**
+   * Each tool call with its `name`, validated `args`, `outcome` and `output`,
+   * and the `serverLabel` clients see on its `mcp_call` item (the MCP
+   * server's `label`, or the character's id for its own tools).
+   */
+  toolCalls: Array<ToolResult & { serverLabel: string }>;
   summary: TurnSummary;
   events: TurnEvent[];
   /**
@@ -176,7 +180,10 @@ export async function testCharacter<I>(
     history.push(...summary.messages);
     const result: CharacterTurn = {
       text: summary.text,
-      toolCalls: summary.toolCalls,
+      toolCalls: summary.toolCalls.map((call) => ({
+        ...call,
+        serverLabel: toolset.tools.get(call.name)?.serverLabel ?? loaded.id,
+      })),
       summary,
       events,
     };

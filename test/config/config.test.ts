@@ -4,7 +4,12 @@ import { ConfigError } from '../../src/errors.js';
 
 describe('config', () => {
   it('has defaults for the characters: the characters folder, lenient, watched in development', () => {
-    expect(loadConfig({}).characters).toEqual({ dir: 'characters', strict: false, watch: true });
+    expect(loadConfig({}).characters).toEqual({
+      dir: 'characters',
+      strict: false,
+      watch: true,
+      mcp: true,
+    });
     expect(loadConfig({ NODE_ENV: 'production' }).characters.watch).toBe(false);
   });
 
@@ -13,8 +18,14 @@ describe('config', () => {
       CHARACTERS_DIR: 'my-characters',
       CHARACTERS_STRICT: 'true',
       CHARACTERS_WATCH: 'off',
+      CHARACTERS_MCP: 'false',
     });
-    expect(config.characters).toEqual({ dir: 'my-characters', strict: true, watch: false });
+    expect(config.characters).toEqual({
+      dir: 'my-characters',
+      strict: true,
+      watch: false,
+      mcp: false,
+    });
   });
 
   it('lets CLI flags override the environment', () => {
@@ -24,7 +35,7 @@ describe('config', () => {
       '--strict',
       '--watch',
     ]);
-    expect(config.characters).toEqual({ dir: 'b', strict: true, watch: true });
+    expect(config.characters).toEqual({ dir: 'b', strict: true, watch: true, mcp: true });
     expect(loadConfig({}, ['--no-watch']).characters.watch).toBe(false);
   });
 

@@ -69,6 +69,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const config = loadConfig({
     CHARACTERS_DIR: 'characters',
     CHARACTERS_WATCH: 'false',
+    // Starting an stdio MCP server (the kitchen character's) costs a test server
+    // start about a second on a busy machine; tests of MCP turn it on.
+    CHARACTERS_MCP: 'false',
     LOG_LEVEL: 'debug',
     SHUTDOWN_GRACE_MS: '5000',
     // A tool's 100 ms default is a latency goal, not what a test checks: on a

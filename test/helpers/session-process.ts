@@ -19,7 +19,12 @@ const input = JSON.parse(await text(process.stdin)) as {
 };
 const log = pino({ level: 'silent' });
 const config = loadConfig({ CHARACTERS_DIR: process.env.CHARACTERS_DIR ?? 'characters' });
-const registry = await loadCharacters({ dir: config.characters.dir, watch: false, log });
+const registry = await loadCharacters({
+  dir: config.characters.dir,
+  watch: false,
+  mcp: false,
+  log,
+});
 const llm = createLlmClient({ baseURL: process.env.SIM_URL!, log });
 const sent: ServerEvent[] = [];
 const session = await restoreSession(input.snapshot, {

@@ -31,7 +31,10 @@ beforeAll(async () => {
   mcp: [{ label: 'web', url: ${JSON.stringify(web.url)}, allowedTools: ['echo'], timeoutMs: 60000 }],`,
     }),
   });
-  t = await startTestServer({ script: { rules: RULES }, env: { CHARACTERS_DIR: chars.dir } });
+  t = await startTestServer({
+    script: { rules: RULES },
+    env: { CHARACTERS_DIR: chars.dir, CHARACTERS_MCP: 'true' },
+  });
 });
 
 afterAll(async () => {

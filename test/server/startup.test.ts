@@ -11,6 +11,7 @@ function start(env: Record<string, string>): Promise<TroupeServer> {
   const config = loadConfig({
     CHARACTERS_DIR: 'characters',
     CHARACTERS_WATCH: 'false',
+    CHARACTERS_MCP: 'false',
     PORT: '0',
     HOST: '127.0.0.1',
     ...env,

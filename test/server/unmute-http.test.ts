@@ -51,7 +51,7 @@ let registry: CharacterRegistry;
 const servers: Server[] = [];
 
 beforeAll(async () => {
-  registry = await loadCharacters({ dir: 'characters' });
+  registry = await loadCharacters({ dir: 'characters', mcp: false });
 });
 afterAll(async () => {
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));

@@ -45,7 +45,7 @@ beforeAll(async () => {
     ],
   };
   sim = await startSimulator({ profile: 'vllm-hermes', script });
-  registry = await loadCharacters({ dir: 'characters', watch: false, log });
+  registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
   llm = await createLlmClient({ baseURL: sim.url, log });
 });
 afterAll(async () => {

@@ -31,6 +31,8 @@ export const DEMO_LINES: Readonly<Record<string, readonly string[]>> = {
   // Handed to weather, which asks back; the next lines are weather's.
   concierge: ['Put me through for the weather in Glasgow.', 'Celsius, please.'],
   'travel-agent': ['Find flights from London to Lisbon next Friday.', 'A window seat, please.'],
+  // Its conversions come from an MCP server (an mcp_call with server_label "units").
+  kitchen: ['Bake at 350 °F: how hot is that in °C?', 'Scale 200 g of flour from 4 to 6 servings.'],
 };
 
 /** Said when no rule matches: what the demo understands. */
@@ -142,6 +144,20 @@ export const DEMO_SCRIPT: SimScript = {
     {
       when: { user: 'window seat' },
       reply: say("A window seat it is. I'll tell you the flights as soon as the search is back."),
+    },
+    // kitchen: convert is a tool of its MCP server, scale_recipe its own
+    {
+      when: { user: '350 °f', round: 0 },
+      reply: call('', 'convert', { value: 350, from: 'f', to: 'c' }),
+    },
+    { when: { user: '350 °f' }, reply: say('That is {{toolResult}}: a moderate oven.') },
+    {
+      when: { user: 'scale 200 g', round: 0 },
+      reply: call('', 'scale_recipe', { amount: 200, servings: 4, wanted: 6 }),
+    },
+    {
+      when: { user: 'scale 200 g' },
+      reply: say('For 6 servings use {{toolResult.amount}} g of flour.'),
     },
     // plain: no tools at all
     { when: { user: 'hello there' }, reply: say('Hello! I am a plain character, no tools.') },
