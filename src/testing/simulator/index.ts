@@ -7,7 +7,7 @@ export type {
   SimLatency,
   Simulator,
   SimulatorOptions,
-} from './server.js';
+} from './types.js';
 export {
   PROFILES,
   PROFILE_NAMES,
