@@ -8,16 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ChatMessage } from '../../llm/chunk.js';
 import { sendJson, untilAborted, writeSplitUtf8 } from './http-io.js';
 import { offeredTools } from './improvise.js';
-import {
-  PROFILES,
-  createRng,
-  finalUsage,
-  planReply,
-  renderMessage,
-  renderStream,
-  toolModeOf,
-} from './profiles.js';
-import type { ProfileName, ReplyPlan, Rng } from './profiles.js';
+import { PROFILES } from './profiles.js';
+import type { ProfileName } from './profiles.js';
+import { finalUsage, renderMessage, renderStream } from './render.js';
+import { planReply, toolModeOf } from './reply-plan.js';
+import type { ReplyPlan } from './reply-plan.js';
+import { createRng } from './rng.js';
+import type { Rng } from './rng.js';
 import { contentText, selectReply } from './script.js';
 import type { SimScript } from './script.js';
 import { streamFrames } from './stream-reply.js';

@@ -6,7 +6,8 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { untilAborted, waitForDrain, writeAndFlush, writeSplitUtf8 } from './http-io.js';
-import type { Rng, StreamFrame } from './profiles.js';
+import type { StreamFrame } from './render.js';
+import type { Rng } from './rng.js';
 import { epochNow, stampText } from './stamp.js';
 import type { ChatContext, Envelope, SimFault, SimLatency } from './types.js';
 
