@@ -7,16 +7,15 @@
 import WebSocket from 'ws';
 import { handsOff } from '../characters/handoffs.js';
 import type { ChatOptions } from './chat-options.js';
+import { describeConnectError, describeRejectedUpgrade } from './chat-connect-errors.js';
+import type { ChatRenderer } from './chat-render.js';
 import {
   announcesGreeting,
-  describeConnectError,
-  describeRejectedUpgrade,
   isAssistantMessage,
   parseServerEvent,
-  type ChatRenderer,
   type Output,
   type ServerEvent,
-} from './chat-render.js';
+} from './chat-text.js';
 import { AUDIO_EVENT_ID_PREFIX } from './chat-voice.js';
 
 /** How long a clean close may take before the socket is dropped; ws would wait 30 s. */

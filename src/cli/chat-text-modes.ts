@@ -7,7 +7,7 @@
 import { clearLine, createInterface, cursorTo, type Interface } from 'node:readline';
 import WebSocket from 'ws';
 import { writePlain, type Connection, type Sink } from './chat-connection.js';
-import { describeClose } from './chat-render.js';
+import { describeClose } from './chat-connect-errors.js';
 import { startVoice, type Voice, type VoiceSetup } from './chat-voice-setup.js';
 
 /** What `/help` prints. */

@@ -5,7 +5,8 @@
  */
 import WebSocket from 'ws';
 import type { Connection, Sink } from './chat-connection.js';
-import { describeClose, formatDuration } from './chat-render.js';
+import { describeClose } from './chat-connect-errors.js';
+import { formatDuration } from './chat-text.js';
 import {
   AUDIO_EVENT_ID_PREFIX,
   MicRecorder,
