@@ -16,7 +16,8 @@ import { runTurn, type TurnEvent, type TurnSummary } from '../llm/turn-runner.js
 import { BackgroundCalls, backgroundResultMessage } from '../tools/background.js';
 import type { ToolResult } from '../tools/types.js';
 import { createMemoryLogger, type MemoryLogger } from './memory-logger.js';
-import { startSimulator, type Simulator } from './simulator/server.js';
+import { startSimulator } from './simulator/server.js';
+import type { Simulator } from './simulator/types.js';
 import type { ProfileName } from './simulator/profiles.js';
 import type { SimReply, SimRule, SimScript } from './simulator/script.js';
 

@@ -7,30 +7,21 @@ export type {
   SimLatency,
   Simulator,
   SimulatorOptions,
-} from './server.js';
+} from './types.js';
+export { PROFILES, PROFILE_NAMES, isProfileName } from './profiles.js';
+export type { ProfileInfo, ProfileName } from './profiles.js';
+export { createRng } from './rng.js';
+export type { Rng } from './rng.js';
 export {
-  PROFILES,
-  PROFILE_NAMES,
-  createRng,
   corruptArguments,
-  isProfileName,
   planReply,
-  renderMessage,
-  renderStream,
   splitFragments,
   splitText,
   toolModeOf,
-} from './profiles.js';
-export type {
-  PlanStep,
-  PlannedCall,
-  ProfileInfo,
-  ProfileName,
-  ReplyPlan,
-  Rng,
-  StreamFrame,
-  ToolMode,
-} from './profiles.js';
+} from './reply-plan.js';
+export type { PlanStep, PlannedCall, ReplyPlan, ToolMode } from './reply-plan.js';
+export { renderMessage, renderStream } from './render.js';
+export type { StreamFrame } from './render.js';
 export {
   DEFAULT_FALLBACK_REPLY,
   DEFAULT_FALLBACK_TEXT,

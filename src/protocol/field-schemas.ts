@@ -1,0 +1,128 @@
+/**
+ * Field schemas that several client events share: the event id, tools and
+ * tool choice, voice, modalities, token limit, temperature and audio format
+ * (beta strings and GA objects both taken).
+ */
+import { z } from 'zod';
+import type { AudioFormat, ClientTool } from '../session/events.js';
+
+/** An event's optional `event_id`. */
+export const eventId = z.string().max(256).optional();
+
+/** `tool_choice`: a mode, or one function by name. */
+export const toolChoice = z.union([
+  z.enum(['auto', 'none', 'required']),
+  z.strictObject({ type: z.literal('function'), name: z.string().min(1) }),
+]);
+
+/** Function names as OpenAI takes them. */
+const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** Deepest nesting of a client tool's `parameters` schema (OpenAI allows 5 levels of objects). */
+export const MAX_TOOL_SCHEMA_DEPTH = 32;
+/** Largest client tool `parameters` schema, as JSON. */
+export const MAX_TOOL_SCHEMA_BYTES = 64 * 1024;
+
+/** A function name as OpenAI takes it. */
+export const functionName = z.string().regex(TOOL_NAME, {
+  error: 'expected a function name of 1–64 letters, digits, _ or -',
+});
+
+const clientTool = z.strictObject({
+  type: z.literal('function'),
+  name: functionName,
+  description: z.string().default(''),
+  parameters: z
+    .record(z.string(), z.unknown())
+    // Checked before anything walks it: a schema nested thousands deep would
+    // overflow the stack of every later turn.
+    .superRefine((p, ctx) => {
+      // Depth first: JSON.stringify itself overflows on a deep enough value.
+      if (jsonDepth(p) > MAX_TOOL_SCHEMA_DEPTH) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected a JSON Schema nested at most ${MAX_TOOL_SCHEMA_DEPTH} levels deep`,
+        });
+      } else if (Buffer.byteLength(JSON.stringify(p)) > MAX_TOOL_SCHEMA_BYTES) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected a JSON Schema of at most ${MAX_TOOL_SCHEMA_BYTES} bytes`,
+        });
+      }
+    })
+    .default({ type: 'object', properties: {} }),
+  strict: z.boolean().optional(),
+});
+
+/**
+ * A tool of `session.tools` / `response.tools`: a function the client runs.
+ * GA's `mcp` tools (a remote MCP server the API would call) are refused by
+ * name: Troupe's own server-side tools are the character's.
+ */
+export const toolEntry = z
+  .discriminatedUnion(
+    'type',
+    [
+      clientTool,
+      z.looseObject({ type: z.literal('mcp') }).superRefine((_, ctx) =>
+        ctx.addIssue({
+          code: 'custom',
+          path: ['type'],
+          message:
+            'MCP server tools are not offered: Troupe calls no remote MCP servers (its server-side tools are the character\'s); offer a "function" tool and run it yourself',
+        }),
+      ),
+    ],
+    { error: 'expected one of "function", "mcp"' },
+  )
+  // The mcp branch never passes its check: what gets here is a function tool.
+  .transform((t): ClientTool => t as ClientTool);
+
+/** A voice: a name, or GA's `{id}` of a custom voice. */
+export const voiceSchema = z.union([
+  z.string().max(256),
+  z.strictObject({ id: z.string().min(1).max(256) }).transform((v) => v.id),
+]);
+
+/** How deeply a parsed JSON value nests (without recursion: it may be very deep). */
+export function jsonDepth(value: unknown, stopAt = MAX_TOOL_SCHEMA_DEPTH + 1): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    const d = depth + 1;
+    if (d > deepest) deepest = d;
+    if (deepest >= stopAt) return deepest;
+    for (const child of Object.values(v)) stack.push([child, d]);
+  }
+  return deepest;
+}
+
+/** `output_modalities` (beta: `modalities`). */
+export const modalities = z
+  .array(z.enum(['text', 'audio']))
+  .min(1, { error: 'expected ["text"] or ["audio"]' })
+  .max(2);
+
+/** A token limit, or "inf". */
+export const maxTokens = z.union([z.number().int().min(1).max(1_000_000), z.literal('inf')]);
+/** Sampling temperature. */
+export const temperature = z.number().min(0).max(2);
+
+/** Beta strings and GA objects, as one {@link AudioFormat}. */
+export const audioFormat = z.union([
+  z.enum(['pcm16', 'g711_ulaw', 'g711_alaw', 'ogg_opus']).transform(
+    (f): AudioFormat =>
+      ({
+        pcm16: { type: 'audio/pcm', rate: 24000 },
+        g711_ulaw: { type: 'audio/pcmu' },
+        g711_alaw: { type: 'audio/pcma' },
+        ogg_opus: { type: 'audio/ogg', rate: 24000 },
+      })[f] as AudioFormat,
+  ),
+  z.strictObject({
+    type: z.enum(['audio/pcm', 'audio/pcmu', 'audio/pcma', 'audio/ogg']),
+    rate: z.number().int().positive().optional(),
+  }),
+]);

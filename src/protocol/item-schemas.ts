@@ -1,0 +1,110 @@
+/**
+ * Schemas of conversation items a client sends: messages with their content
+ * parts, function calls and their outputs, and (in `response.input`)
+ * references to items by id.
+ */
+import { z } from 'zod';
+import type { ContentPart } from '../session/events.js';
+import { functionName } from './field-schemas.js';
+
+const text = z.string();
+
+/** Content parts; beta's `text` (assistant) becomes `output_text`. */
+const contentPart = z.union([
+  z.strictObject({ type: z.literal('input_text'), text }),
+  z.strictObject({
+    type: z.literal('input_image'),
+    image_url: z
+      .string()
+      .refine((u) => /^(data:image\/[a-z0-9.+-]+;base64,|https?:\/\/)/i.test(u), {
+        error: 'expected a data:image/…;base64 URL or an http(s) URL',
+      }),
+    detail: z.enum(['auto', 'low', 'high']).optional(),
+  }),
+  z.strictObject({
+    type: z.literal('input_audio'),
+    audio: z.string().optional(),
+    transcript: z.string().nullable().optional(),
+  }),
+  z
+    .strictObject({ type: z.enum(['output_text', 'text']), text })
+    .transform((p): ContentPart => ({ type: 'output_text', text: p.text })),
+  z
+    .strictObject({
+      type: z.enum(['output_audio', 'audio']),
+      audio: z.string().optional(),
+      transcript: z.string().nullable().optional(),
+    })
+    .transform((p): ContentPart => ({ ...p, type: 'output_audio' })),
+]);
+
+/** An item id. */
+export const itemId = z.string().min(1).max(64);
+
+const messageItem = z.strictObject({
+  type: z.literal('message'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  status: z.string().optional(),
+  role: z.enum(['user', 'assistant', 'system']),
+  content: z.array(contentPart).min(1, { error: 'expected at least one content part' }),
+});
+
+const functionCallOutputItem = z.strictObject({
+  type: z.literal('function_call_output'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  call_id: z.string().min(1),
+  output: z.string(),
+  status: z.string().optional(),
+});
+
+/** GA: a call the client records as made; `arguments` must be JSON (the model reads it back). */
+const functionCallItem = z.strictObject({
+  type: z.literal('function_call'),
+  id: itemId.optional(),
+  object: z.literal('realtime.item').optional(),
+  status: z.string().optional(),
+  call_id: z.string().min(1).max(128).optional(),
+  name: functionName,
+  arguments: z.string().refine(isJsonObjectText, { error: 'expected a JSON object as text' }),
+});
+
+/** A conversation item by id (GA `item_reference`), in `response.input`. */
+const itemReference = z.strictObject({ type: z.literal('item_reference'), id: itemId });
+
+/** Items a response's `input` may hold (GA `response.input`). */
+export const inputItem = z.discriminatedUnion(
+  'type',
+  [messageItem, functionCallOutputItem, functionCallItem, itemReference],
+  {
+    error:
+      'expected an item of type "message", "function_call", "function_call_output" or "item_reference"',
+  },
+);
+
+/** An item of `conversation.item.create`. */
+export const item = z.discriminatedUnion(
+  'type',
+  [messageItem, functionCallOutputItem, functionCallItem],
+  {
+    error: 'expected an item of type "message", "function_call" or "function_call_output"',
+  },
+);
+
+/** An item as the session takes it: without the read-only `object` and `status`. */
+export function stripItem<T extends { object?: unknown; status?: unknown }>(
+  item: T,
+): Omit<T, 'object' | 'status'> {
+  const { object: _object, status: _status, ...rest } = item;
+  return rest;
+}
+
+function isJsonObjectText(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}

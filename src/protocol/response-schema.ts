@@ -1,0 +1,75 @@
+/**
+ * The schema of `response.create`'s `response`: the options of one response,
+ * GA names first and beta's mapped onto them, parsed into one
+ * {@link ResponseOptions}.
+ */
+import { z } from 'zod';
+import type { InputItem, ResponseOptions } from '../session/events.js';
+import {
+  audioFormat,
+  maxTokens,
+  modalities,
+  temperature,
+  toolChoice,
+  toolEntry,
+  voiceSchema,
+} from './field-schemas.js';
+import { promptSchema, reasoningSchema } from './ga-values.js';
+import { inputItem, stripItem } from './item-schemas.js';
+
+/** `response.create.response`, as {@link ResponseOptions}. */
+export const responseSchema = z
+  .strictObject({
+    instructions: z.string().optional(),
+    output_modalities: modalities.optional(),
+    modalities: modalities.optional(),
+    tool_choice: toolChoice.optional(),
+    temperature: temperature.optional(),
+    max_output_tokens: maxTokens.optional(),
+    max_response_output_tokens: maxTokens.optional(),
+    metadata: z.record(z.string(), z.string()).optional(),
+    conversation: z
+      .enum(['auto', 'none'], {
+        error:
+          'expected "auto" (the session\'s conversation) or "none" (an out-of-band response); a session has one conversation',
+      })
+      .optional(),
+    input: z.array(inputItem).max(1_000).optional(),
+    tools: z.array(toolEntry).max(128).optional(),
+    voice: voiceSchema.optional(),
+    audio: z
+      .strictObject({
+        output: z
+          .strictObject({ format: audioFormat.optional(), voice: voiceSchema.optional() })
+          .optional(),
+      })
+      .optional(),
+    prompt: promptSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    reasoning: reasoningSchema.optional(),
+  })
+  .transform((r): ResponseOptions => {
+    const out: ResponseOptions = {};
+    if (r.instructions !== undefined) out.instructions = r.instructions;
+    const mods = r.output_modalities ?? r.modalities;
+    if (mods !== undefined) out.output_modalities = mods;
+    if (r.tool_choice !== undefined) out.tool_choice = r.tool_choice;
+    if (r.temperature !== undefined) out.temperature = r.temperature;
+    const max = r.max_output_tokens ?? r.max_response_output_tokens;
+    if (max !== undefined) out.max_output_tokens = max;
+    if (r.metadata !== undefined) out.metadata = r.metadata;
+    if (r.conversation !== undefined) out.conversation = r.conversation;
+    if (r.input !== undefined) {
+      out.input = r.input.map((i) =>
+        i.type === 'item_reference' ? i : (stripItem(i) as InputItem),
+      );
+    }
+    if (r.tools !== undefined) out.tools = r.tools;
+    const voice = r.audio?.output?.voice ?? r.voice;
+    if (voice !== undefined) out.voice = voice;
+    if (r.audio?.output?.format !== undefined) out.output_audio_format = r.audio.output.format;
+    if (r.prompt !== undefined) out.prompt = r.prompt;
+    if (r.parallel_tool_calls !== undefined) out.parallel_tool_calls = r.parallel_tool_calls;
+    if (r.reasoning !== undefined) out.reasoning = r.reasoning;
+    return out;
+  });

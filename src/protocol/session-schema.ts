@@ -1,0 +1,176 @@
+/**
+ * The schema of `session.update`'s `session`: GA names and shapes first,
+ * beta's names mapped onto them, Troupe's own `troupe` settings, and the
+ * read-only fields of `session.created` a client may send back unchanged.
+ * It parses into one {@link SessionUpdate}.
+ */
+import { z } from 'zod';
+import type { SessionUpdate } from '../session/events.js';
+import {
+  audioFormat,
+  maxTokens,
+  modalities,
+  temperature,
+  toolChoice,
+  toolEntry,
+  voiceSchema,
+} from './field-schemas.js';
+import {
+  includeSchema,
+  noiseReductionSchema,
+  promptSchema,
+  reasoningSchema,
+  speedSchema,
+  tracingSchema,
+  transcriptionSchema,
+  truncationSchema,
+  turnDetectionSchema,
+} from './ga-values.js';
+
+const turnDetection = turnDetectionSchema;
+
+/** GA settings taken as typed values (see ga-values.ts), and read-only fields a client may echo back. */
+const accepted = {
+  model: z.string().max(256).optional(),
+  tracing: tracingSchema.optional(),
+  include: includeSchema.optional(),
+  prompt: promptSchema.optional(),
+  truncation: truncationSchema.optional(),
+  parallel_tool_calls: z.boolean().optional(),
+  reasoning: reasoningSchema.optional(),
+  // Beta names.
+  input_audio_transcription: transcriptionSchema.optional(),
+  input_audio_noise_reduction: noiseReductionSchema.optional(),
+  speed: speedSchema.optional(),
+  // Read-only fields of session.created that clients send back unchanged.
+  id: z.string().optional(),
+  object: z.string().optional(),
+  expires_at: z.unknown().optional(),
+  client_secret: z.unknown().optional(),
+};
+
+/** `session.update.session`, as a {@link SessionUpdate}. */
+export const sessionSchema = z
+  .strictObject({
+    type: z
+      .literal('realtime', {
+        error: 'expected "realtime" (transcription sessions are not offered)',
+      })
+      .optional(),
+    character: z.string().min(1).optional(),
+    instructions: z.string().optional(),
+    voice: z.string().optional(),
+    tools: z.array(toolEntry).max(128).optional(),
+    tool_choice: toolChoice.optional(),
+    output_modalities: modalities.optional(),
+    audio: z
+      .strictObject({
+        input: z
+          .strictObject({
+            format: audioFormat.optional(),
+            turn_detection: turnDetection.optional(),
+            transcription: transcriptionSchema.optional(),
+            noise_reduction: noiseReductionSchema.optional(),
+          })
+          .optional(),
+        output: z
+          .strictObject({
+            format: audioFormat.optional(),
+            voice: voiceSchema.optional(),
+            speed: speedSchema.optional(),
+          })
+          .optional(),
+      })
+      .optional(),
+    temperature: temperature.optional(),
+    max_output_tokens: maxTokens.optional(),
+    allow_recording: z.boolean().optional(),
+    // Troupe's own settings; what session.created shows besides is read-only and sent back unchanged.
+    troupe: z
+      .strictObject({
+        greeting: z.boolean().optional(),
+        character: z.unknown().optional(),
+        voice_warning: z.unknown().optional(),
+        resume_token: z.unknown().optional(),
+      })
+      .optional(),
+    // Beta names.
+    modalities: modalities.optional(),
+    input_audio_format: audioFormat.optional(),
+    output_audio_format: audioFormat.optional(),
+    turn_detection: turnDetection.optional(),
+    max_response_output_tokens: maxTokens.optional(),
+    ...accepted,
+  })
+  .transform((s): SessionUpdate => {
+    const out: SessionUpdate = {};
+    if (s.character !== undefined) out.character = s.character;
+    if (s.instructions !== undefined) out.instructions = s.instructions;
+    if (s.troupe?.greeting !== undefined) out.greeting = s.troupe.greeting;
+    const voice = s.audio?.output?.voice ?? s.voice;
+    if (voice !== undefined) out.voice = voice;
+    if (s.tools !== undefined) out.tools = s.tools;
+    if (s.tool_choice !== undefined) out.tool_choice = s.tool_choice;
+    const mods = s.output_modalities ?? s.modalities;
+    if (mods !== undefined) out.output_modalities = mods;
+    const input = s.audio?.input?.format ?? s.input_audio_format;
+    if (input !== undefined) out.input_audio_format = input;
+    const output = s.audio?.output?.format ?? s.output_audio_format;
+    if (output !== undefined) out.output_audio_format = output;
+    const td =
+      s.audio?.input?.turn_detection !== undefined
+        ? s.audio.input.turn_detection
+        : s.turn_detection;
+    if (td !== undefined) out.turn_detection = td;
+    if (s.temperature !== undefined) out.temperature = s.temperature;
+    const max = s.max_output_tokens ?? s.max_response_output_tokens;
+    if (max !== undefined) out.max_output_tokens = max;
+    if (s.allow_recording !== undefined) out.allow_recording = s.allow_recording;
+    takeGaSettings(s, out);
+    return out;
+  });
+
+/** The GA settings of a parsed `session.update.session` (GA names first, then beta's). */
+function takeGaSettings(
+  s: {
+    model?: string | undefined;
+    audio?:
+      | {
+          input?: { transcription?: unknown; noise_reduction?: unknown } | undefined;
+          output?: { speed?: number | undefined } | undefined;
+        }
+      | undefined;
+    input_audio_transcription?: SessionUpdate['input_audio_transcription'] | undefined;
+    input_audio_noise_reduction?: SessionUpdate['input_audio_noise_reduction'] | undefined;
+    speed?: number | undefined;
+  } & Pick<
+    SessionUpdate,
+    'truncation' | 'include' | 'prompt' | 'tracing' | 'parallel_tool_calls' | 'reasoning'
+  >,
+  out: SessionUpdate,
+): void {
+  if (s.model !== undefined) out.model = s.model;
+  const input = s.audio?.input;
+  const transcription =
+    input?.transcription !== undefined
+      ? (input.transcription as SessionUpdate['input_audio_transcription'])
+      : s.input_audio_transcription;
+  if (transcription !== undefined) out.input_audio_transcription = transcription;
+  const noise =
+    input?.noise_reduction !== undefined
+      ? (input.noise_reduction as SessionUpdate['input_audio_noise_reduction'])
+      : s.input_audio_noise_reduction;
+  if (noise !== undefined) out.input_audio_noise_reduction = noise;
+  const speed = s.audio?.output?.speed ?? s.speed;
+  if (speed !== undefined) out.output_audio_speed = speed;
+  for (const key of [
+    'truncation',
+    'include',
+    'prompt',
+    'tracing',
+    'parallel_tool_calls',
+    'reasoning',
+  ] as const) {
+    if (s[key] !== undefined) (out as Record<string, unknown>)[key] = s[key];
+  }
+}
