@@ -128,129 +128,205 @@ export async function loadCharacters(
         `${options.dirHint ?? 'set CHARACTERS_DIR to the folder holding your character files'}.`,
     );
   }
-  const { log, metrics } = options;
-  const characters = new Map<string, LoadedCharacter>();
-  const fileErrors = new Map<string, CharacterError[]>();
-  const counts = Object.fromEntries(CHARACTER_ERROR_KINDS.map((k) => [k, 0])) as Record<
+  const registry = new DirectoryRegistry(dir, options);
+  await registry.sync('all');
+  if (options.strict) {
+    const errors = registry.errors();
+    if (errors.length > 0) throw new CharacterCheckError([...errors]);
+  }
+  if (registry.list().length === 0)
+    options.log?.warn({ dir: shownPath(dir) }, 'no characters loaded');
+  if (options.watch) await registry.watch();
+  return registry;
+}
+
+/** The characters of one directory, as the passes over it left them. */
+class DirectoryRegistry implements CharacterRegistry {
+  readonly dir: string;
+  readonly #o: CharacterRegistryOptions;
+  readonly #characters = new Map<string, LoadedCharacter>();
+  readonly #fileErrors = new Map<string, CharacterError[]>();
+  readonly #counts = Object.fromEntries(CHARACTER_ERROR_KINDS.map((k) => [k, 0])) as Record<
     CharacterErrorKind,
     number
   >;
-  const listeners = new Set<(change: CharacterChange) => void>();
-  let generation = 0;
+  readonly #listeners = new Set<(change: CharacterChange) => void>();
+  #generation = 0;
+  /** Reloads run one at a time, in the order changes arrive. */
+  #queue: Promise<void> = Promise.resolve();
+  #watcher: FSWatcher | undefined;
 
-  function emit(change: CharacterChange): void {
-    for (const listener of listeners) {
-      try {
-        listener(change);
-      } catch (err) {
-        log?.error({ err, id: change.id }, 'character change listener failed');
-      }
-    }
+  constructor(dir: string, options: CharacterRegistryOptions) {
+    this.dir = dir;
+    this.#o = options;
   }
 
-  function recordErrors(file: string, errors: CharacterError[]): void {
-    fileErrors.set(file, errors);
-    for (const e of errors) {
-      counts[e.kind]++;
-      metrics?.loadErrors.inc({ type: e.kind });
-      log?.error({ file: e.file, path: e.path, kind: e.kind, detail: e.detail }, 'character error');
-    }
+  list(): CharacterSummary[] {
+    return this.#sorted().map(summarise);
   }
 
-  /** Top-level character files grouped by id; ids with several files are errors. */
-  async function discover(): Promise<Map<string, string[]>> {
-    const entries = await readdir(dir, { withFileTypes: true });
-    const byId = new Map<string, string[]>();
-    for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
-      if (!entry.isFile() || !isCharacterFileName(entry.name)) continue;
-      const file = join(dir, entry.name);
-      const id = characterId(file);
-      byId.set(id, [...(byId.get(id) ?? []), file]);
-    }
-    return byId;
+  get(id: string): LoadedCharacter | undefined {
+    return this.#characters.get(id);
+  }
+
+  errors(): readonly CharacterError[] {
+    return [...this.#fileErrors.values()].flat();
+  }
+
+  warnings(): readonly CharacterError[] {
+    return this.#sorted().flatMap((c) => c.warnings ?? []);
+  }
+
+  errorCounts(): Record<CharacterErrorKind, number> {
+    return { ...this.#counts };
+  }
+
+  subscribe(listener: (change: CharacterChange) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  reload(): Promise<void> {
+    return this.#enqueue('all');
+  }
+
+  async close(): Promise<void> {
+    const closing = this.#watcher?.close();
+    this.#watcher = undefined;
+    await closing;
+    await this.#queue;
+    await Promise.all([...this.#characters.values()].map((c) => c.release?.()));
+  }
+
+  /** Starts watching the directory; resolves once the watch is in place. */
+  async watch(): Promise<void> {
+    this.#watcher = await watchDirectory(this.dir, (only) => this.#enqueue(only), this.#o.log);
   }
 
   /** Loads (or reloads) the ids given; `all` also drops characters whose files are gone. */
-  async function sync(only: ReadonlySet<string> | 'all'): Promise<void> {
-    const found = await discover().catch((err: unknown) => {
-      log?.error({ err, dir }, 'characters directory cannot be read');
+  async sync(only: ReadonlySet<string> | 'all'): Promise<void> {
+    const { log, metrics } = this.#o;
+    const found = await discover(this.dir).catch((err: unknown) => {
+      log?.error({ err, dir: this.dir }, 'characters directory cannot be read');
       return undefined;
     });
     if (found === undefined) return;
-    generation++;
-    for (const [id, character] of [...characters]) {
-      if (!found.has(id) && (only === 'all' || only.has(id))) {
-        characters.delete(id);
-        fileErrors.delete(character.file);
-        void character.release?.();
-        metrics?.reloads.inc({ outcome: 'removed' });
-        log?.info({ id, file: shownPath(character.file) }, 'character removed');
-        emit({ type: 'removed', id });
-      }
-    }
-    for (const file of fileErrors.keys()) {
-      if (!found.has(characterId(file))) fileErrors.delete(file);
-    }
+    this.#generation++;
+    this.#dropGone(found, only);
     const fresh: Fresh[] = [];
     for (const [id, files] of found) {
       if (only !== 'all' && !only.has(id)) continue;
       if (files.length > 1) {
-        for (const file of files) {
-          const others = files.filter((f) => f !== file).map(shownPath);
-          recordErrors(file, [
-            new CharacterError(
-              'duplicate_id',
-              shownPath(file),
-              '',
-              `duplicate character id "${id}" (also ${others.join(', ')}); the file name is the id, so rename or remove one`,
-            ),
-          ]);
-        }
-        emit({ type: 'failed', id, errors: files.flatMap((f) => fileErrors.get(f) ?? []) });
+        for (const file of files) this.#recordErrors(file, [duplicateIdError(id, file, files)]);
+        const errors = files.flatMap((f) => this.#fileErrors.get(f) ?? []);
+        this.#emit({ type: 'failed', id, errors });
         continue;
       }
-      const file = files[0]!;
-      const previous = characters.get(id);
-      const result = await loadCharacterFile(file, {
-        root: dir,
-        generation,
-        version: (previous?.version ?? 0) + 1,
-        ...(log ? { log } : {}),
-        ...(options.mcp === false ? { mcp: false } : {}),
-        ...(metrics?.mcp ? { mcpMetrics: metrics.mcp } : {}),
-      });
-      if (!result.ok) {
-        recordErrors(file, result.errors);
-        if (previous) metrics?.reloads.inc({ outcome: 'failed' });
-        emit({ type: 'failed', id, errors: result.errors });
-        continue;
-      }
-      fresh.push({ file, previous, character: result.character });
+      const loaded = await this.#load(id, files[0]!);
+      if (loaded) fresh.push(loaded);
     }
     // Handoffs name other characters: checked once every file of this pass is in.
-    for (const { file, previous, character } of withHandoffsChecked(fresh)) {
-      const id = character.id;
-      fileErrors.delete(file);
-      characters.set(id, character);
-      // Its MCP connections stay open when the new version uses them too (it holds them already).
-      void previous?.release?.();
-      for (const w of character.warnings ?? []) {
-        counts[w.kind]++;
-        metrics?.loadErrors.inc({ type: w.kind });
-        log?.warn(
-          { file: w.file, path: w.path, kind: w.kind, detail: w.detail },
-          'character warning',
-        );
+    for (const f of this.#withHandoffsChecked(fresh)) this.#adopt(f);
+    this.#warnDanglingHandoffs();
+    metrics?.loaded.set(this.#characters.size);
+  }
+
+  #sorted(): LoadedCharacter[] {
+    return [...this.#characters.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+  }
+
+  #enqueue(only: ReadonlySet<string> | 'all'): Promise<void> {
+    this.#queue = this.#queue
+      .then(() => this.sync(only))
+      .catch((err: unknown) => {
+        this.#o.log?.error({ err }, 'character reload failed');
+      });
+    return this.#queue;
+  }
+
+  #emit(change: CharacterChange): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch (err) {
+        this.#o.log?.error({ err, id: change.id }, 'character change listener failed');
       }
-      if (previous) metrics?.reloads.inc({ outcome: 'ok' });
-      log?.info(
-        { id, file: shownPath(file), version: character.version },
-        previous ? 'character reloaded' : 'character loaded',
-      );
-      emit({ type: previous ? 'updated' : 'added', id, character });
     }
-    warnDanglingHandoffs();
-    metrics?.loaded.set(characters.size);
+  }
+
+  #recordErrors(file: string, errors: CharacterError[]): void {
+    this.#fileErrors.set(file, errors);
+    for (const e of errors) {
+      this.#counts[e.kind]++;
+      this.#o.metrics?.loadErrors.inc({ type: e.kind });
+      this.#o.log?.error(
+        { file: e.file, path: e.path, kind: e.kind, detail: e.detail },
+        'character error',
+      );
+    }
+  }
+
+  /** Drops the characters (of those synced) whose files are gone, and their errors. */
+  #dropGone(found: Map<string, string[]>, only: ReadonlySet<string> | 'all'): void {
+    const { log, metrics } = this.#o;
+    for (const [id, character] of [...this.#characters]) {
+      if (!found.has(id) && (only === 'all' || only.has(id))) {
+        this.#characters.delete(id);
+        this.#fileErrors.delete(character.file);
+        void character.release?.();
+        metrics?.reloads.inc({ outcome: 'removed' });
+        log?.info({ id, file: shownPath(character.file) }, 'character removed');
+        this.#emit({ type: 'removed', id });
+      }
+    }
+    for (const file of this.#fileErrors.keys()) {
+      if (!found.has(characterId(file))) this.#fileErrors.delete(file);
+    }
+  }
+
+  /** Loads one file; a failure is recorded and told, and the old version stays. */
+  async #load(id: string, file: string): Promise<Fresh | undefined> {
+    const { log, metrics } = this.#o;
+    const previous = this.#characters.get(id);
+    const result = await loadCharacterFile(file, {
+      root: this.dir,
+      generation: this.#generation,
+      version: (previous?.version ?? 0) + 1,
+      ...(log ? { log } : {}),
+      ...(this.#o.mcp === false ? { mcp: false } : {}),
+      ...(metrics?.mcp ? { mcpMetrics: metrics.mcp } : {}),
+    });
+    if (!result.ok) {
+      this.#recordErrors(file, result.errors);
+      if (previous) metrics?.reloads.inc({ outcome: 'failed' });
+      this.#emit({ type: 'failed', id, errors: result.errors });
+      return undefined;
+    }
+    return { file, previous, character: result.character };
+  }
+
+  /** Puts a character of this pass in the registry, in place of its previous version. */
+  #adopt({ file, previous, character }: Fresh): void {
+    const { log, metrics } = this.#o;
+    const id = character.id;
+    this.#fileErrors.delete(file);
+    this.#characters.set(id, character);
+    // Its MCP connections stay open when the new version uses them too (it holds them already).
+    void previous?.release?.();
+    for (const w of character.warnings ?? []) {
+      this.#counts[w.kind]++;
+      metrics?.loadErrors.inc({ type: w.kind });
+      log?.warn(
+        { file: w.file, path: w.path, kind: w.kind, detail: w.detail },
+        'character warning',
+      );
+    }
+    if (previous) metrics?.reloads.inc({ outcome: 'ok' });
+    log?.info(
+      { id, file: shownPath(file), version: character.version },
+      previous ? 'character reloaded' : 'character loaded',
+    );
+    this.#emit({ type: previous ? 'updated' : 'added', id, character });
   }
 
   /**
@@ -259,22 +335,22 @@ export async function loadCharacters(
    * file (a reload keeps the old version). Repeats until no more fail, since
    * a failed character is no target either.
    */
-  function withHandoffsChecked(fresh: Fresh[]): Fresh[] {
+  #withHandoffsChecked(fresh: Fresh[]): Fresh[] {
     let ok = fresh;
     for (;;) {
       // A failed reload keeps the old version, so it is still there to hand off to.
-      const known = [...new Set([...characters.keys(), ...ok.map((f) => f.character.id)])];
+      const known = [...new Set([...this.#characters.keys(), ...ok.map((f) => f.character.id)])];
       const failed = ok.flatMap((f) => {
         const errors = handoffProblems(f.character, shownPath(f.file), known);
         return errors.length ? [{ f, errors }] : [];
       });
       if (failed.length === 0) return ok;
       for (const { f, errors } of failed) {
-        recordErrors(f.file, errors);
+        this.#recordErrors(f.file, errors);
         // Not kept: the MCP connections it opened are let go (the old version holds its own).
         void f.character.release?.();
-        if (f.previous) metrics?.reloads.inc({ outcome: 'failed' });
-        emit({ type: 'failed', id: f.character.id, errors });
+        if (f.previous) this.#o.metrics?.reloads.inc({ outcome: 'failed' });
+        this.#emit({ type: 'failed', id: f.character.id, errors });
       }
       ok = ok.filter((f) => !failed.some((x) => x.f === f));
     }
@@ -285,62 +361,41 @@ export async function loadCharacters(
    * hand off to it: their `transfer_to_` tool for it is withdrawn (sessions
    * offer only transfers to characters there are) and a warning says so.
    */
-  function warnDanglingHandoffs(): void {
-    for (const c of characters.values()) {
-      const missing = c.handoffs.filter((id) => !characters.has(id));
+  #warnDanglingHandoffs(): void {
+    for (const c of this.#characters.values()) {
+      const missing = c.handoffs.filter((id) => !this.#characters.has(id));
       if (missing.length > 0) {
-        log?.warn(
+        this.#o.log?.warn(
           { id: c.id, file: shownPath(c.file), missing },
           'character hands off to characters that are gone; those transfers are withdrawn',
         );
       }
     }
   }
+}
 
-  await sync('all');
-  if (options.strict) {
-    const errors = [...fileErrors.values()].flat();
-    if (errors.length > 0) throw new CharacterCheckError(errors);
+/** Top-level character files grouped by id; ids with several files are errors. */
+async function discover(dir: string): Promise<Map<string, string[]>> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const byId = new Map<string, string[]>();
+  for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (!entry.isFile() || !isCharacterFileName(entry.name)) continue;
+    const file = join(dir, entry.name);
+    const id = characterId(file);
+    byId.set(id, [...(byId.get(id) ?? []), file]);
   }
-  if (characters.size === 0) log?.warn({ dir: shownPath(dir) }, 'no characters loaded');
+  return byId;
+}
 
-  // Reloads run one at a time, in the order changes arrive.
-  let queue: Promise<void> = Promise.resolve();
-  const enqueue = (only: ReadonlySet<string> | 'all') => {
-    queue = queue
-      .then(() => sync(only))
-      .catch((err: unknown) => {
-        log?.error({ err }, 'character reload failed');
-      });
-    return queue;
-  };
-
-  let watcher: FSWatcher | undefined;
-  if (options.watch) watcher = await watchDirectory(dir, enqueue, log);
-
-  return {
-    dir,
-    list: () => [...characters.values()].sort((a, b) => (a.id < b.id ? -1 : 1)).map(summarise),
-    get: (id) => characters.get(id),
-    errors: () => [...fileErrors.values()].flat(),
-    warnings: () =>
-      [...characters.values()]
-        .sort((a, b) => (a.id < b.id ? -1 : 1))
-        .flatMap((c) => c.warnings ?? []),
-    errorCounts: () => ({ ...counts }),
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-    reload: () => enqueue('all'),
-    async close() {
-      const closing = watcher?.close();
-      watcher = undefined;
-      await closing;
-      await queue;
-      await Promise.all([...characters.values()].map((c) => c.release?.()));
-    },
-  };
+/** The error of one of several files that share an id. */
+function duplicateIdError(id: string, file: string, files: string[]): CharacterError {
+  const others = files.filter((f) => f !== file).map(shownPath);
+  return new CharacterError(
+    'duplicate_id',
+    shownPath(file),
+    '',
+    `duplicate character id "${id}" (also ${others.join(', ')}); the file name is the id, so rename or remove one`,
+  );
 }
 
 function summarise(c: LoadedCharacter): CharacterSummary {
