@@ -35,7 +35,7 @@ export const METRICS: ReadonlyArray<{ key: keyof PhaseMetrics; title: string; wh
   {
     key: 'ttftExModelToolTurns',
     title: 'the same, turns with a tool round',
-    what: 'TTFT without the model’s tool-round time, turns that called a tool first',
+    what: 'TTFT less the model’s own time in tool rounds, turns that called a tool first',
   },
   {
     key: 'ttftExModelOtherTurns',
