@@ -35,6 +35,8 @@ import { checkTargets, compare } from './report/targets.js';
 
 /** Where `npm run bench` leaves its numbers; the report includes the latest. */
 const ENGINE_BENCH_JSON = path.join('loadtest', 'reports', 'engine-bench.json');
+/** `--compare baseline` warms the server up this long (at least the ramp) before it measures. */
+const WARMUP_MS = 10_000;
 
 async function main(argv: readonly string[]): Promise<void> {
   let options: LoadtestOptions | null;
@@ -163,8 +165,23 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     phases.push(...found.phases);
     capacity = found.result;
   } else if (options.compare === 'baseline') {
-    phases.push(await runPhase(spec('tools', 'tools', options.character ?? 'weather')));
-    phases.push(await runPhase(spec('plain', 'text', 'plain')));
+    // Unmeasured: the server's first minute (JIT, lazy modules, the first
+    // connections) would otherwise all land on the phase that runs first.
+    const warm = spec('warm-up', 'tools', options.character ?? 'weather');
+    await runPhase({ ...warm, durationMs: Math.max(WARMUP_MS, options.rampMs) });
+    const tools = spec('tools', 'tools', options.character ?? 'weather');
+    const plain = spec('plain', 'text', 'plain');
+    if (options.together) {
+      // At the same moments on the same server: only the tools differ. The
+      // server's CPU covers both halves, so neither phase reports it.
+      const half = Math.ceil(options.sessions / 2);
+      const { server: _tools, ...t } = { ...tools, sessions: half };
+      const { server: _plain, ...p } = { ...plain, sessions: options.sessions - half };
+      phases.push(...(await Promise.all([runPhase(t), runPhase(p)])));
+    } else {
+      phases.push(await runPhase(tools));
+      phases.push(await runPhase(plain));
+    }
   } else {
     phases.push(await runPhase(spec(options.scenario, options.scenario, character)));
     if (options.compare === 'direct') phases.push(await runPhase(spec('direct', 'direct', null)));

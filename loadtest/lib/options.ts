@@ -34,6 +34,9 @@ What to run:
 
 Modes:
   --compare baseline     run the tools scenario and the no-tools baseline (plain), print the p95 increase
+                         (after a 10 s warm-up; one after the other)
+  --together             with --compare baseline: both at once, half the sessions each, so a busy
+                         machine weighs on both alike (server CPU is then not split between them)
   --compare direct       run the scenario, then the same conversation straight to the simulator (--sim);
                          prints TTFT through Troupe ÷ TTFT direct
   --find-capacity        add sessions step by step until p95 added latency per delta passes
@@ -85,6 +88,8 @@ export interface LoadtestOptions {
   workers: number;
   /** Stop one instance halfway through. */
   killOne: boolean;
+  /** `--compare baseline` runs tools and plain at once, half the sessions each. */
+  together: boolean;
   /** Sessions closed by the server reconnect with their resume token. */
   resume: boolean;
   cpuProfDir: string | null;
@@ -163,6 +168,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
         instances: { type: 'string' },
         workers: { type: 'string' },
         'kill-one': { type: 'boolean' },
+        together: { type: 'boolean' },
         resume: { type: 'boolean' },
         out: { type: 'string' },
         name: { type: 'string' },
@@ -197,6 +203,11 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     throw new UsageError('--compare works on typed scenarios (text, tools), not voice.');
   }
   const findCapacity = values['find-capacity'] === true;
+  if (values.together === true && compare !== 'baseline') {
+    throw new UsageError(
+      '--together goes with --compare baseline: it runs its two phases at once.',
+    );
+  }
   if (findCapacity && compare !== null) {
     throw new UsageError('--find-capacity and --compare are separate runs: pick one.');
   }
@@ -249,6 +260,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     instances: count('instances', 1, 1),
     workers: count('workers', 1, 1),
     killOne: values['kill-one'] === true,
+    together: values.together === true,
     resume: values['kill-one'] === true || values.resume === true,
     outDir: values.out ?? 'loadtest/reports',
     name,

@@ -14,6 +14,9 @@ export const METRIC_NAMES = [
   'toolRoundOverhead',
   'addedPerDelta',
   'ttftExModel',
+  'ttftExModelToolTurns',
+  'ttftExModelOtherTurns',
+  'ttftTroupe',
 ] as const satisfies ReadonlyArray<keyof PhaseMetrics>;
 export type MetricName = (typeof METRIC_NAMES)[number];
 
@@ -27,6 +30,9 @@ export class Recorder {
     toolRoundOverhead: new Samples(),
     addedPerDelta: new Samples(),
     ttftExModel: new Samples(),
+    ttftExModelToolTurns: new Samples(),
+    ttftExModelOtherTurns: new Samples(),
+    ttftTroupe: new Samples(),
   };
   readonly errors = new Map<string, number>();
   turnsCompleted = 0;

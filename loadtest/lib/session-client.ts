@@ -121,7 +121,11 @@ interface ResponseDone {
   at: number;
   status: string;
   troupe?: {
-    rounds?: Array<{ llm_ms: number | null; overhead_ms: number | null }>;
+    rounds?: Array<{
+      llm_ttft_ms?: number | null;
+      llm_ms: number | null;
+      overhead_ms: number | null;
+    }>;
     tools?: Array<{ name: string; outcome: string }>;
   };
 }
@@ -425,7 +429,18 @@ class SessionClient {
       // The model's own time in the tool rounds before the text: not Troupe's to answer for.
       let model = 0;
       if (turn.toolFirst) for (const r of rounds.slice(0, -1)) model += r.llm_ms ?? 0;
-      rec.samples.ttftExModel.push(turn.firstTextAt - turn.startAt - model);
+      const exModel = turn.firstTextAt - turn.startAt - model;
+      rec.samples.ttftExModel.push(exModel);
+      // The same, split by whether the turn had a tool round: a gap the turns
+      // without one share is the run's conditions, not the tool round's.
+      if (turn.toolFirst) rec.samples.ttftExModelToolTurns.push(exModel);
+      else rec.samples.ttftExModelOtherTurns.push(exModel);
+      // Less the model's time to first token of the round that spoke (server-measured):
+      // what is left is Troupe's (and the wire's) part of the TTFT.
+      const spoke = turn.toolFirst ? rounds.at(-1) : rounds[0];
+      if (typeof spoke?.llm_ttft_ms === 'number') {
+        rec.samples.ttftTroupe.push(exModel - spoke.llm_ttft_ms);
+      }
     }
     if (ok && this.#ctx.checkText && this.#ctx.speech === undefined) {
       if (turn.text !== CONVERSATION[turn.line]!.reply) rec.error('lost_text');

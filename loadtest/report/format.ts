@@ -32,6 +32,21 @@ export const METRICS: ReadonlyArray<{ key: keyof PhaseMetrics; title: string; wh
     title: 'TTFT without the model’s tool-round time',
     what: 'TTFT with the model’s own time in tool rounds taken out',
   },
+  {
+    key: 'ttftExModelToolTurns',
+    title: 'the same, turns with a tool round',
+    what: 'TTFT less the model’s own time in tool rounds, turns that called a tool first',
+  },
+  {
+    key: 'ttftExModelOtherTurns',
+    title: 'the same, turns without one',
+    what: 'TTFT of the turns that called no tool',
+  },
+  {
+    key: 'ttftTroupe',
+    title: 'Troupe’s part of the TTFT',
+    what: 'TTFT without the model’s time: its tool rounds and its time to first token (server-measured)',
+  },
 ];
 
 export function isNum(value: number | null | undefined): value is number {

@@ -36,6 +36,16 @@ export interface PhaseMetrics {
   addedPerDelta?: Distribution;
   /** TTFT with the model's own time in tool rounds taken out (compare baseline). */
   ttftExModel?: Distribution;
+  /** `ttftExModel` of the turns that had a tool round before their text. */
+  ttftExModelToolTurns?: Distribution;
+  /** `ttftExModel` of the turns without one (all of a phase without tools). */
+  ttftExModelOtherTurns?: Distribution;
+  /**
+   * `ttftExModel` less the model's own time to first token in the round
+   * that spoke (server-measured): Troupe's part of the TTFT, the wire's
+   * included, with the simulator's variance taken out.
+   */
+  ttftTroupe?: Distribution;
 }
 
 /** What ran in a phase and how it went. */

@@ -37,11 +37,21 @@ export function compare(
 ): Comparison[] {
   if (mode === null || phases.length < 2) return [];
   const [subject, baseline] = phases as [PhaseReport, PhaseReport];
-  const rows: Array<[Metric, Stat, string]> =
+  // [subject's metric, stat, label, the baseline's metric when another]
+  const rows: Array<[Metric, Stat, string, Metric?]> =
     mode === 'baseline'
       ? [
           ['ttftExModel', 'p95', "TTFT p95, the model's tool-round time excluded"],
           ['ttftExModel', 'p50', "TTFT p50, the model's tool-round time excluded"],
+          [
+            'ttftExModelToolTurns',
+            'p95',
+            'the same p95, turns with a tool round only',
+            'ttftExModel',
+          ],
+          ['ttftExModelOtherTurns', 'p95', 'the same p95, turns without one only'],
+          ['ttftTroupe', 'p95', "Troupe's part of the TTFT p95 (all the model's time excluded)"],
+          ['ttftTroupe', 'p50', "Troupe's part of the TTFT p50"],
           ['ttft', 'p95', 'TTFT p95 (tool turns wait for their extra model round)'],
           ['addedPerDelta', 'p95', 'added latency per delta p95'],
         ]
@@ -49,9 +59,9 @@ export function compare(
           ['ttft', 'p50', 'TTFT p50'],
           ['ttft', 'p95', 'TTFT p95'],
         ];
-  return rows.map(([metric, stat, label]) => {
+  return rows.map(([metric, stat, label, baselineMetric]) => {
     const a = value(subject.metrics[metric], stat);
-    const b = value(baseline.metrics[metric], stat);
+    const b = value(baseline.metrics[baselineMetric ?? metric], stat);
     const ratio = a === null || b === null || b === 0 ? null : a / b;
     return {
       name: `${subject.name} vs ${baseline.name}`,

@@ -17,7 +17,12 @@ import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Registry } from 'prom-client';
-import { createMemoryResumeStore, ResumeStoreError, type ResumeStore } from './resume-store.js';
+import {
+  createMemoryResumeStore,
+  ResumeStoreError,
+  type RecordUpdate,
+  type ResumeStore,
+} from './resume-store.js';
 import type { ClusterView } from './index.js';
 
 /** How long a worker may take to answer the primary (status, metrics). */
@@ -35,7 +40,7 @@ type ToPrimary =
       id: number;
       op: 'save' | 'claim';
       key: string;
-      value?: string;
+      update?: RecordUpdate;
       ttlS: number;
     }
   | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean };
@@ -107,7 +112,7 @@ export function runPrimary(options: PrimaryOptions): void {
       if (!store) return answer(undefined);
       answer(
         m.op === 'save'
-          ? await store.save(m.key, m.value ?? '', m.ttlS)
+          ? await store.save(m.key, m.update!, m.ttlS)
           : await store.claim(m.key, m.ttlS),
       );
     }
@@ -279,7 +284,7 @@ export function linkWorker(registry: Registry): WorkerLink {
     },
     store: {
       kind: 'cluster',
-      save: (key, value, ttlS) => storeOp({ op: 'save', key, value, ttlS }),
+      save: (key, update, ttlS) => storeOp({ op: 'save', key, update, ttlS }),
       claim: (key, ttlS) => storeOp({ op: 'claim', key, ttlS }),
       health: () => Promise.resolve({ ok: process.connected }),
       close: () => Promise.resolve(),

@@ -4,16 +4,20 @@
  * instance and worker.
  *
  * Records are opaque strings under opaque keys (the caller hashes tokens, so
- * a store never holds one). A record can be claimed once: claiming replaces
- * it with a tombstone for the rest of its TTL, and later saves under that
- * key are refused, so a session that is still closing on one instance can
- * never bring back a conversation another connection has taken over.
+ * a store never holds one): a small head and a list of parts (the
+ * conversation's turns). A save sends the head and only the parts that
+ * changed since the writer's last save (usually the turn just ended), so a
+ * write costs the same at turn 50 as at turn 5. A record can be claimed
+ * once: claiming replaces it with a tombstone for the rest of its TTL, and
+ * later saves under that key are refused, so a session that is still
+ * closing on one instance can never bring back a conversation another
+ * connection has taken over.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { TroupeError } from '../errors.js';
 
-/** What a claimed key holds instead of its record. */
+/** What a claimed key holds instead of its record (a hash field in Redis). */
 const TOMBSTONE = 'claimed';
 /** Key prefix in Redis. */
 const KEY_PREFIX = 'troupe:resume:';
@@ -26,19 +30,50 @@ const REDIS_CONNECT_TIMEOUT_MS = 2_000;
 /** The longest pause between reconnection attempts. */
 const REDIS_MAX_RETRY_MS = 2_000;
 
+/**
+ * A record as a store keeps it: a small head, rewritten at every save, and
+ * parts (a conversation's turns), which a save appends to.
+ */
+export interface StoredRecord {
+  head: string;
+  parts: string[];
+}
+
+/**
+ * One save: the head, the first `keep` parts the store already holds kept,
+ * then `parts` after them. A save that keeps parts builds on the writer's
+ * save numbered `after`; a store that did not apply that one answers
+ * `stale`, and the writer saves the whole record (`keep` 0) instead.
+ */
+export interface RecordUpdate {
+  head: string;
+  /** Parts kept from the record as stored (0: the whole record is in this save). */
+  keep: number;
+  parts: string[];
+  /** This save's number, rising per writer (per key). */
+  seq: number;
+  /** The number of the save this one builds on; null with `keep` 0. */
+  after: number | null;
+}
+
 /** What a save did: `claimed` means another connection took the conversation over. */
-export type SaveResult = 'saved' | 'claimed';
+export type SaveResult = 'saved' | 'claimed' | 'stale';
 
 /** A resume store. */
 export interface ResumeStore {
   readonly kind: 'memory' | 'redis' | 'cluster';
-  /** Writes `value` under `key` for `ttlS` seconds, unless the key was claimed. */
-  save(key: string, value: string, ttlS: number): Promise<SaveResult>;
+  /** Applies `update` under `key` for `ttlS` seconds, unless the key was claimed. */
+  save(key: string, update: RecordUpdate, ttlS: number): Promise<SaveResult>;
   /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
-  claim(key: string, ttlS: number): Promise<string | undefined>;
+  claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
   /** Whether the store answers now. */
   health(): Promise<{ ok: boolean; detail?: string }>;
   close(): Promise<void>;
+}
+
+/** A whole record as one save (`keep` 0): for tests and tools. */
+export function wholeRecord(head: string, parts: string[] = [], seq = 1): RecordUpdate {
+  return { head, keep: 0, parts, seq, after: null };
 }
 
 /** A store that failed (Redis down, a timeout): the session keeps running without resume. */
@@ -58,15 +93,16 @@ export function createMemoryResumeStore(): ResumeStore & {
   /** Records held now (tombstones included). */
   readonly size: number;
 } {
-  const records = new Map<string, { value: string; expiresAt: number }>();
-  const live = (key: string): string | undefined => {
+  type Held = { record: StoredRecord & { seq: number }; expiresAt: number };
+  const records = new Map<string, Held | { record: typeof TOMBSTONE; expiresAt: number }>();
+  const live = (key: string) => {
     const r = records.get(key);
     if (r === undefined) return undefined;
     if (r.expiresAt <= Date.now()) {
       records.delete(key);
       return undefined;
     }
-    return r.value;
+    return r.record;
   };
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -77,16 +113,30 @@ export function createMemoryResumeStore(): ResumeStore & {
     get size() {
       return records.size;
     },
-    save(key, value, ttlS) {
-      if (live(key) === TOMBSTONE) return Promise.resolve('claimed');
-      records.set(key, { value, expiresAt: Date.now() + ttlS * 1000 });
+    save(key, update, ttlS) {
+      const held = live(key);
+      if (held === TOMBSTONE) return Promise.resolve('claimed');
+      const expiresAt = Date.now() + ttlS * 1000;
+      if (update.keep > 0) {
+        if (held === undefined || held.seq !== update.after || update.keep > held.parts.length) {
+          return Promise.resolve('stale');
+        }
+        held.parts.length = update.keep;
+        held.parts.push(...update.parts);
+        held.head = update.head;
+        held.seq = update.seq;
+        records.set(key, { record: held, expiresAt });
+        return Promise.resolve('saved');
+      }
+      const record = { head: update.head, parts: update.parts.slice(), seq: update.seq };
+      records.set(key, { record, expiresAt });
       return Promise.resolve('saved');
     },
     claim(key, ttlS) {
-      const value = live(key);
-      if (value === undefined || value === TOMBSTONE) return Promise.resolve(undefined);
-      records.set(key, { value: TOMBSTONE, expiresAt: Date.now() + ttlS * 1000 });
-      return Promise.resolve(value);
+      const held = live(key);
+      if (held === undefined || held === TOMBSTONE) return Promise.resolve(undefined);
+      records.set(key, { record: TOMBSTONE, expiresAt: Date.now() + ttlS * 1000 });
+      return Promise.resolve({ head: held.head, parts: held.parts });
     },
     health() {
       return Promise.resolve({ ok: true });
@@ -109,8 +159,56 @@ export interface RedisResumeStoreOptions {
 }
 
 interface ResumeCommands {
-  troupeSave(key: string, value: string, ttlS: number): Promise<number>;
-  troupeClaim(key: string, ttlS: number): Promise<string | null>;
+  troupeSave(
+    head: string,
+    parts: string,
+    ttlS: number,
+    record: string,
+    keep: number,
+    seq: number,
+    after: number | string,
+    ...added: string[]
+  ): Promise<number>;
+  troupeClaim(head: string, parts: string, ttlS: number): Promise<[string, string[]] | null>;
+}
+
+/** Parts pushed per RPUSH in the save script (Lua's unpack has a limit). */
+const PUSH_BATCH = 500;
+
+/**
+ * Atomic save. KEYS: the record's hash (fields `head`, `seq`, or the
+ * tombstone's `claimed`) and its parts list. ARGV: TTL, head, keep, seq,
+ * after, then the parts to append. 0: claimed; -1: stale (the save it builds
+ * on is not the last applied); 1: saved. Only what changed crosses the wire.
+ */
+const SAVE_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return 0 end
+local keep = tonumber(ARGV[3])
+if keep > 0 then
+  if redis.call('HGET', KEYS[1], 'seq') ~= ARGV[5] then return -1 end
+  redis.call('LTRIM', KEYS[2], 0, keep - 1)
+else
+  redis.call('DEL', KEYS[2])
+end
+for i = 6, #ARGV, ${PUSH_BATCH} do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + ${PUSH_BATCH} - 1, #ARGV)))
+end
+redis.call('HSET', KEYS[1], 'head', ARGV[2], 'seq', ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1`;
+
+/** Atomic, single-use claim: the record, replaced by a tombstone for the TTL. */
+const CLAIM_LUA = `local head = redis.call('HGET', KEYS[1], 'head')
+if not head then return false end
+local parts = redis.call('LRANGE', KEYS[2], 0, -1)
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return {head, parts}`;
+
+/** A record's keys: one hash slot (`{…}`), so a Redis Cluster can run the scripts too. */
+function redisKeys(key: string): [string, string] {
+  return [`{${key}}`, `{${key}}:parts`];
 }
 
 /**
@@ -130,20 +228,9 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     retryStrategy: (attempt) => Math.min(attempt * 200, REDIS_MAX_RETRY_MS),
     keyPrefix: KEY_PREFIX,
   }) as Redis & ResumeCommands;
-  // Atomic: a claimed key is never overwritten; a claim leaves a tombstone.
-  redis.defineCommand('troupeSave', {
-    numberOfKeys: 1,
-    lua: `if redis.call('GET', KEYS[1]) == '${TOMBSTONE}' then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return 1`,
-  });
-  redis.defineCommand('troupeClaim', {
-    numberOfKeys: 1,
-    lua: `local v = redis.call('GET', KEYS[1])
-if (not v) or v == '${TOMBSTONE}' then return false end
-redis.call('SET', KEYS[1], '${TOMBSTONE}', 'EX', ARGV[1])
-return v`,
-  });
+  // Atomic: a claimed key is never written again; a claim leaves a tombstone.
+  redis.defineCommand('troupeSave', { numberOfKeys: 2, lua: SAVE_LUA });
+  redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
   let down = false;
   let closing = false;
   let lastError = '';
@@ -186,10 +273,21 @@ return v`,
   };
   return {
     kind: 'redis',
-    async save(key, value, ttlS) {
+    async save(key, update, ttlS) {
       try {
         await connected();
-        return (await redis.troupeSave(key, value, Math.ceil(ttlS))) === 1 ? 'saved' : 'claimed';
+        const [head, parts] = redisKeys(key);
+        const done = await redis.troupeSave(
+          head,
+          parts,
+          Math.ceil(ttlS),
+          update.head,
+          update.keep,
+          update.seq,
+          update.after ?? '',
+          ...update.parts,
+        );
+        return done === 1 ? 'saved' : done === 0 ? 'claimed' : 'stale';
       } catch (err) {
         return fail('save', err);
       }
@@ -197,7 +295,9 @@ return v`,
     async claim(key, ttlS) {
       try {
         await connected();
-        return (await redis.troupeClaim(key, Math.ceil(ttlS))) ?? undefined;
+        const [head, parts] = redisKeys(key);
+        const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS));
+        return got === null ? undefined : { head: got[0], parts: got[1] };
       } catch (err) {
         return fail('claim', err);
       }

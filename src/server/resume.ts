@@ -12,7 +12,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
-import type { ResumeStore } from './resume-store.js';
+import type { RecordUpdate, ResumeStore, StoredRecord } from './resume-store.js';
 
 /** The record format; others are refused. */
 const RECORD_VERSION = 1;
@@ -27,6 +27,13 @@ export interface SessionStateSource {
   snapshot(): unknown;
   /** The same as JSON text, if the source can write it without a copy first (cheaper). */
   snapshotText?(): string;
+  /**
+   * The same as JSON text in parts: `head`, the state less its parts, and
+   * `parts`, pieces that mostly grow at the end (a conversation's turns),
+   * so a write sends only those that changed. A claim hands them back
+   * parsed, in order (`ClaimResult.parts`), for the caller to put back.
+   */
+  snapshotParts?(): { head: string; parts: string[] };
 }
 
 /** The resume metrics. */
@@ -56,7 +63,7 @@ export type ResumeFailure = 'invalid_token' | 'not_found' | 'auth_mismatch' | 's
 
 /** A claimed conversation, or why there is none. */
 export type ClaimResult =
-  | { ok: true; sessionId: string; state: unknown }
+  | { ok: true; sessionId: string; state: unknown; parts: unknown[] }
   | { ok: false; reason: ResumeFailure; message: string };
 
 /** A session's link to the store. */
@@ -141,7 +148,7 @@ export function createResumer(options: ResumerOptions): Resumer {
         message: 'The resume token is malformed; a new session was started.',
       };
     }
-    let raw: string | undefined;
+    let raw: StoredRecord | undefined;
     let timer: NodeJS.Timeout | undefined;
     try {
       raw = await Promise.race([
@@ -183,7 +190,7 @@ export function createResumer(options: ResumerOptions): Resumer {
       };
     }
     outcome('resumed');
-    return { ok: true, sessionId: record.session, state: record.state };
+    return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
   }
 
   function track(
@@ -202,13 +209,40 @@ export function createResumer(options: ResumerOptions): Resumer {
     /** A change not written yet (the first write is always due: the token opens from then on). */
     let dirty = true;
 
+    /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
+    let sent: string[] = [];
+    let seq = 0;
+    /** The next save: the head and the parts that changed since the last one sent. */
+    const nextUpdate = (): RecordUpdate => {
+      const { head, parts } = recordParts(source);
+      let keep = 0;
+      const common = Math.min(sent.length, parts.length);
+      while (keep < common && sent[keep] === parts[keep]) keep++;
+      const after = seq === 0 || keep === 0 ? null : seq;
+      seq++;
+      sent = parts;
+      return {
+        head,
+        keep: after === null ? 0 : keep,
+        parts: parts.slice(after === null ? 0 : keep),
+        seq,
+        after,
+      };
+    };
     const write = async (): Promise<void> => {
       timer = undefined;
       if (stopped) return;
       dirty = false;
       const started = performance.now();
       try {
-        const result = await store.save(key, recordText(source), ttlS);
+        let update = nextUpdate();
+        let result = await store.save(key, update, ttlS);
+        if (result === 'stale') {
+          // The store lost what this save builds on (a failed write, an expiry): all of it again.
+          sent = [];
+          update = nextUpdate();
+          result = await store.save(key, update, ttlS);
+        }
         metrics?.saveSeconds.observe((performance.now() - started) / 1000);
         if (result === 'claimed') {
           // Another connection resumed this conversation: it is theirs now.
@@ -216,6 +250,8 @@ export function createResumer(options: ResumerOptions): Resumer {
           log.info({}, 'resume taken over');
         }
       } catch (err) {
+        // What the store holds now is unknown: the next write sends everything.
+        sent = [];
         dirty = true;
         log.warn({ err: (err as Error).message }, 'resume save failed');
       }
@@ -245,10 +281,14 @@ export function createResumer(options: ResumerOptions): Resumer {
       return begin();
     };
 
-    /** The record as the store keeps it: JSON, the state written straight from the session. */
-    const recordText = (from: SessionStateSource): string => {
+    /** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
+    const recordParts = (from: SessionStateSource): { head: string; parts: string[] } => {
       const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
-      if (from.snapshotText) return `${head}${from.snapshotText()}}`;
+      if (from.snapshotParts) {
+        const split = from.snapshotParts();
+        return { head: `${head}${split.head}}`, parts: split.parts };
+      }
+      if (from.snapshotText) return { head: `${head}${from.snapshotText()}}`, parts: [] };
       const record: ResumeRecord = {
         v: RECORD_VERSION,
         session: sessionId,
@@ -256,7 +296,7 @@ export function createResumer(options: ResumerOptions): Resumer {
         savedAt: Date.now(),
         state: from.snapshot(),
       };
-      return JSON.stringify(record);
+      return { head: JSON.stringify(record), parts: [] };
     };
 
     return {
@@ -286,11 +326,11 @@ export function createResumer(options: ResumerOptions): Resumer {
   return { store, claim, track, close: () => store.close() };
 }
 
-function parseRecord(raw: string): ResumeRecord | undefined {
+function parseRecord(raw: StoredRecord): (ResumeRecord & { parts: unknown[] }) | undefined {
   try {
-    const r = JSON.parse(raw) as Partial<ResumeRecord>;
+    const r = JSON.parse(raw.head) as Partial<ResumeRecord>;
     if (r?.v !== RECORD_VERSION || typeof r.session !== 'string') return undefined;
-    return r as ResumeRecord;
+    return { ...(r as ResumeRecord), parts: raw.parts.map((p) => JSON.parse(p) as unknown) };
   } catch {
     return undefined;
   }

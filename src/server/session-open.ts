@@ -14,7 +14,12 @@ import type { ServerEvent } from '../session/events.js';
 import { createSession, type Session } from '../session/session.js';
 import type { OverloadVerdict } from './overload.js';
 import type { ResumeTracker, Resumer } from './resume.js';
-import { restoreFromSnapshot, sessionStateSource, type RestoreInput } from './session-state.js';
+import {
+  joinParts,
+  restoreFromSnapshot,
+  sessionStateSource,
+  type RestoreInput,
+} from './session-state.js';
 
 /** How long a closing session's last write waits for its cut reply to be recorded. */
 const CLOSE_IDLE_WAIT_MS = 2_000;
@@ -109,7 +114,8 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
     if (!claimed.ok) return fail(claimed.message);
     const sessionLog = log.child({ session: claimed.sessionId });
     try {
-      const session = await restoreFromSnapshot(claimed.state, { ...common, log: sessionLog });
+      const state = joinParts(claimed.state, claimed.parts);
+      const session = await restoreFromSnapshot(state, { ...common, log: sessionLog });
       adopt({ id: claimed.sessionId, log: sessionLog });
       sessionLog.info({}, 'session resumed');
       return session;

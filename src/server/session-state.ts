@@ -16,7 +16,22 @@ export type RestoreInput = RestoreOptions;
 
 /** The session's state source for the resume store (which serialises it at once: no copy first). */
 export function sessionStateSource(session: Session): SessionStateSource {
-  return { snapshot: () => session.snapshot(), snapshotText: () => session.snapshotText() };
+  return {
+    snapshot: () => session.snapshot(),
+    snapshotText: () => session.snapshotText(),
+    // The store appends a turn's group; the rest (settings, state) is rewritten.
+    snapshotParts: () => session.snapshotParts(),
+  };
+}
+
+/** A stored state with its parts put back (`Session.snapshotParts`): the history's groups. */
+export function joinParts(state: unknown, parts: readonly unknown[]): unknown {
+  if (parts.length === 0) return state;
+  const s = state as SessionState;
+  const history = s?.conversation?.history;
+  if (history === undefined || !Array.isArray(history.groups)) return state;
+  history.groups = parts as SessionState['conversation']['history']['groups'];
+  return s;
 }
 
 /**

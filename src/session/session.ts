@@ -96,6 +96,11 @@ export interface Session {
   snapshot(): SessionState;
   /** The same as JSON text, written straight from the live state (no copy first): for stores. */
   snapshotText(): string;
+  /**
+   * The same as JSON text in parts: the history's groups (a turn's items and
+   * messages each), and the rest with no groups; put back with `joinParts`.
+   */
+  snapshotParts(): { head: string; parts: string[] };
   /** Resolves when no response is running. */
   idle(): Promise<void>;
   /** Stops the response in flight (if any) and records the session's end. */
@@ -299,6 +304,14 @@ class ConversationSession implements Session {
 
   snapshotText(): string {
     return JSON.stringify(this.#live());
+  }
+
+  snapshotParts(): { head: string; parts: string[] } {
+    const live = this.#live();
+    const { history } = live.conversation;
+    const parts = history.groups.map((g) => JSON.stringify(g));
+    const conversation = { ...live.conversation, history: { ...history, groups: [] } };
+    return { head: JSON.stringify({ ...live, conversation }), parts };
   }
 
   /** The state as it is now, sharing the live conversation: copy or serialise it at once. */

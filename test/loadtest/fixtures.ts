@@ -124,6 +124,9 @@ export function sampleReport(): LoadtestReport {
   tools.metrics.ttft = distribution(logNormalSamples(12, 1_800, 260, 0.4));
   tools.metrics.toolRoundOverhead = distribution(logNormalSamples(13, 1_500, 0.35, 0.8));
   tools.metrics.ttftExModel = distribution(logNormalSamples(14, 1_800, 215, 0.36));
+  tools.metrics.ttftExModelToolTurns = distribution(logNormalSamples(15, 700, 218, 0.36));
+  tools.metrics.ttftExModelOtherTurns = distribution(logNormalSamples(16, 1_100, 213, 0.36));
+  tools.metrics.ttftTroupe = distribution(logNormalSamples(17, 1_800, 12, 0.5));
   const voice = samplePhase('voice', 21, {
     scenario: 'voice',
     character: 'narrator',

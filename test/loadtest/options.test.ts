@@ -44,6 +44,7 @@ describe('parseLoadtestArgs', () => {
       instances: 1,
       workers: 1,
       killOne: false,
+      together: false,
       resume: false,
       outDir: 'loadtest/reports',
       name: 'loadtest',

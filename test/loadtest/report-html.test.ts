@@ -114,7 +114,7 @@ describe('renderHtmlReport', () => {
     const block = metricBlockOf(html, 'firstAudio');
     expect(block).toContain('no samples');
     expect(block).not.toContain('<svg class="chart');
-    expect(count(html, '<svg class="chart cdf"')).toBe(5);
+    expect(count(html, '<svg class="chart cdf"')).toBe(8);
     // The latency table says it too.
     expect(sectionOf(html, 'phases')).toMatch(/Time to first audio.*no samples/);
   });

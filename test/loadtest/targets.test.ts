@@ -54,13 +54,18 @@ describe('compare', () => {
     expect(compare([], 'direct')).toEqual([]);
   });
 
-  it('compares tools with the plain baseline on four rows', () => {
+  it('compares tools with the plain baseline, overall and split by tool round', () => {
     const tools = samplePhase('tools', 1, { scenario: 'tools' });
     tools.metrics.ttftExModel = dist({ p50: 210, p95: 306 });
+    tools.metrics.ttftExModelToolTurns = dist({ p95: 312 });
+    tools.metrics.ttftExModelOtherTurns = dist({ p95: 303 });
+    tools.metrics.ttftTroupe = dist({ p50: 11, p95: 40 });
     tools.metrics.ttft = dist({ p95: 500 });
     tools.metrics.addedPerDelta = dist({ p95: 1.5 });
     const plain = samplePhase('plain', 2);
     plain.metrics.ttftExModel = dist({ p50: 200, p95: 300 });
+    plain.metrics.ttftExModelOtherTurns = dist({ p95: 300 });
+    plain.metrics.ttftTroupe = dist({ p50: 10, p95: 40 });
     plain.metrics.ttft = dist({ p95: 250 });
     plain.metrics.addedPerDelta = dist({ p95: 2 });
 
@@ -69,6 +74,11 @@ describe('compare', () => {
     expect(rows.map((r) => [r.metric, r.subjectValue, r.baselineValue])).toEqual([
       ["TTFT p95, the model's tool-round time excluded", 306, 300],
       ["TTFT p50, the model's tool-round time excluded", 210, 200],
+      // Tool turns against every plain turn (plain has no tool turns).
+      ['the same p95, turns with a tool round only', 312, 300],
+      ['the same p95, turns without one only', 303, 300],
+      ["Troupe's part of the TTFT p95 (all the model's time excluded)", 40, 40],
+      ["Troupe's part of the TTFT p50", 11, 10],
       ['TTFT p95 (tool turns wait for their extra model round)', 500, 250],
       ['added latency per delta p95', 1.5, 2],
     ]);
@@ -78,8 +88,8 @@ describe('compare', () => {
     expect(rows[0]!.ratio).toBeCloseTo(1.02, 12);
     expect(rows[0]!.increasePct).toBeCloseTo(2, 9);
     expect(rows[1]!.increasePct).toBeCloseTo(5, 9);
-    expect(rows[2]).toMatchObject({ ratio: 2, increasePct: 100 });
-    expect(rows[3]).toMatchObject({ ratio: 0.75, increasePct: -25 });
+    expect(rows[6]).toMatchObject({ ratio: 2, increasePct: 100 });
+    expect(rows[7]).toMatchObject({ ratio: 0.75, increasePct: -25 });
   });
 
   it('compares Troupe with the simulator direct on TTFT p50 and p95', () => {
@@ -117,6 +127,10 @@ describe('compare', () => {
     const rows = compare([tools, plain], 'baseline');
 
     expect(rows.map((r) => [r.baselineValue, r.ratio, r.increasePct])).toEqual([
+      [null, null, null],
+      [null, null, null],
+      [null, null, null],
+      [null, null, null],
       [null, null, null],
       [null, null, null],
       [0, null, null],

@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createMemoryResumeStore, type ResumeStore } from '../../src/server/resume-store.js';
+import {
+  createMemoryResumeStore,
+  type RecordUpdate,
+  type ResumeStore,
+} from '../../src/server/resume-store.js';
 import { connect, say } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -14,9 +18,9 @@ function countingStore(): ResumeStore & { saves: number } {
     ...inner,
     kind: 'memory' as const,
     saves: 0,
-    save(key: string, value: string, ttlS: number) {
+    save(key: string, update: RecordUpdate, ttlS: number) {
       store.saves++;
-      return inner.save(key, value, ttlS);
+      return inner.save(key, update, ttlS);
     },
   };
   return store;
@@ -76,9 +80,9 @@ describe('resume across a drain', () => {
     const gate = new Promise<void>((resolve) => (release = resolve));
     const store: ResumeStore = {
       ...inner,
-      async save(key, value, ttlS) {
+      async save(key, update, ttlS) {
         if (!open) await gate;
-        return inner.save(key, value, ttlS);
+        return inner.save(key, update, ttlS);
       },
     };
     const t = await startTestServer({ resumeStore: store });

@@ -4,6 +4,7 @@ import {
   ResumeStoreError,
   createMemoryResumeStore,
   createRedisResumeStore,
+  wholeRecord,
   type ResumeStore,
 } from '../../src/server/resume-store.js';
 import { createLogger } from '../../src/server/logger.js';
@@ -14,19 +15,56 @@ import { within } from '../helpers/wait.js';
 function storeContract(make: () => ResumeStore) {
   it('gives a saved record back once, then never again', async () => {
     const store = make();
-    expect(await store.save('k1', '{"a":1}', 60)).toBe('saved');
-    expect(await store.save('k1', '{"a":2}', 60)).toBe('saved');
-    expect(await store.claim('k1', 60)).toBe('{"a":2}');
+    expect(await store.save('k1', wholeRecord('{"a":1}'), 60)).toBe('saved');
+    expect(await store.save('k1', wholeRecord('{"a":2}'), 60)).toBe('saved');
+    expect(await store.claim('k1', 60)).toEqual({ head: '{"a":2}', parts: [] });
     expect(await store.claim('k1', 60)).toBeUndefined();
     await store.close();
   });
 
   it('refuses a save under a claimed key, so a closing session cannot bring it back', async () => {
     const store = make();
-    await store.save('k2', '{"a":1}', 60);
+    await store.save('k2', wholeRecord('{"a":1}'), 60);
     await store.claim('k2', 60);
-    expect(await store.save('k2', '{"a":3}', 60)).toBe('claimed');
+    expect(await store.save('k2', wholeRecord('{"a":3}'), 60)).toBe('claimed');
     expect(await store.claim('k2', 60)).toBeUndefined();
+    await store.close();
+  });
+
+  it('appends parts after those kept, rewrites the head, and gives back the whole record', async () => {
+    const store = make();
+    expect(await store.save('k3', wholeRecord('h1', ['p0', 'p1'], 1), 60)).toBe('saved');
+    const append = { head: 'h2', keep: 2, parts: ['p2'], seq: 2, after: 1 };
+    expect(await store.save('k3', append, 60)).toBe('saved');
+    // The last part changed (a cut turn): only it is sent again.
+    const replace = { head: 'h3', keep: 2, parts: ['p2b', 'p3'], seq: 3, after: 2 };
+    expect(await store.save('k3', replace, 60)).toBe('saved');
+    expect(await store.claim('k3', 60)).toEqual({ head: 'h3', parts: ['p0', 'p1', 'p2b', 'p3'] });
+    expect(await store.claim('k3', 60)).toBeUndefined();
+    await store.close();
+  });
+
+  it('answers stale to a save that builds on one it never applied, and takes the whole record after', async () => {
+    const store = make();
+    await store.save('k4', wholeRecord('h1', ['p0'], 1), 60);
+    // Save 2 was lost on the way: save 3 builds on it.
+    const lost = { head: 'h3', keep: 2, parts: ['p2'], seq: 3, after: 2 };
+    expect(await store.save('k4', lost, 60)).toBe('stale');
+    // Never stored at all (expired, another store): stale too.
+    expect(await store.save('k5', { ...lost, after: 1 }, 60)).toBe('stale');
+    expect(await store.save('k4', wholeRecord('h4', ['p0', 'p1', 'p2'], 4), 60)).toBe('saved');
+    expect(await store.claim('k4', 60)).toEqual({ head: 'h4', parts: ['p0', 'p1', 'p2'] });
+    expect(await store.claim('k5', 60)).toBeUndefined();
+    await store.close();
+  });
+
+  it('refuses appends under a claimed key too', async () => {
+    const store = make();
+    await store.save('k6', wholeRecord('h1', ['p0'], 1), 60);
+    await store.claim('k6', 60);
+    const append = { head: 'h2', keep: 1, parts: ['p1'], seq: 2, after: 1 };
+    expect(await store.save('k6', append, 60)).toBe('claimed');
+    expect(await store.claim('k6', 60)).toBeUndefined();
     await store.close();
   });
 
@@ -46,12 +84,12 @@ describe('the memory resume store', () => {
   it('forgets a record after its TTL', async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     const store = createMemoryResumeStore();
-    await store.save('k', 'v', 10);
+    await store.save('k', wholeRecord('v'), 10);
     vi.setSystemTime(Date.now() + 9_000);
-    await store.save('k2', 'v2', 10);
+    await store.save('k2', wholeRecord('v2'), 10);
     vi.setSystemTime(Date.now() + 2_000);
     expect(await store.claim('k', 10)).toBeUndefined();
-    expect(await store.claim('k2', 10)).toBe('v2');
+    expect(await store.claim('k2', 10)).toEqual({ head: 'v2', parts: [] });
     await store.close();
   });
 });
@@ -69,12 +107,28 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
 
   it('writes records with the TTL, under hashed keys with the troupe prefix', async () => {
     const store = createRedisResumeStore({ url: redis.url, log: log.logger });
-    await store.save('abc', '{"x":1}', 120);
+    await store.save('abc', wholeRecord('{"x":1}', ['{"g":0}']), 120);
+    await store.save(
+      'abc',
+      { head: '{"x":2}', keep: 1, parts: ['{"g":1}'], seq: 2, after: 1 },
+      120,
+    );
     const direct = new Redis(redis.url);
     try {
-      const ttl = await direct.pttl('troupe:resume:abc');
-      expect(ttl).toBeGreaterThan(100_000);
-      expect(ttl).toBeLessThanOrEqual(120_000);
+      // Both keys of the record (its head and its parts) carry the TTL, in one hash slot.
+      for (const key of ['troupe:resume:{abc}', 'troupe:resume:{abc}:parts']) {
+        const ttl = await direct.pttl(key);
+        expect(ttl).toBeGreaterThan(100_000);
+        expect(ttl).toBeLessThanOrEqual(120_000);
+      }
+      expect(await direct.lrange('troupe:resume:{abc}:parts', 0, -1)).toEqual([
+        '{"g":0}',
+        '{"g":1}',
+      ]);
+      await store.claim('abc', 120);
+      // The claim leaves only the tombstone, with the TTL.
+      expect(await direct.exists('troupe:resume:{abc}:parts')).toBe(0);
+      expect(await direct.pttl('troupe:resume:{abc}')).toBeGreaterThan(100_000);
     } finally {
       direct.disconnect();
       await store.close();
@@ -91,12 +145,12 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       onError: (op) => errors.push(op),
     });
     try {
-      expect(await store.save('k', 'v', 60)).toBe('saved');
+      expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
       await own.proc.stop();
       const failed = await within(
         (async () => {
           for (;;) {
-            const err = await store.save('k', 'v', 60).then(
+            const err = await store.save('k', wholeRecord('v'), 60).then(
               () => undefined,
               (e: unknown) => e,
             );
@@ -119,8 +173,8 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
           'the store back once Redis is',
           10_000,
         );
-        expect(await store.save('k', 'v2', 60)).toBe('saved');
-        expect(await store.claim('k', 60)).toBe('v2');
+        expect(await store.save('k', wholeRecord('v2'), 60)).toBe('saved');
+        expect(await store.claim('k', 60)).toEqual({ head: 'v2', parts: [] });
       } finally {
         await again.close();
       }

@@ -1,7 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/server/logger.js';
 import { createResumer, newResumeToken, tokenKey, type Resumer } from '../../src/server/resume.js';
-import { createMemoryResumeStore, type ResumeStore } from '../../src/server/resume-store.js';
+import {
+  createMemoryResumeStore,
+  type RecordUpdate,
+  type ResumeStore,
+} from '../../src/server/resume-store.js';
 import { freePort } from '../deploy/processes.js';
 import { metricValue, request, scrape } from '../helpers/http.js';
 import { connect, say } from '../helpers/realtime-client.js';
@@ -19,9 +23,9 @@ function spyStore(): ResumeStore & { saves: string[]; claims: string[] } {
     kind: 'memory',
     saves,
     claims,
-    save(key, value, ttlS) {
-      saves.push(value);
-      return inner.save(key, value, ttlS);
+    save(key, update, ttlS) {
+      saves.push(update.head);
+      return inner.save(key, update, ttlS);
     },
     claim(key, ttlS) {
       claims.push(key);
@@ -57,6 +61,7 @@ describe('resume tokens', () => {
       ok: true,
       sessionId: 'sess_1',
       state: { items: ['a', 'b'] },
+      parts: [],
     });
     expect(await r.claim(tracker.token, undefined)).toMatchObject({
       ok: false,
@@ -88,9 +93,9 @@ describe('resume tokens', () => {
     const held = new Promise<void>((resolve) => (release = resolve));
     const slow: ResumeStore = {
       ...store,
-      async save(key, value, ttlS) {
+      async save(key, update, ttlS) {
         const first = store.saves.length === 0;
-        const result = store.save(key, value, ttlS);
+        const result = store.save(key, update, ttlS);
         if (first) await held;
         return result;
       },
@@ -111,6 +116,57 @@ describe('resume tokens', () => {
     await Promise.all([first, second]);
     expect(await r.claim(tracker.token, undefined)).toMatchObject({
       state: { items: ['a', 'b'] },
+    });
+  });
+
+  it('send only the parts that changed, and give them all back on a claim', async () => {
+    const inner = createMemoryResumeStore();
+    const updates: RecordUpdate[] = [];
+    let lose = false;
+    const store: ResumeStore = {
+      ...inner,
+      kind: 'memory',
+      save(key, update, ttlS) {
+        updates.push(update);
+        // A store that lost the record (expired, flushed): what builds on it is stale.
+        if (lose && update.keep > 0) return Promise.resolve('stale');
+        return inner.save(key, update, ttlS);
+      },
+    };
+    const r = resumer(store);
+    let parts = ['{"turn":0}', '{"turn":1}'];
+    const source = {
+      snapshot: () => ({}),
+      snapshotParts: () => ({ head: '{"settings":1}', parts }),
+    };
+    const tracker = r.track('sess_p', source, undefined, log);
+    await tracker.flush();
+    parts = [...parts, '{"turn":2}'];
+    tracker.changed();
+    await tracker.flush();
+    // A cut turn: the last part changes, the others are kept.
+    parts = [...parts.slice(0, 2), '{"turn":2,"cut":true}'];
+    tracker.changed();
+    await tracker.flush();
+    expect(updates.map((u) => [u.keep, u.parts.length, u.after])).toEqual([
+      [0, 2, null],
+      [2, 1, 1],
+      [2, 1, 2],
+    ]);
+    lose = true;
+    parts = [...parts, '{"turn":3}'];
+    tracker.changed();
+    await tracker.flush();
+    // Stale: sent again whole, at once.
+    expect(updates.slice(3).map((u) => [u.keep, u.parts.length])).toEqual([
+      [3, 1],
+      [0, 4],
+    ]);
+    expect(await r.claim(tracker.token, undefined)).toEqual({
+      ok: true,
+      sessionId: 'sess_p',
+      state: { settings: 1 },
+      parts: [{ turn: 0 }, { turn: 1 }, { turn: 2, cut: true }, { turn: 3 }],
     });
   });
 
