@@ -102,6 +102,10 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
     MAX_SESSIONS: String(most * 2 + 10),
     STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
     TTS_PROVIDER: voice ? 'espeak' : 'none',
+    // The delta send window is the server's to choose: the load test measures what it does.
+    ...(process.env.DELTA_BATCH_MS === undefined
+      ? {}
+      : { DELTA_BATCH_MS: process.env.DELTA_BATCH_MS }),
   };
   try {
     if (options.instances > 1 || options.workers > 1) {

@@ -48,8 +48,11 @@ export function startSimChild(options: SimulatorOptions): Promise<Child> {
  * @example const server = await startServerChild({ env: { LLM_BASE_URL: sim.url } });
  */
 export function startServerChild(options: ServerChildOptions): Promise<Child> {
-  const execArgv =
-    options.cpuProfDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`];
+  // The young generation `npm start` gives the server (fewer scavenges per delta).
+  const execArgv = ['--max-semi-space-size=64'];
+  if (options.cpuProfDir !== undefined) {
+    execArgv.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`);
+  }
   return startChild('server-child.ts', { env: options.env }, execArgv);
 }
 

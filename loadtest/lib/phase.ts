@@ -165,6 +165,7 @@ function phaseReport(
     turns: { completed: rec.turnsCompleted, failed: rec.turnsFailed },
     activeTurns: (({ mean, peak }) => ({ mean: round(mean, 1), peak }))(rec.activeTurns()),
     deltasPerSec: round(rec.deltas / seconds, 0),
+    deltaFramesPerSec: round(rec.deltaFrames / seconds, 0),
     metrics: rec.metrics(),
     errors,
     clientLagMs: {

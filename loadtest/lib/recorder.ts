@@ -37,7 +37,10 @@ export class Recorder {
   readonly errors = new Map<string, number>();
   turnsCompleted = 0;
   turnsFailed = 0;
+  /** The LLM's deltas the clients received (a frame joining several counts each: its stamps). */
   deltas = 0;
+  /** Text delta frames the clients received. */
+  deltaFrames = 0;
   /** Turns in flight (the pool counts them), the most at once, and their integral over time (turn·ms). */
   #active: number;
   #activePeak: number;

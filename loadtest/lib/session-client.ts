@@ -523,14 +523,18 @@ class SessionClient {
 
   #text(turn: Turn, delta: string, now: number): void {
     const rec = this.#ctx.rec;
-    rec.deltas++;
+    rec.deltaFrames++;
     if (this.#resumeAt !== undefined) this.#resumed(now);
     if (turn.firstTextAt === null) turn.firstTextAt = now;
     if (!delta.includes('⟦')) {
+      rec.deltas++;
       turn.text += delta;
       return;
     }
+    // A frame may join several of the LLM's deltas (DELTA_BATCH_MS): each
+    // counts, with its own send time.
     const { text, sentAt } = readStamps(delta);
+    rec.deltas += Math.max(1, sentAt.length);
     turn.text += text;
     for (const t of sentAt) rec.samples.addedPerDelta.push(now - t);
   }

@@ -62,8 +62,10 @@ export interface PhaseReport {
   turns: { completed: number; failed: number };
   /** Turns in flight (the user waiting for or receiving a reply): time-weighted mean and peak. */
   activeTurns: { mean: number; peak: number };
-  /** Text deltas received per second over the phase. */
+  /** The LLM's text deltas received per second over the phase. */
   deltasPerSec: number;
+  /** Text delta frames received per second (fewer than the deltas when a send window joins them). */
+  deltaFramesPerSec?: number;
   metrics: PhaseMetrics;
   /** Errors by kind (e.g. `connect`, `timeout`, `error:llm_error`, `closed:1013`, `lost_text`). */
   errors: Record<string, number>;

@@ -41,7 +41,10 @@ export function printReport(report: LoadtestReport): void {
       `${p.name} (${p.scenario}${p.character === null ? '' : `, ${p.character}`}): ` +
         `sessions ${s.reached}/${s.target} reached, peak ${s.peak}, ${s.failed} failed · ` +
         `${p.durationS} s · turns ${p.turns.completed} ok, ${p.turns.failed} failed, ` +
-        `in flight ${p.activeTurns.mean} mean ${p.activeTurns.peak} peak · ${p.deltasPerSec} deltas/s`,
+        `in flight ${p.activeTurns.mean} mean ${p.activeTurns.peak} peak · ${p.deltasPerSec} deltas/s` +
+        (p.deltaFramesPerSec === undefined || p.deltaFramesPerSec === p.deltasPerSec
+          ? ''
+          : ` in ${p.deltaFramesPerSec} frames/s`),
     );
     out.push(row(['ms', 'n', 'p50', 'p90', 'p95', 'p99', 'max'], widths));
     for (const { key, title } of METRICS) {

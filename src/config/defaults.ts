@@ -22,6 +22,8 @@ export const DEFAULT_MAX_SESSIONS = 1000;
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 /** Bytes a client may leave unread before it is closed with 1013 as a slow consumer. */
 export const DEFAULT_MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+/** Send window of text deltas, ms (0 = every delta at once); see docs/performance.md. */
+export const DEFAULT_DELTA_BATCH_MS = 0;
 /** A session with no client frame for this long is closed with 4000 (0 = never). */
 export const DEFAULT_SESSION_IDLE_TIMEOUT_S = 900;
 /** A session open this long is closed with 4001 (OpenAI Realtime ends sessions at 60 minutes; 0 = never). */

@@ -58,6 +58,12 @@ export interface ServerConfig {
   maxFrameBytes: number;
   /** @defaultValue 4 MiB */
   maxBufferedBytes: number;
+  /**
+   * Send window of text deltas, ms: a delta within this of the last delta
+   * frame of its item waits, joined with the next ones (an item's first
+   * delta never waits); 0 = every delta at once. @defaultValue 0
+   */
+  deltaBatchMs: number;
   /** @defaultValue 10000 */
   shutdownGraceMs: number;
   /** @defaultValue 5000 */
@@ -265,6 +271,7 @@ const envSchema = z.object({
   IMAGE_URL_HOSTS: z.string().optional(),
   MAX_FRAME_BYTES: integer(1024, 64 * 1024 * 1024).optional(),
   MAX_BUFFERED_BYTES: integer(1024, 1024 * 1024 * 1024).optional(),
+  DELTA_BATCH_MS: integer(0, 1000).optional(),
   SHUTDOWN_GRACE_MS: integer(0, 600_000).optional(),
   HEALTH_CACHE_MS: integer(0, 3_600_000).optional(),
   TOOL_TIMEOUT_MS: integer(1, 60_000).optional(),
@@ -450,6 +457,7 @@ export function loadConfig(
       maxPendingFrames: e.MAX_PENDING_FRAMES ?? D.DEFAULT_MAX_PENDING_FRAMES,
       maxFrameBytes: e.MAX_FRAME_BYTES ?? D.DEFAULT_MAX_FRAME_BYTES,
       maxBufferedBytes: e.MAX_BUFFERED_BYTES ?? D.DEFAULT_MAX_BUFFERED_BYTES,
+      deltaBatchMs: e.DELTA_BATCH_MS ?? D.DEFAULT_DELTA_BATCH_MS,
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS ?? D.DEFAULT_SHUTDOWN_GRACE_MS,
       healthCacheMs: e.HEALTH_CACHE_MS ?? D.DEFAULT_HEALTH_CACHE_MS,
       ...(e.TLS_CERT && e.TLS_KEY ? { tls: { certFile: e.TLS_CERT, keyFile: e.TLS_KEY } } : {}),

@@ -89,6 +89,13 @@ export interface TurnOptions {
    * "started" result at once and the turn goes on. Unset = they run inline.
    */
   background?: BackgroundStarter;
+  /**
+   * Takes the turn's `text.delta` events as they come, instead of the event
+   * stream: one async step less per chunk on the hot path. Called while the
+   * turn runs, after every event yielded before it was handled (the stream's
+   * reader handles an event before asking for the next).
+   */
+  onTextDelta?: (event: Extract<TurnEvent, { type: 'text.delta' }>) => void;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -180,7 +187,7 @@ export function epochNow(): number {
  * }
  */
 export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, TurnSummary> {
-  const { llm, toolset, signal } = options;
+  const { llm, toolset, signal, onTextDelta } = options;
   const toolMode = options.toolMode ?? llm.toolMode ?? 'native';
   const legacy = (options.toolFormat ?? llm.toolFormat) === 'functions';
   const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
@@ -276,7 +283,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
               if (visible !== '') {
                 ttftMs ??= performance.now() - started;
                 roundText += visible;
-                yield { type: 'text.delta', round, delta: visible };
+                const event = { type: 'text.delta' as const, round, delta: visible };
+                if (onTextDelta) onTextDelta(event);
+                else yield event;
               }
               break;
             }
@@ -305,7 +314,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       if (out.text !== '') {
         ttftMs ??= performance.now() - started;
         roundText += out.text;
-        yield { type: 'text.delta', round, delta: out.text };
+        const event = { type: 'text.delta' as const, round, delta: out.text };
+        if (onTextDelta) onTextDelta(event);
+        else yield event;
       }
     }
     text += roundText;
@@ -352,7 +363,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
           roundText = options.roundLimitFallback ?? DEFAULT_ROUND_LIMIT_FALLBACK;
           text += roundText;
           ttftMs ??= performance.now() - started;
-          yield { type: 'text.delta', round, delta: roundText };
+          const event = { type: 'text.delta' as const, round, delta: roundText };
+          if (onTextDelta) onTextDelta(event);
+          else yield event;
         }
       } else if (cutOff) {
         reason = done.finishReason as DiscardReason;

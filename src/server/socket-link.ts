@@ -13,6 +13,7 @@ import type { Metrics } from '../metrics/index.js';
 import { createEncoder, detectDialect, parseClientEvent, type Dialect } from '../protocol/index.js';
 import type { ClientEvent, ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
+import { createDeltaWindow } from './delta-window.js';
 import { createFrameWriter } from './frame-writer.js';
 import { refuseImageUrls } from './image-policy.js';
 import type { ResumeTracker } from './resume.js';
@@ -80,7 +81,7 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   let cutOff = false;
   const resumeLink: { tracker?: ResumeTracker } = {};
   const frames = createFrameWriter(ws, o.socket);
-  const send = (event: ServerEvent): void => {
+  const deliver = (event: ServerEvent): void => {
     if (cutOff || ws.readyState !== ws.OPEN) return;
     if (event.type === 'session.created' && resumeLink.tracker) {
       event = withResumeToken(event, resumeLink.tracker.token);
@@ -107,6 +108,9 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
       );
     }
   };
+  // Text deltas may wait a little to leave together (DELTA_BATCH_MS).
+  const deltas = createDeltaWindow(limits.deltaBatchMs, deliver);
+  const send = deltas.send;
   const sendError = (err: ProtocolError): void => send({ type: 'error', error: err.payload });
   const lifetime = watchLifetime(
     ws,
@@ -122,7 +126,10 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
       closeSocket(ws, end.code, end.wireCode);
     },
   );
-  ws.on('close', () => lifetime.stop());
+  ws.on('close', () => {
+    lifetime.stop();
+    deltas.close();
+  });
   ws.on('message', () => lifetime.active());
 
   return {

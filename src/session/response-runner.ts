@@ -150,13 +150,13 @@ export async function runResponse(
       systemMessage,
       ...history('history trimmed between tool rounds', added),
     ];
+    // Text deltas (most of a turn's events) go straight to the writer.
+    options.onTextDelta = (e) => {
+      out.apply(e);
+      firstDeltaAt ??= performance.now();
+    };
     const events = runTurn(options);
     for await (const e of events) {
-      if (e.type === 'text.delta' && firstDeltaAt === null) {
-        out.apply(e);
-        firstDeltaAt = performance.now();
-        continue;
-      }
       if (e.type === 'error') failure = e.error;
       if (e.type === 'finish') summary = e.summary;
       if (speech) fillers.apply(e, response.controller.signal);

@@ -85,6 +85,7 @@ describe('config: server, LLM, sessions and logging', () => {
       maxPendingFrames: 256,
       maxFrameBytes: 1024 * 1024,
       maxBufferedBytes: 4 * 1024 * 1024,
+      deltaBatchMs: 0,
       shutdownGraceMs: 10_000,
       healthCacheMs: 5_000,
     });
@@ -161,6 +162,7 @@ describe('config: server, LLM, sessions and logging', () => {
       MAX_SESSIONS: '5',
       MAX_FRAME_BYTES: '2048',
       MAX_BUFFERED_BYTES: '1024',
+      DELTA_BATCH_MS: '15',
       SHUTDOWN_GRACE_MS: '0',
       HEALTH_CACHE_MS: '0',
       TOOL_TIMEOUT_MS: '250',
@@ -179,6 +181,7 @@ describe('config: server, LLM, sessions and logging', () => {
       maxSessions: 5,
       maxFrameBytes: 2048,
       maxBufferedBytes: 1024,
+      deltaBatchMs: 15,
       shutdownGraceMs: 0,
       healthCacheMs: 0,
       tls: { certFile: 'cert.pem', keyFile: 'key.pem' },

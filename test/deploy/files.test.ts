@@ -25,7 +25,9 @@ describe('deploy/Dockerfile', () => {
     expect(text).toMatch(/^USER node$/m);
     expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
     // Exec form, Node itself: no shell or npm in between to swallow SIGTERM.
-    expect(text).toMatch(/^CMD \["node", "--import", "tsx", "src\/cli\/start.ts"\]$/m);
+    expect(text).toMatch(
+      /^CMD \["node", "--max-semi-space-size=64", "--import", "tsx", "src\/cli\/start.ts"\]$/m,
+    );
   });
 });
 

@@ -11,19 +11,25 @@ import { createMemoryLogger } from '../../src/testing/memory-logger.js';
 
 /** Runs a turn to its end and returns every event and the summary. */
 export async function collectTurn(
-  options: Partial<TurnOptions> & Pick<TurnOptions, 'llm' | 'messages'>,
+  options: Partial<TurnOptions> &
+    Pick<TurnOptions, 'llm' | 'messages'> & {
+      /** Sees each event of the stream as the reader takes it. */
+      onEvent?: (event: TurnEvent) => void;
+    },
 ): Promise<{ events: TurnEvent[]; summary: TurnSummary; text: string }> {
   const events: TurnEvent[] = [];
+  const { onEvent, ...turnOptions } = options;
   const gen = runTurn({
     toolset: NO_TOOLS,
     signal: new AbortController().signal,
     session: { id: 'sess-1', character: 'test', state: {} },
     log: createMemoryLogger(),
-    ...options,
+    ...turnOptions,
   });
   let step = await gen.next();
   while (!step.done) {
     events.push(step.value);
+    onEvent?.(step.value);
     step = await gen.next();
   }
   const text = events.flatMap((e) => (e.type === 'text.delta' ? [e.delta] : [])).join('');

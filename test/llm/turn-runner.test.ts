@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ChatMessage } from '../../src/llm/chunk.js';
 import { TOOL_RESULT_MARKER } from '../../src/llm/prompt-tools.js';
-import { toolResultMessages } from '../../src/llm/turn-runner.js';
+import { toolResultMessages, type TurnEvent } from '../../src/llm/turn-runner.js';
 import {
   createToolset,
   defineTool,
@@ -78,6 +78,46 @@ describe.each(TRANSPORTS)('over the %s transport', (transport) => {
         { role: 'assistant', content: 'Once upon a time, there was a fox.' },
       ]);
       expect(summary.ttftMs).not.toBeNull();
+    });
+
+    it('hands text deltas to onTextDelta in the place the event stream would have had them', async () => {
+      sim.setScript({
+        rules: [
+          {
+            when: { round: 0 },
+            reply: { parts: [{ text: 'Let me check. ' }, { toolCall: weatherCall }] },
+          },
+          {
+            when: { toolResult: '22' },
+            reply: { parts: [{ text: 'It is 22 degrees in Paris.' }] },
+          },
+        ],
+      });
+      const llm = await simClient(sim.url, { transport });
+      const streamed = await collectTurn({
+        llm,
+        messages: conversation('Weather in Paris in celsius?'),
+        toolset: weatherTools,
+      });
+      // With the sink, the reader's list and the sink's share one timeline.
+      const seen: TurnEvent[] = [];
+      const sunk = await collectTurn({
+        llm,
+        messages: conversation('Weather in Paris in celsius?'),
+        toolset: weatherTools,
+        onTextDelta: (e) => seen.push(e),
+        onEvent: (e) => seen.push(e),
+      });
+      expect(sunk.events.some((e) => e.type === 'text.delta')).toBe(false);
+      // Runs of one delta type folded: the simulator splits arguments differently each time.
+      const folded = (events: TurnEvent[]) =>
+        types(events).filter((t, i, all) => !t.endsWith('.delta') || all[i - 1] !== t);
+      expect(folded(seen)).toEqual(folded(streamed.events));
+      expect(folded(seen)).toContain('text.delta');
+      expect(seen.flatMap((e) => (e.type === 'text.delta' ? [e.delta] : [])).join('')).toBe(
+        'Let me check. It is 22 degrees in Paris.',
+      );
+      expect(sunk.summary.text).toBe(streamed.summary.text);
     });
 
     it('runs a tool round and resumes with the assistant tool_calls and one tool message per call', async () => {

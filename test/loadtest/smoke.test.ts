@@ -95,3 +95,37 @@ describe('npm run loadtest -- --sim (smoke)', () => {
     expect(html).not.toMatch(/(src|href)="https?:/);
   });
 });
+
+describe('npm run loadtest -- --sim with DELTA_BATCH_MS (joined deltas)', () => {
+  let joined: LoadtestReport;
+  let joinedDir: string;
+
+  beforeAll(async () => {
+    joinedDir = await mkdtemp(join(tmpdir(), 'troupe-loadtest-joined-'));
+    const args = ['--import', 'tsx', 'loadtest/loadtest.ts', '--sim', '--sessions', '5'];
+    args.push('--ramp', '500ms', '--duration', '4s', '--think', '200ms', '--sim-ttft', '20ms');
+    args.push('--sim-tps', '200', '--out', joinedDir, '--name', 'joined');
+    // A window longer than a reply: every delta after an item's first is joined.
+    await run(process.execPath, args, {
+      timeout: TEST_TIMEOUT_MS - 30_000,
+      env: { ...process.env, DELTA_BATCH_MS: '1000' },
+    });
+    joined = JSON.parse(await readFile(join(joinedDir, 'joined.json'), 'utf8')) as LoadtestReport;
+  }, TEST_TIMEOUT_MS);
+
+  afterAll(async () => {
+    if (joinedDir) await rm(joinedDir, { recursive: true, force: true });
+  });
+
+  it('counts each of the LLM’s deltas a frame carries, with its own latency, and loses no text', () => {
+    const phase = joined.phases[0]!;
+    // No `lost_text`: the joined deltas make each reply's whole text.
+    expect(phase.errors).toEqual({});
+    expect(phase.turns.completed).toBeGreaterThan(0);
+    expect(phase.deltaFramesPerSec).toBeGreaterThan(0);
+    expect(phase.deltaFramesPerSec!).toBeLessThan(phase.deltasPerSec);
+    // One latency sample per delta of the LLM, not per frame.
+    const perSecond = phase.metrics.addedPerDelta!.n / phase.durationS;
+    expect(perSecond).toBeGreaterThan(phase.deltaFramesPerSec!);
+  });
+});
