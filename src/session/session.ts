@@ -12,9 +12,15 @@ import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import { finishedMcpCall, itemNotFound, newId } from './items.js';
+import { finishedMcpCall, newId } from './items.js';
 import type { BackgroundCalls } from '../tools/background.js';
-import { runProgressLine, sessionBackgroundCalls } from './background-results.js';
+import {
+  resumeBackground,
+  sessionBackgroundCalls,
+  speakProgress,
+  type SessionBackgroundOptions,
+} from './background-results.js';
+import type { BackgroundHandover } from './background-handover.js';
 import { checkResponse, unknownCall } from './response-checks.js';
 import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
@@ -27,6 +33,7 @@ import { SessionConfig, defaultSettings, type VoiceDefaults } from './session-se
 import { SNAPSHOT_VERSION, type SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
 import type { HandoffRequest } from '../characters/handoffs.js';
+import { truncateItem } from './item-truncate.js';
 import { VoiceInput } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
@@ -69,6 +76,8 @@ export interface SessionOptions {
    * just before its `response.done` goes out: the moment to store at once.
    */
   onChange?: (session: Session, settled?: boolean) => void;
+  /** Where a closing session's background calls wait for a resume in this process; absent = they stop. */
+  handover?: BackgroundHandover;
 }
 
 /** Options of {@link restoreSession}: a session's, its character and variant taken from the snapshot. */
@@ -98,8 +107,12 @@ export interface Session {
   snapshotText(): string;
   /** Resolves when no response is running. */
   idle(): Promise<void>;
-  /** Stops the response in flight (if any) and records the session's end. */
-  close(): void;
+  /**
+   * Stops the response in flight (if any) and records the session's end.
+   * Background calls run on for a resume in this process (see `handover`)
+   * unless `final` (the client said it is done): then they stop.
+   */
+  close(options?: { final?: boolean }): void;
 }
 
 /** A snapshot that cannot be restored here (another format, an unknown character). */
@@ -221,6 +234,9 @@ class ConversationSession implements Session {
   readonly #ctx: ResponseContext;
   readonly #handoffs: SessionHandoffs;
   readonly #background: BackgroundCalls;
+  readonly #backgroundOptions: SessionBackgroundOptions;
+  /** A restored session's snapshot: the background calls it listed as running. */
+  readonly #resumed: SessionState['background'] | undefined;
   /** Background outcomes in history that no response has started since (the follow-up tells them). */
   #untold = 0;
 
@@ -248,6 +264,8 @@ class ConversationSession implements Session {
       state.conversation ?? undefined,
     );
     this.#conversation.setTurnSettings(opening.turn);
+    this.#resumed = state.conversation ? (state.background ?? []) : undefined;
+    delete state.background;
     if (!state.conversation && state.settings.greeting !== false) {
       this.#conversation.addGreeting(character);
     }
@@ -263,7 +281,8 @@ class ConversationSession implements Session {
         })
       : undefined;
     this.#handoffs = new SessionHandoffs({ characters: options.characters });
-    this.#background = this.#backgroundCalls();
+    this.#backgroundOptions = this.#backgroundCallOptions();
+    this.#background = sessionBackgroundCalls(this.#backgroundOptions);
     this.#ctx = this.#responseContext();
     this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
     options.metrics?.active.inc();
@@ -285,6 +304,9 @@ class ConversationSession implements Session {
   start(): void {
     this.#send({ type: 'session.created', session: this.#sessionObject() });
     this.#conversation.announce();
+    if (this.#resumed === undefined) return;
+    const parked = this.#o.handover?.claim(this.id);
+    resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }
 
   configureVoice(defaults: VoiceDefaults): void {
@@ -303,18 +325,23 @@ class ConversationSession implements Session {
 
   /** The state as it is now, sharing the live conversation: copy or serialise it at once. */
   #live(): SessionState {
-    return { ...this.#state, conversation: this.#conversation.toState() };
+    const running = this.#background.pending();
+    const background = running.length > 0 ? { background: running } : {};
+    return { ...this.#state, ...background, conversation: this.#conversation.toState() };
   }
 
   async idle(): Promise<void> {
     await this.#queue.idle();
   }
 
-  close(): void {
+  close(options: { final?: boolean } = {}): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#queue.close();
-    this.#background.close();
+    // A resume in this process takes over the calls still running; otherwise they stop.
+    if (this.#o.handover && !options.final && this.#background.running > 0) {
+      this.#o.handover.park(this.id, this.#background);
+    } else this.#background.close();
     this.#voiceIn?.close();
     this.#voiceOut?.close();
     this.#o.metrics?.active.dec();
@@ -378,7 +405,17 @@ class ConversationSession implements Session {
           conversation.delete(event.item_id, this.#queue.active !== undefined, eventId),
         );
       case 'conversation.item.truncate':
-        return this.#truncate(event, eventId);
+        return truncateItem(
+          {
+            active: this.#queue.active,
+            lastSpeech: this.#voiceOut?.lastSpeech,
+            conversation,
+            send: this.#send,
+            changed: this.#changed,
+          },
+          event,
+          eventId,
+        );
       case 'response.create':
         return this.#createResponse(event.response ?? {}, eventId, receivedAt);
       case 'response.cancel':
@@ -483,8 +520,8 @@ class ConversationSession implements Session {
     };
   }
 
-  #backgroundCalls(): BackgroundCalls {
-    return sessionBackgroundCalls({
+  #backgroundCallOptions(): SessionBackgroundOptions {
+    return {
       send: this.#o.send,
       log: () => this.#log,
       character: () => this.#character,
@@ -501,26 +538,21 @@ class ConversationSession implements Session {
         this.#changed();
         this.#request('background', {}, performance.now());
       },
-      speak: (text) => this.#speakProgress(text),
-    });
-  }
-
-  /** A progress line spoken now, if the character is silent and the user is not speaking. */
-  #speakProgress(text: string): void {
-    const voice = this.#voiceOut;
-    if (!voice?.canSpeak || this.#queue.busy || this.#voiceIn?.userTurn) return;
-    if (!this.#config.current.outputModalities.includes('audio')) return;
-    this.#queue.request({
-      kind: 'background',
-      run: (response) =>
-        runProgressLine(
-          { send: this.#o.send, log: () => this.#log, voice, conversation: this.#conversation },
+      speak: (text) =>
+        speakProgress(
+          {
+            voice: this.#voiceOut,
+            queue: this.#queue,
+            userTurn: () => this.#voiceIn?.userTurn === true,
+            audio: () => this.#config.current.outputModalities.includes('audio'),
+            send: this.#o.send,
+            log: () => this.#log,
+            conversation: this.#conversation,
+          },
           this.id,
-          response,
           text,
         ),
-      onError: (err) => this.#log.error({ err }, 'progress line failed unexpectedly'),
-    });
+    };
   }
 
   #voiceInput(kit: SessionVoice): VoiceInput {
@@ -782,37 +814,5 @@ class ConversationSession implements Session {
     this.#changed();
     if (response.stoppedBy || this.#conversation.hasPendingCalls()) return;
     this.#request('handoff', {}, receivedAt);
-  }
-
-  // ── conversation.item.truncate ──────────────────────────────────────────
-
-  /** The client played only part of a spoken item: history keeps what was heard. */
-  #truncate(
-    event: { item_id: string; content_index: number; audio_end_ms: number },
-    eventId: string | null,
-  ): ProtocolError | undefined {
-    const active = this.#queue.active;
-    const speech = active?.speech ?? this.#voiceOut?.lastSpeech;
-    const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
-    if (heard === undefined) {
-      if (!this.#conversation.find(event.item_id)) {
-        return itemNotFound('conversation.item.truncate', event.item_id, eventId);
-      }
-      return new ProtocolError(
-        'invalid_value',
-        `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
-        { param: 'item_id', eventId },
-      );
-    }
-    if (active?.speech === speech) active!.truncations.set(event.item_id, heard);
-    this.#conversation.cutToHeard(event.item_id, heard);
-    this.#send({
-      type: 'conversation.item.truncated',
-      item_id: event.item_id,
-      content_index: event.content_index,
-      audio_end_ms: event.audio_end_ms,
-    });
-    this.#changed();
-    return undefined;
   }
 }

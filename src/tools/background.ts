@@ -33,6 +33,24 @@ export interface BackgroundDone {
   arguments: string;
 }
 
+/** A background call still running: what a snapshot records of it. */
+export interface BackgroundPending {
+  callId: string;
+  name: string;
+  /** The arguments as the model sent them. */
+  arguments: string;
+  /** When it started, epoch ms. */
+  startedAt: number;
+}
+
+/** One running call; `owner` is the set that reports its end (it changes on {@link BackgroundCalls.adopt}). */
+interface RunningCall {
+  controller: AbortController;
+  cancellable: boolean;
+  pending: BackgroundPending;
+  owner: BackgroundCalls;
+}
+
 /** Options of {@link BackgroundCalls}. */
 export interface BackgroundCallsOptions {
   /** The session the calls belong to, when each starts (`ctx.session`). */
@@ -43,7 +61,9 @@ export interface BackgroundCallsOptions {
   /** Calls that may run at once. @defaultValue 8 */
   maxRunning?: number;
   onProgress: (progress: BackgroundProgress) => void;
-  /** Called once per call that started, whatever its outcome (not after {@link BackgroundCalls.close}'s own). */
+  /** Called once per call that started, whatever its outcome: count and log it here. */
+  onEnd?: (done: BackgroundDone) => void;
+  /** Called once per call that started, after `onEnd` (unless {@link BackgroundCalls.park}ed). */
   onDone: (done: BackgroundDone) => void;
 }
 
@@ -66,9 +86,11 @@ export function backgroundStartedText(name: string): string {
 /** One session's background calls. */
 export class BackgroundCalls implements BackgroundStarter {
   readonly #o: BackgroundCallsOptions;
-  readonly #running = new Map<string, { controller: AbortController; cancellable: boolean }>();
+  readonly #running = new Map<string, RunningCall>();
   readonly #settled = new Set<Promise<void>>();
   #closed = false;
+  /** After {@link park}: where outcomes go instead of `onDone`. */
+  #parkedTo: ((done: BackgroundDone) => void) | undefined;
 
   constructor(options: BackgroundCallsOptions) {
     this.#o = options;
@@ -92,7 +114,18 @@ export class BackgroundCalls implements BackgroundStarter {
       };
     }
     const controller = new AbortController();
-    this.#running.set(call.id, { controller, cancellable: tool.cancellable ?? false });
+    const entry: RunningCall = {
+      controller,
+      cancellable: tool.cancellable ?? false,
+      pending: {
+        callId: call.id,
+        name: call.name,
+        arguments: call.arguments,
+        startedAt: Date.now(),
+      },
+      owner: this,
+    };
+    this.#running.set(call.id, entry);
     const options: ExecutorOptions = {
       signal: controller.signal,
       session: this.#o.session(),
@@ -106,13 +139,52 @@ export class BackgroundCalls implements BackgroundStarter {
     const settled = runPreparedCall(runnable, options, performance.now(), {
       timeoutMs: tool.timeoutMs ?? DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
       progress: (text) => this.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
-    }).then((result) => {
-      this.#running.delete(call.id);
-      this.#o.onDone({ result: { ...result, background: 'done' }, arguments: call.arguments });
-    });
+    }).then((result) =>
+      entry.owner.#ended(entry, {
+        result: { ...result, background: 'done' },
+        arguments: call.arguments,
+      }),
+    );
     const tracked = settled.finally(() => this.#settled.delete(tracked));
     this.#settled.add(tracked);
     return { ok: true, output: backgroundStartedText(call.name) };
+  }
+
+  #ended(entry: RunningCall, done: BackgroundDone): void {
+    this.#running.delete(entry.pending.callId);
+    this.#o.onEnd?.(done);
+    if (this.#parkedTo) this.#parkedTo(done);
+    else this.#o.onDone(done);
+  }
+
+  /** The calls running now, as a snapshot records them. */
+  pending(): BackgroundPending[] {
+    return [...this.#running.values()].map((r) => ({ ...r.pending }));
+  }
+
+  /**
+   * The session closes but may be resumed in this process: the calls run on
+   * (no new ones start) and each outcome goes to `to` instead of `onDone`.
+   */
+  park(to: (done: BackgroundDone) => void): void {
+    this.#closed = true;
+    this.#parkedTo = to;
+  }
+
+  /** Takes over the calls `other` is running: their outcomes come here from now on. */
+  adopt(other: BackgroundCalls): BackgroundPending[] {
+    const taken: BackgroundPending[] = [];
+    for (const [id, entry] of other.#running) {
+      other.#running.delete(id);
+      entry.owner = this;
+      this.#running.set(id, entry);
+      taken.push({ ...entry.pending });
+    }
+    for (const s of other.#settled) {
+      const tracked = s.finally(() => this.#settled.delete(tracked));
+      this.#settled.add(tracked);
+    }
+    return taken;
   }
 
   /** The user interrupted (barge-in, `response.cancel`): cancellable calls stop; returns how many. */
