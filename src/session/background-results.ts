@@ -79,25 +79,33 @@ export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundC
  */
 export function deliverOutcome(
   o: Pick<SessionBackgroundOptions, 'send' | 'character' | 'conversation' | 'closed' | 'followUp'>,
-  {
-    result,
-    arguments: args,
-  }: Pick<BackgroundDone, 'arguments'> & {
+  done: Pick<BackgroundDone, 'arguments' | 'character' | 'dropped'> & {
     result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output' | 'durationMs'>;
   },
 ): void {
-  // History keeps the one outcome even when the session is closing (a resumed one shows it).
-  const item = o.conversation.addBackgroundResult(result, args, o.character().id);
+  const { result, arguments: args } = done;
+  const serving = o.character().id;
+  const caller = done.character ?? serving;
+  // Its conversation was replaced: the client hears how it ended; no history, no follow-up.
+  // Otherwise history keeps the one outcome even when the session is closing (a resumed one shows it).
+  const item = done.dropped
+    ? undefined
+    : o.conversation.addBackgroundResult(
+        result,
+        args,
+        caller,
+        caller !== serving ? caller : undefined,
+      );
   o.send({
     type: 'troupe.background_tool.done',
     call_id: result.callId,
     name: result.name,
-    item_id: item.id,
+    item_id: item?.id ?? null,
     outcome: result.outcome,
     output: result.output,
     duration_ms: round(result.durationMs),
   });
-  if (!o.closed()) o.followUp();
+  if (item && !o.closed()) o.followUp();
 }
 
 /** What the model is told of a background call that a reconnection cut off. */
@@ -138,6 +146,7 @@ export function resumeBackground(
     );
     deliverOutcome(o, {
       arguments: p.arguments,
+      ...(p.character !== undefined ? { character: p.character } : {}),
       result: {
         callId: p.callId,
         name: p.name,

@@ -19,6 +19,8 @@ export interface ResponseCheckContext {
   clientTools: readonly ClientTool[];
   find: (id: string) => Item | undefined;
   turn: CharacterTurnSettings;
+  /** The character's `transfer_to_<id>` tools offered now. */
+  transfers: readonly string[];
   eventId: string | null;
 }
 
@@ -47,7 +49,19 @@ export function checkResponse(
     }
   }
   if (typeof r.tool_choice === 'object') {
-    const names = [...character.toolNames, ...(r.tools ?? c.clientTools).map((t) => t.name)];
+    // Out of band a transfer cannot go through, so it cannot be forced either.
+    const transfers = kind === 'out_of_band' ? [] : c.transfers;
+    if (kind === 'out_of_band' && c.transfers.includes(r.tool_choice.name)) {
+      return invalid(
+        'response.tool_choice.name',
+        `"${r.tool_choice.name}" hands the conversation over, which an out-of-band response (conversation "none") cannot do; name another tool, or use conversation "auto".`,
+      );
+    }
+    const names = [
+      ...character.toolNames,
+      ...transfers,
+      ...(r.tools ?? c.clientTools).map((t) => t.name),
+    ];
     if (!names.includes(r.tool_choice.name)) {
       return invalid(
         'response.tool_choice.name',

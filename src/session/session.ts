@@ -501,7 +501,7 @@ class ConversationSession implements Session {
       shareHistory: this.#shareHistory,
       changed: this.#changed,
       handoffs: {
-        toolset: (character, base) => this.#handoffs.toolset(character, base),
+        toolset: (character, base, outOfBand) => handoffs.toolset(character, base, outOfBand),
         get requested() {
           return handoffs.requested;
         },
@@ -667,6 +667,7 @@ class ConversationSession implements Session {
       clientTools: this.#config.current.tools,
       find: (id) => this.#conversation.find(id),
       turn: this.#opening.turn,
+      transfers: this.#handoffs.transferNames(this.#character),
       eventId,
     });
     if (input instanceof ProtocolError) return input;
@@ -727,7 +728,7 @@ class ConversationSession implements Session {
       }
       next = found;
     }
-    const problem = this.#config.check(u, next, eventId);
+    const problem = this.#config.check(u, next, eventId, this.#handoffs.transferNames(next));
     if (problem) return problem;
     const greeting = u.greeting ?? this.#config.current.greeting !== false;
     if (next !== this.#character) await this.#changeCharacter(next, greeting);
@@ -750,6 +751,8 @@ class ConversationSession implements Session {
   async #changeCharacter(next: LoadedCharacter, greeting: boolean): Promise<void> {
     // The old character's greeting makes no sense any more.
     if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
+    // Its background calls belonged to the conversation that ends here: they stop.
+    this.#background.drop();
     const state = this.#state;
     const opening = await open(next, this.id, state.metadata);
     this.#conversation.restart(next, greeting);
@@ -802,7 +805,7 @@ class ConversationSession implements Session {
     if (this.#closed) return;
     swapCharacterState(state, from.id, next.id);
     this.#become(next, opening);
-    this.#config.resetVoice();
+    this.#config.resetForHandoff(next, this.#handoffs.transferNames(next));
     // The old character's greeting, if still unspoken, is not said any more.
     this.#conversation.markGreetingSpoken();
     this.#log.info(

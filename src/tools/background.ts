@@ -31,6 +31,10 @@ export interface BackgroundDone {
   result: ToolResult & { background: 'done' };
   /** The arguments as the model sent them. */
   arguments: string;
+  /** The character that called it. */
+  character?: string;
+  /** Stopped because its conversation was replaced (`session.update {character}`): no history to join. */
+  dropped?: boolean;
 }
 
 /** A background call still running: what a snapshot records of it. */
@@ -41,6 +45,8 @@ export interface BackgroundPending {
   arguments: string;
   /** When it started, epoch ms. */
   startedAt: number;
+  /** The character that called it (absent in older snapshots). */
+  character?: string;
 }
 
 /** One running call; `owner` is the set that reports its end (it changes on {@link BackgroundCalls.adopt}). */
@@ -49,6 +55,7 @@ interface RunningCall {
   cancellable: boolean;
   pending: BackgroundPending;
   owner: BackgroundCalls;
+  dropped: boolean;
 }
 
 /** Options of {@link BackgroundCalls}. */
@@ -70,7 +77,7 @@ export interface BackgroundCallsOptions {
 /** Why a background call was stopped: the session closed, or the user interrupted. */
 export class BackgroundCancelledError extends TroupeError {
   override name = 'BackgroundCancelledError';
-  constructor(reason: 'session_closed' | 'interrupted') {
+  constructor(reason: 'session_closed' | 'interrupted' | 'character_changed') {
     super('E_TOOL_CANCELLED', `background tool call stopped: ${reason.replace('_', ' ')}`);
   }
 }
@@ -114,6 +121,13 @@ export class BackgroundCalls implements BackgroundStarter {
       };
     }
     const controller = new AbortController();
+    const options: ExecutorOptions = {
+      signal: controller.signal,
+      session: this.#o.session(),
+      log: this.#o.log(),
+      ...(this.#o.maxOutputBytes !== undefined ? { maxOutputBytes: this.#o.maxOutputBytes } : {}),
+    };
+    const character = options.session.character;
     const entry: RunningCall = {
       controller,
       cancellable: tool.cancellable ?? false,
@@ -122,16 +136,12 @@ export class BackgroundCalls implements BackgroundStarter {
         name: call.name,
         arguments: call.arguments,
         startedAt: Date.now(),
+        character,
       },
       owner: this,
+      dropped: false,
     };
     this.#running.set(call.id, entry);
-    const options: ExecutorOptions = {
-      signal: controller.signal,
-      session: this.#o.session(),
-      log: this.#o.log(),
-      ...(this.#o.maxOutputBytes !== undefined ? { maxOutputBytes: this.#o.maxOutputBytes } : {}),
-    };
     // Whatever `cancellable` says, the call's own signal is what stops it:
     // this class decides which stops reach it.
     const runnable = { ...prepared, tool: { ...tool, cancellable: true } };
@@ -143,6 +153,8 @@ export class BackgroundCalls implements BackgroundStarter {
       entry.owner.#ended(entry, {
         result: { ...result, background: 'done' },
         arguments: call.arguments,
+        character,
+        ...(entry.dropped ? { dropped: true } : {}),
       }),
     );
     const tracked = settled.finally(() => this.#settled.delete(tracked));
@@ -198,6 +210,19 @@ export class BackgroundCalls implements BackgroundStarter {
     return stopped;
   }
 
+  /**
+   * The conversation is replaced (a new character starts afresh): every call
+   * stops, and each outcome is reported as `dropped` (no history to join).
+   */
+  drop(): number {
+    for (const entry of this.#running.values()) {
+      entry.dropped = true;
+      if (!entry.controller.signal.aborted)
+        entry.controller.abort(new BackgroundCancelledError('character_changed'));
+    }
+    return this.#running.size;
+  }
+
   /** The session closes: every call stops (each still reports its `cancelled` outcome). */
   close(): void {
     this.#closed = true;
@@ -217,17 +242,23 @@ export class BackgroundCalls implements BackgroundStarter {
 export const BACKGROUND_RESULT_PREFIX = '[Background tool result]';
 
 /**
- * The user-role message that hands a background call's outcome to the model.
+ * The user-role message that hands a background call's outcome to the model
+ * (`handedOverBy`: the character that started it, when another serves now).
  * A `user` message is the one form every chat template takes anywhere in a
  * conversation (many refuse a `system` message after the first, and an
  * invented assistant/tool pair would claim a call the model never made).
  */
 export function backgroundResultMessage(
   result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>,
+  handedOverBy?: string,
 ): string {
   const how = result.outcome === 'ok' ? 'finished' : `ended (${result.outcome})`;
+  // After a handoff the character serving did not start it: say who did.
+  const whose = handedOverBy
+    ? `work that character "${handedOverBy}" started before the conversation was handed to you`
+    : 'the work you started earlier';
   return (
     `${BACKGROUND_RESULT_PREFIX} ${result.name} (call ${result.callId}) ${how}:\n${result.output}\n` +
-    '(Not from the user: the work you started earlier. Tell the user what it found, briefly.)'
+    `(Not from the user: ${whose}. Tell the user what it found, briefly.)`
   );
 }
