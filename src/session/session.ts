@@ -21,8 +21,8 @@ import {
   type SessionBackgroundOptions,
 } from './background-results.js';
 import type { BackgroundHandover } from './background-handover.js';
-import { checkResponse, unknownCall } from './response-checks.js';
-import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
+import { activeResponse, checkResponse, tooManyOutOfBand, unknownCall } from './response-checks.js';
+import { ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
   runResponse,
@@ -199,14 +199,6 @@ export async function restoreSession(
     character,
     opening,
     state,
-  );
-}
-
-function activeResponse(activeId: string, eventId: string | null): ProtocolError {
-  return new ProtocolError(
-    'conversation_already_has_active_response',
-    `Conversation already has an active response in progress: ${activeId}. Wait until the response is finished before creating a new one.`,
-    { eventId },
   );
 }
 
@@ -654,12 +646,9 @@ class ConversationSession implements Session {
     const kind: ResponseKind = r.conversation === 'none' ? 'out_of_band' : 'client';
     const inTheWay = this.#queue.refusal(kind);
     if (inTheWay !== undefined) {
-      if (kind === 'client') return activeResponse(inTheWay, eventId);
-      return new ProtocolError(
-        'too_many_out_of_band_responses',
-        `response.create: ${MAX_OUT_OF_BAND_RESPONSES} out-of-band responses are running (${inTheWay}), the most a session runs at once; wait for a response.done or cancel one with response.cancel {response_id}.`,
-        { param: 'response.conversation', eventId },
-      );
+      return kind === 'client'
+        ? activeResponse(inTheWay, eventId)
+        : tooManyOutOfBand(inTheWay, eventId);
     }
     const input = checkResponse(r, kind, {
       canSpeak: this.#o.voice?.tts != null,
