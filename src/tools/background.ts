@@ -148,7 +148,8 @@ export class BackgroundCalls implements BackgroundStarter {
     const speak = tool.speakProgress === true;
     const settled = runPreparedCall(runnable, options, performance.now(), {
       timeoutMs: tool.timeoutMs ?? DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
-      progress: (text) => this.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
+      progress: (text) =>
+        entry.owner.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
     }).then((result) =>
       entry.owner.#ended(entry, {
         result: { ...result, background: 'done' },
