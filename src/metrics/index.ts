@@ -19,6 +19,12 @@ export interface SessionMetrics {
   total: Counter<'character'>;
   /** Transfers from one character to another (`transfer_to_<id>`). */
   handoffs?: Counter<'from' | 'to'>;
+  /**
+   * Background calls a resumed session found gone (they ran in a process
+   * that stopped, or ended where no session could take their outcome): each
+   * ends in history as interrupted. Counted where the resume happens.
+   */
+  backgroundInterrupted?: Counter<'character' | 'tool'>;
   duration: Histogram;
   turns: Counter<'character' | 'status'>;
   /** `response.create` received → first text delta sent. */
@@ -135,6 +141,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       name: 'troupe_handoffs_total',
       help: 'Handoffs between characters in sessions, by the character handing off and the one taking over.',
       labelNames: ['from', 'to'],
+      registers,
+    }),
+    backgroundInterrupted: new Counter({
+      name: 'troupe_tool_background_interrupted_total',
+      help: 'Background tool calls a resumed session found no longer running (their result was lost with the connection), by character and tool.',
+      labelNames: ['character', 'tool'],
       registers,
     }),
     duration: new Histogram({

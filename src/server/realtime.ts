@@ -28,6 +28,7 @@ import { requestUrl, unmuteRoute } from './http-routes.js';
 import type { ServerLlm } from './llm.js';
 import type { OverloadMonitor } from './overload.js';
 import type { Resumer } from './resume.js';
+import { BackgroundHandover } from '../session/background-handover.js';
 import { createSessionOpener, overloadRefusal, type SessionOpener } from './session-open.js';
 import type { RestoreInput } from './session-state.js';
 import { CLOSE, closeSocket, refuseUpgrade } from './socket-close.js';
@@ -96,6 +97,13 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     metrics,
     log,
   });
+  // Background calls of a dropped session run on, for a resume in this process to take over.
+  const handover = ctx.resume
+    ? new BackgroundHandover({
+        keepMs: config.scale.resumeTtlS * 1000,
+        log: log.child({ part: 'background' }),
+      })
+    : undefined;
   let accepting = true;
   const pings = startPings(connections, limits.pingIntervalS, (ws) => {
     metrics.server.rejected.inc({ reason: 'dead_peer' });
@@ -117,7 +125,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     },
   });
   const admit = createAdmitter(ctx, connections, () => accepting);
-  const open = createConnectionOpener(ctx, connections, opener, () => accepting, closing);
+  const open = createConnectionOpener(ctx, connections, opener, () => accepting, closing, handover);
 
   function upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     // Node removes its own error listener before handing over an upgraded
@@ -188,6 +196,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         // The close follows the last write: a client that reconnects at once resumes all it said.
         void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
       }
+      handover?.close();
     },
     async resumeFlushed() {
       await opener.flushed();
@@ -285,6 +294,7 @@ function createConnectionOpener(
   opener: SessionOpener,
   accepting: () => boolean,
   closing: WeakSet<WebSocket>,
+  handover: BackgroundHandover | undefined,
 ): (
   ws: WebSocket,
   req: IncomingMessage,
@@ -311,13 +321,14 @@ function createConnectionOpener(
     });
     errors.accepted(link);
     connections.set(ws, undefined);
-    ws.on('close', () => {
-      connections.get(ws)?.close();
+    ws.on('close', (code) => {
+      // A client that closed normally is done: its background calls stop (others may resume).
+      connections.get(ws)?.close({ final: code === CLOSE.NORMAL });
       connections.delete(ws);
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
-    const common = sessionOptions(ctx, link.send, link.log, (settled) => {
+    const common = sessionOptions(ctx, handover, link.send, link.log, (settled) => {
       const tracker = link.resumeLink.tracker;
       tracker?.changed();
       if (settled) void tracker?.flush();
@@ -405,6 +416,7 @@ function watchSocketErrors(
 /** What every session of the endpoint is made with. */
 function sessionOptions(
   ctx: RealtimeContext,
+  handover: BackgroundHandover | undefined,
   send: (event: ServerEvent) => void,
   sessionLog: Logger,
   onChange: (settled: boolean) => void,
@@ -422,5 +434,6 @@ function sessionOptions(
     metrics: ctx.metrics.sessions,
     onChange: (_session, settled) => onChange(settled === true),
     ...(ctx.voice ? { voice: ctx.voice } : {}),
+    ...(handover ? { handover } : {}),
   };
 }

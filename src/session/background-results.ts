@@ -7,12 +7,17 @@
 import type { Logger } from 'pino';
 import type { LoadedCharacter } from '../characters/types.js';
 import type { SessionMetrics } from '../metrics/index.js';
-import { BackgroundCalls } from '../tools/background.js';
-import type { ToolContext } from '../tools/types.js';
+import {
+  BackgroundCalls,
+  type BackgroundDone,
+  type BackgroundPending,
+} from '../tools/background.js';
+import type { ToolContext, ToolResult } from '../tools/types.js';
+import type { ParkedCalls } from './background-handover.js';
 import type { Conversation } from './conversation.js';
 import type { ServerEvent } from './events.js';
 import { conversationId, inProgressResponse, messageItem, round } from './items.js';
-import type { RunningResponse } from './response-queue.js';
+import type { ResponseQueue, RunningResponse } from './response-queue.js';
 import { recordToolCall } from './response-report.js';
 import { speakPart, type SpeechPlace } from './speech-output.js';
 import type { VoiceOutput } from './voice-output.js';
@@ -50,7 +55,7 @@ export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundC
       });
       if (p.speak && !o.closed()) o.speak(p.text);
     },
-    onDone: ({ result, arguments: args }) => {
+    onEnd: ({ result }) => {
       const character = o.character();
       if (o.metrics) recordToolCall(o.metrics, character, result, 'background');
       const fields = {
@@ -62,19 +67,118 @@ export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundC
       };
       if (result.outcome === 'ok') o.log().info(fields, 'background tool call done');
       else o.log().warn({ ...fields, err: result.error }, 'background tool call failed');
-      // History keeps the one outcome even when the session is closing (a resumed one shows it).
-      const item = o.conversation.addBackgroundResult(result, args, character.id);
-      o.send({
-        type: 'troupe.background_tool.done',
-        call_id: result.callId,
-        name: result.name,
-        item_id: item.id,
-        outcome: result.outcome,
-        output: result.output,
-        duration_ms: round(result.durationMs),
-      });
-      if (!o.closed()) o.followUp();
     },
+    onDone: (done) => deliverOutcome(o, done),
+  });
+}
+
+/**
+ * A background call's outcome joins the conversation: an `mcp_call` item and
+ * the message the model reads, `troupe.background_tool.done`, then the
+ * follow-up response (none once the session has closed).
+ */
+export function deliverOutcome(
+  o: Pick<SessionBackgroundOptions, 'send' | 'character' | 'conversation' | 'closed' | 'followUp'>,
+  done: Pick<BackgroundDone, 'arguments' | 'character' | 'dropped'> & {
+    result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output' | 'durationMs'>;
+  },
+): void {
+  const { result, arguments: args } = done;
+  const serving = o.character().id;
+  const caller = done.character ?? serving;
+  // Its conversation was replaced: the client hears how it ended; no history, no follow-up.
+  // Otherwise history keeps the one outcome even when the session is closing (a resumed one shows it).
+  const item = done.dropped
+    ? undefined
+    : o.conversation.addBackgroundResult(
+        result,
+        args,
+        caller,
+        caller !== serving ? caller : undefined,
+      );
+  o.send({
+    type: 'troupe.background_tool.done',
+    call_id: result.callId,
+    name: result.name,
+    item_id: item?.id ?? null,
+    outcome: result.outcome,
+    output: result.output,
+    duration_ms: round(result.durationMs),
+  });
+  if (item && !o.closed()) o.followUp();
+}
+
+/** What the model is told of a background call that a reconnection cut off. */
+export function interruptedText(name: string): string {
+  return (
+    `${name} was interrupted: the connection dropped and the conversation was resumed ` +
+    'before it finished, so its result is lost. Tell the user and offer to run it again.'
+  );
+}
+
+/**
+ * A resumed session's background calls: the ones still running (or ended)
+ * in this process are taken over; each one the snapshot lists that is not
+ * ends here as interrupted (history, `troupe.background_tool.done`, a
+ * counter, a log line), so every call still has exactly one outcome.
+ */
+export function resumeBackground(
+  o: SessionBackgroundOptions,
+  calls: BackgroundCalls,
+  listed: readonly BackgroundPending[],
+  parked: ParkedCalls | undefined,
+): void {
+  const here = new Set<string>();
+  if (parked) {
+    for (const p of calls.adopt(parked.calls)) here.add(p.callId);
+    for (const done of parked.ended) {
+      here.add(done.result.callId);
+      deliverOutcome(o, done);
+    }
+  }
+  for (const p of listed) {
+    if (here.has(p.callId)) continue;
+    const character = o.character();
+    o.metrics?.backgroundInterrupted?.inc({ character: character.id, tool: p.name });
+    o.log().warn(
+      { tool: p.name, callId: p.callId, startedAt: new Date(p.startedAt).toISOString() },
+      'background tool call lost on resume',
+    );
+    deliverOutcome(o, {
+      arguments: p.arguments,
+      ...(p.character !== undefined ? { character: p.character } : {}),
+      result: {
+        callId: p.callId,
+        name: p.name,
+        outcome: 'cancelled',
+        output: interruptedText(p.name),
+        durationMs: Math.max(0, Date.now() - p.startedAt),
+      },
+    });
+  }
+}
+
+/** A progress line spoken now, if the character is silent and the user is not speaking. */
+export function speakProgress(
+  o: {
+    voice: VoiceOutput | undefined;
+    queue: ResponseQueue;
+    userTurn: () => boolean;
+    /** Whether the session speaks its replies now. */
+    audio: () => boolean;
+    send: (event: ServerEvent) => void;
+    log: () => Logger;
+    conversation: Conversation;
+  },
+  sessionId: string,
+  text: string,
+): void {
+  const voice = o.voice;
+  if (!voice?.canSpeak || o.queue.busy || o.userTurn() || !o.audio()) return;
+  o.queue.request({
+    kind: 'background',
+    run: (response) => runProgressLine({ ...o, voice }, sessionId, response, text),
+    onError: (err) => o.log().error({ err }, 'progress line failed unexpectedly'),
   });
 }
 

@@ -375,6 +375,7 @@ export class Conversation {
     result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>,
     args: string,
     serverLabel: string,
+    handedOverBy?: string,
   ): McpCallItem {
     const ok = result.outcome === 'ok';
     const item: McpCallItem = {
@@ -389,7 +390,10 @@ export class Conversation {
       approval_request_id: null,
     };
     const previous = this.newestItemId();
-    const message: ChatMessage = { role: 'user', content: backgroundResultMessage(result) };
+    const message: ChatMessage = {
+      role: 'user',
+      content: backgroundResultMessage(result, handedOverBy),
+    };
     this.#history.addItems(this.#history.startGroup(), [item], [message]);
     this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
     this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });

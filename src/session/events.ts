@@ -491,11 +491,15 @@ export type ServerEvent =
       text: string;
     }
   | {
-      /** A background call ended: its one outcome; `item_id` is the `mcp_call` item carrying it. */
+      /**
+       * A background call ended: its one outcome; `item_id` is the `mcp_call`
+       * item carrying it, null when its conversation was replaced
+       * (`session.update {character}`) and it joins no history.
+       */
       type: 'troupe.background_tool.done';
       call_id: string;
       name: string;
-      item_id: string;
+      item_id: string | null;
       outcome: ToolOutcome;
       output: string;
       duration_ms: number;

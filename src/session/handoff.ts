@@ -18,6 +18,10 @@ import type { SessionState } from './session-state.js';
 /** Most transfers per user turn; past it the transfer tool answers the model with an error. */
 export const MAX_HANDOFFS_PER_TURN = 2;
 
+/** What the model is told when an out-of-band response calls a transfer tool. */
+export const OUT_OF_BAND_TRANSFER =
+  'this reply is out of band (outside the conversation) and cannot hand the user over; answer it yourself';
+
 /** Options of {@link SessionHandoffs}. */
 export interface SessionHandoffsOptions {
   /** The characters there are now (a transfer to one that is gone is not offered). */
@@ -60,19 +64,26 @@ export class SessionHandoffs {
    * The character's tools and a `transfer_to_<id>` tool for each character
    * it hands off to that is there now (one removed on reload is withdrawn).
    */
-  toolset(character: LoadedCharacter, base: Toolset): Toolset {
+  toolset(character: LoadedCharacter, base: Toolset, outOfBand = false): Toolset {
     if (character.handoffs.length === 0) return base;
     const transfers = [];
     for (const id of character.handoffs) {
       const target = this.#o.characters.get(id);
       if (!target) continue;
       transfers.push(
-        transferTool(target, (reason, callId) =>
-          this.#transfer(character.id, target, reason, callId),
-        ),
+        transferTool(target, (reason, callId) => {
+          // Outside the conversation: it answers, but the character serving stays.
+          if (outOfBand) throw new Error(OUT_OF_BAND_TRANSFER);
+          return this.#transfer(character.id, target, reason, callId);
+        }),
       );
     }
     return withTransfers(base, transfers);
+  }
+
+  /** The `transfer_to_<id>` tools `character` is offered now. */
+  transferNames(character: LoadedCharacter): string[] {
+    return character.handoffs.filter((id) => this.#o.characters.get(id)).map(handoffToolName);
   }
 
   #transfer(from: string, target: LoadedCharacter, reason: string, callId: string): string {

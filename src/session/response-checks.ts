@@ -10,7 +10,7 @@ import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientFunctionCallItem, ClientTool, Item, ResponseOptions } from './events.js';
 import { audioUnsupported } from './items.js';
 import { inputMessages } from './response-input.js';
-import type { ResponseKind } from './response-queue.js';
+import { MAX_OUT_OF_BAND_RESPONSES, type ResponseKind } from './response-queue.js';
 
 /** What a response is checked against. */
 export interface ResponseCheckContext {
@@ -19,6 +19,8 @@ export interface ResponseCheckContext {
   clientTools: readonly ClientTool[];
   find: (id: string) => Item | undefined;
   turn: CharacterTurnSettings;
+  /** The character's `transfer_to_<id>` tools offered now. */
+  transfers: readonly string[];
   eventId: string | null;
 }
 
@@ -47,7 +49,19 @@ export function checkResponse(
     }
   }
   if (typeof r.tool_choice === 'object') {
-    const names = [...character.toolNames, ...(r.tools ?? c.clientTools).map((t) => t.name)];
+    // Out of band a transfer cannot go through, so it cannot be forced either.
+    const transfers = kind === 'out_of_band' ? [] : c.transfers;
+    if (kind === 'out_of_band' && c.transfers.includes(r.tool_choice.name)) {
+      return invalid(
+        'response.tool_choice.name',
+        `"${r.tool_choice.name}" hands the conversation over, which an out-of-band response (conversation "none") cannot do; name another tool, or use conversation "auto".`,
+      );
+    }
+    const names = [
+      ...character.toolNames,
+      ...transfers,
+      ...(r.tools ?? c.clientTools).map((t) => t.name),
+    ];
     if (!names.includes(r.tool_choice.name)) {
       return invalid(
         'response.tool_choice.name',
@@ -81,5 +95,23 @@ export function unknownCall(
     'invalid_value',
     `conversation.item.create: item.name: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (session.tools): ${list(client)}. Add the tool with session.update first, or name one of these.`,
     { param: 'item.name', eventId },
+  );
+}
+
+/** `response.create` while the conversation's response runs. */
+export function activeResponse(activeId: string, eventId: string | null): ProtocolError {
+  return new ProtocolError(
+    'conversation_already_has_active_response',
+    `Conversation already has an active response in progress: ${activeId}. Wait until the response is finished before creating a new one.`,
+    { eventId },
+  );
+}
+
+/** `response.create` out of band while the most out-of-band responses run. */
+export function tooManyOutOfBand(running: string, eventId: string | null): ProtocolError {
+  return new ProtocolError(
+    'too_many_out_of_band_responses',
+    `response.create: ${MAX_OUT_OF_BAND_RESPONSES} out-of-band responses are running (${running}), the most a session runs at once; wait for a response.done or cancel one with response.cancel {response_id}.`,
+    { param: 'response.conversation', eventId },
   );
 }

@@ -66,7 +66,8 @@ export interface ResponseContext {
   changed: (settled?: boolean) => void;
   /** Transfers to other characters: the tools offered, what the model sees. */
   handoffs?: {
-    toolset(character: LoadedCharacter, base: Toolset): Toolset;
+    /** Out of band, the transfer tools are offered but refuse (the character serving stays). */
+    toolset(character: LoadedCharacter, base: Toolset, outOfBand: boolean): Toolset;
     readonly requested: boolean;
     /** What the character serving now sees of history (all of it before any handoff). */
     view(messages: ChatMessage[]): ChatMessage[];
@@ -111,7 +112,7 @@ export async function runResponse(
     r.metadata ?? null,
     outOfBand ? null : conversationId(ctx.sessionId),
   );
-  const toolset = ctx.handoffs?.toolset(character, opening.toolset) ?? opening.toolset;
+  const toolset = ctx.handoffs?.toolset(character, opening.toolset, outOfBand) ?? opening.toolset;
   const history = (message: string, added?: readonly ChatMessage[]) =>
     input
       ? [...input]

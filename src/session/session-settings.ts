@@ -74,6 +74,7 @@ export class SessionConfig {
     u: SessionUpdate,
     next: LoadedCharacter,
     eventId: string | null,
+    transfers: readonly string[] = [],
   ): ProtocolError | undefined {
     const err = (code: string, message: string, param: string) =>
       new ProtocolError(code, message, { param, eventId });
@@ -112,7 +113,7 @@ export class SessionConfig {
     return checkToolChoice(
       u,
       u.tool_choice ?? this.#state.toolChoice,
-      [...serverTools, ...tools.map((t) => t.name)],
+      [...serverTools, ...transfers, ...tools.map((t) => t.name)],
       eventId,
     );
   }
@@ -143,9 +144,18 @@ export class SessionConfig {
     this.#state.instructions = null;
   }
 
-  /** Drops the client's voice: the character's is used (a handoff brings a new speaker). */
-  resetVoice(): void {
-    this.#state.voice = null;
+  /**
+   * After a handoff: drops the client's voice (the character's is used: a new
+   * speaker) and a tool_choice naming a tool the new character is not offered
+   * (a forced `transfer_to_<id>` has done its work): back to `auto`.
+   */
+  resetForHandoff(next: LoadedCharacter, transfers: readonly string[]): void {
+    const s = this.#state;
+    s.voice = null;
+    const choice = s.toolChoice;
+    if (typeof choice !== 'object') return;
+    const offered = [...next.toolNames, ...transfers, ...s.tools.map((t) => t.name)];
+    if (!offered.includes(choice.name)) s.toolChoice = 'auto';
   }
 
   /** A voice frontend's defaults (the unmute dialect: Ogg/Opus both ways, spoken replies). */

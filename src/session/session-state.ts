@@ -3,6 +3,7 @@
  * is, which round-trips through JSON (`snapshot()` / `restoreSession`).
  */
 import type { ChatMessage } from '../llm/chunk.js';
+import type { BackgroundPending } from '../tools/background.js';
 import type { VadSettings } from './audio-input.js';
 import type { ClientTool, GaSessionSettings, Item, ToolChoice } from './events.js';
 import type { AudioEncoding } from './voice-settings.js';
@@ -80,6 +81,12 @@ export interface SessionState {
    * until the first handoff (older snapshots have none).
    */
   characterStates?: Record<string, Record<string, unknown>>;
+  /**
+   * Background tool calls running when the snapshot was written (absent:
+   * none). A restored session takes over those still running in its process
+   * and ends the others as interrupted.
+   */
+  background?: BackgroundPending[];
   /** Responses run so far (log field `turn`). */
   turns: number;
   settings: SettingsState;

@@ -12,11 +12,17 @@ import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import { finishedMcpCall, itemNotFound, newId } from './items.js';
+import { finishedMcpCall, newId } from './items.js';
 import type { BackgroundCalls } from '../tools/background.js';
-import { runProgressLine, sessionBackgroundCalls } from './background-results.js';
-import { checkResponse, unknownCall } from './response-checks.js';
-import { MAX_OUT_OF_BAND_RESPONSES, ResponseQueue, type ResponseKind } from './response-queue.js';
+import {
+  resumeBackground,
+  sessionBackgroundCalls,
+  speakProgress,
+  type SessionBackgroundOptions,
+} from './background-results.js';
+import type { BackgroundHandover } from './background-handover.js';
+import { activeResponse, checkResponse, tooManyOutOfBand, unknownCall } from './response-checks.js';
+import { ResponseQueue, type ResponseKind } from './response-queue.js';
 import {
   runGreeting,
   runResponse,
@@ -27,6 +33,7 @@ import { SessionConfig, defaultSettings, type VoiceDefaults } from './session-se
 import { SNAPSHOT_VERSION, type SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
 import type { HandoffRequest } from '../characters/handoffs.js';
+import { truncateItem } from './item-truncate.js';
 import { VoiceInput } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
@@ -69,6 +76,8 @@ export interface SessionOptions {
    * just before its `response.done` goes out: the moment to store at once.
    */
   onChange?: (session: Session, settled?: boolean) => void;
+  /** Where a closing session's background calls wait for a resume in this process; absent = they stop. */
+  handover?: BackgroundHandover;
 }
 
 /** Options of {@link restoreSession}: a session's, its character and variant taken from the snapshot. */
@@ -103,8 +112,12 @@ export interface Session {
   snapshotParts(): { head: string; parts: string[] };
   /** Resolves when no response is running. */
   idle(): Promise<void>;
-  /** Stops the response in flight (if any) and records the session's end. */
-  close(): void;
+  /**
+   * Stops the response in flight (if any) and records the session's end.
+   * Background calls run on for a resume in this process (see `handover`)
+   * unless `final` (the client said it is done): then they stop.
+   */
+  close(options?: { final?: boolean }): void;
 }
 
 /** A snapshot that cannot be restored here (another format, an unknown character). */
@@ -194,14 +207,6 @@ export async function restoreSession(
   );
 }
 
-function activeResponse(activeId: string, eventId: string | null): ProtocolError {
-  return new ProtocolError(
-    'conversation_already_has_active_response',
-    `Conversation already has an active response in progress: ${activeId}. Wait until the response is finished before creating a new one.`,
-    { eventId },
-  );
-}
-
 /** The session state a new conversation starts from (its conversation comes with the greeting). */
 type OpeningState = Omit<SessionState, 'conversation'> & {
   conversation: SessionState['conversation'] | null;
@@ -226,6 +231,9 @@ class ConversationSession implements Session {
   readonly #ctx: ResponseContext;
   readonly #handoffs: SessionHandoffs;
   readonly #background: BackgroundCalls;
+  readonly #backgroundOptions: SessionBackgroundOptions;
+  /** A restored session's snapshot: the background calls it listed as running. */
+  readonly #resumed: SessionState['background'] | undefined;
   /** Background outcomes in history that no response has started since (the follow-up tells them). */
   #untold = 0;
 
@@ -253,6 +261,8 @@ class ConversationSession implements Session {
       state.conversation ?? undefined,
     );
     this.#conversation.setTurnSettings(opening.turn);
+    this.#resumed = state.conversation ? (state.background ?? []) : undefined;
+    delete state.background;
     if (!state.conversation && state.settings.greeting !== false) {
       this.#conversation.addGreeting(character);
     }
@@ -268,7 +278,8 @@ class ConversationSession implements Session {
         })
       : undefined;
     this.#handoffs = new SessionHandoffs({ characters: options.characters });
-    this.#background = this.#backgroundCalls();
+    this.#backgroundOptions = this.#backgroundCallOptions();
+    this.#background = sessionBackgroundCalls(this.#backgroundOptions);
     this.#ctx = this.#responseContext();
     this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
     options.metrics?.active.inc();
@@ -290,6 +301,9 @@ class ConversationSession implements Session {
   start(): void {
     this.#send({ type: 'session.created', session: this.#sessionObject() });
     this.#conversation.announce();
+    if (this.#resumed === undefined) return;
+    const parked = this.#o.handover?.claim(this.id);
+    resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }
 
   configureVoice(defaults: VoiceDefaults): void {
@@ -316,18 +330,23 @@ class ConversationSession implements Session {
 
   /** The state as it is now, sharing the live conversation: copy or serialise it at once. */
   #live(): SessionState {
-    return { ...this.#state, conversation: this.#conversation.toState() };
+    const running = this.#background.pending();
+    const background = running.length > 0 ? { background: running } : {};
+    return { ...this.#state, ...background, conversation: this.#conversation.toState() };
   }
 
   async idle(): Promise<void> {
     await this.#queue.idle();
   }
 
-  close(): void {
+  close(options: { final?: boolean } = {}): void {
     if (this.#closed) return;
     this.#closed = true;
     this.#queue.close();
-    this.#background.close();
+    // A resume in this process takes over the calls still running; otherwise they stop.
+    if (this.#o.handover && !options.final && this.#background.running > 0) {
+      this.#o.handover.park(this.id, this.#background);
+    } else this.#background.close();
     this.#voiceIn?.close();
     this.#voiceOut?.close();
     this.#o.metrics?.active.dec();
@@ -391,7 +410,17 @@ class ConversationSession implements Session {
           conversation.delete(event.item_id, this.#queue.active !== undefined, eventId),
         );
       case 'conversation.item.truncate':
-        return this.#truncate(event, eventId);
+        return truncateItem(
+          {
+            active: this.#queue.active,
+            lastSpeech: this.#voiceOut?.lastSpeech,
+            conversation,
+            send: this.#send,
+            changed: this.#changed,
+          },
+          event,
+          eventId,
+        );
       case 'response.create':
         return this.#createResponse(event.response ?? {}, eventId, receivedAt);
       case 'response.cancel':
@@ -477,7 +506,7 @@ class ConversationSession implements Session {
       shareHistory: this.#shareHistory,
       changed: this.#changed,
       handoffs: {
-        toolset: (character, base) => this.#handoffs.toolset(character, base),
+        toolset: (character, base, outOfBand) => handoffs.toolset(character, base, outOfBand),
         get requested() {
           return handoffs.requested;
         },
@@ -496,8 +525,8 @@ class ConversationSession implements Session {
     };
   }
 
-  #backgroundCalls(): BackgroundCalls {
-    return sessionBackgroundCalls({
+  #backgroundCallOptions(): SessionBackgroundOptions {
+    return {
       send: this.#o.send,
       log: () => this.#log,
       character: () => this.#character,
@@ -514,26 +543,21 @@ class ConversationSession implements Session {
         this.#changed();
         this.#request('background', {}, performance.now());
       },
-      speak: (text) => this.#speakProgress(text),
-    });
-  }
-
-  /** A progress line spoken now, if the character is silent and the user is not speaking. */
-  #speakProgress(text: string): void {
-    const voice = this.#voiceOut;
-    if (!voice?.canSpeak || this.#queue.busy || this.#voiceIn?.userTurn) return;
-    if (!this.#config.current.outputModalities.includes('audio')) return;
-    this.#queue.request({
-      kind: 'background',
-      run: (response) =>
-        runProgressLine(
-          { send: this.#o.send, log: () => this.#log, voice, conversation: this.#conversation },
+      speak: (text) =>
+        speakProgress(
+          {
+            voice: this.#voiceOut,
+            queue: this.#queue,
+            userTurn: () => this.#voiceIn?.userTurn === true,
+            audio: () => this.#config.current.outputModalities.includes('audio'),
+            send: this.#o.send,
+            log: () => this.#log,
+            conversation: this.#conversation,
+          },
           this.id,
-          response,
           text,
         ),
-      onError: (err) => this.#log.error({ err }, 'progress line failed unexpectedly'),
-    });
+    };
   }
 
   #voiceInput(kit: SessionVoice): VoiceInput {
@@ -635,12 +659,9 @@ class ConversationSession implements Session {
     const kind: ResponseKind = r.conversation === 'none' ? 'out_of_band' : 'client';
     const inTheWay = this.#queue.refusal(kind);
     if (inTheWay !== undefined) {
-      if (kind === 'client') return activeResponse(inTheWay, eventId);
-      return new ProtocolError(
-        'too_many_out_of_band_responses',
-        `response.create: ${MAX_OUT_OF_BAND_RESPONSES} out-of-band responses are running (${inTheWay}), the most a session runs at once; wait for a response.done or cancel one with response.cancel {response_id}.`,
-        { param: 'response.conversation', eventId },
-      );
+      return kind === 'client'
+        ? activeResponse(inTheWay, eventId)
+        : tooManyOutOfBand(inTheWay, eventId);
     }
     const input = checkResponse(r, kind, {
       canSpeak: this.#o.voice?.tts != null,
@@ -648,6 +669,7 @@ class ConversationSession implements Session {
       clientTools: this.#config.current.tools,
       find: (id) => this.#conversation.find(id),
       turn: this.#opening.turn,
+      transfers: this.#handoffs.transferNames(this.#character),
       eventId,
     });
     if (input instanceof ProtocolError) return input;
@@ -708,7 +730,7 @@ class ConversationSession implements Session {
       }
       next = found;
     }
-    const problem = this.#config.check(u, next, eventId);
+    const problem = this.#config.check(u, next, eventId, this.#handoffs.transferNames(next));
     if (problem) return problem;
     const greeting = u.greeting ?? this.#config.current.greeting !== false;
     if (next !== this.#character) await this.#changeCharacter(next, greeting);
@@ -731,6 +753,8 @@ class ConversationSession implements Session {
   async #changeCharacter(next: LoadedCharacter, greeting: boolean): Promise<void> {
     // The old character's greeting makes no sense any more.
     if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
+    // Its background calls belonged to the conversation that ends here: they stop.
+    this.#background.drop();
     const state = this.#state;
     const opening = await open(next, this.id, state.metadata);
     this.#conversation.restart(next, greeting);
@@ -783,7 +807,7 @@ class ConversationSession implements Session {
     if (this.#closed) return;
     swapCharacterState(state, from.id, next.id);
     this.#become(next, opening);
-    this.#config.resetVoice();
+    this.#config.resetForHandoff(next, this.#handoffs.transferNames(next));
     // The old character's greeting, if still unspoken, is not said any more.
     this.#conversation.markGreetingSpoken();
     this.#log.info(
@@ -795,37 +819,5 @@ class ConversationSession implements Session {
     this.#changed();
     if (response.stoppedBy || this.#conversation.hasPendingCalls()) return;
     this.#request('handoff', {}, receivedAt);
-  }
-
-  // ── conversation.item.truncate ──────────────────────────────────────────
-
-  /** The client played only part of a spoken item: history keeps what was heard. */
-  #truncate(
-    event: { item_id: string; content_index: number; audio_end_ms: number },
-    eventId: string | null,
-  ): ProtocolError | undefined {
-    const active = this.#queue.active;
-    const speech = active?.speech ?? this.#voiceOut?.lastSpeech;
-    const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
-    if (heard === undefined) {
-      if (!this.#conversation.find(event.item_id)) {
-        return itemNotFound('conversation.item.truncate', event.item_id, eventId);
-      }
-      return new ProtocolError(
-        'invalid_value',
-        `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
-        { param: 'item_id', eventId },
-      );
-    }
-    if (active?.speech === speech) active!.truncations.set(event.item_id, heard);
-    this.#conversation.cutToHeard(event.item_id, heard);
-    this.#send({
-      type: 'conversation.item.truncated',
-      item_id: event.item_id,
-      content_index: event.content_index,
-      audio_end_ms: event.audio_end_ms,
-    });
-    this.#changed();
-    return undefined;
   }
 }

@@ -31,6 +31,31 @@ export interface BackgroundDone {
   result: ToolResult & { background: 'done' };
   /** The arguments as the model sent them. */
   arguments: string;
+  /** The character that called it. */
+  character?: string;
+  /** Stopped because its conversation was replaced (`session.update {character}`): no history to join. */
+  dropped?: boolean;
+}
+
+/** A background call still running: what a snapshot records of it. */
+export interface BackgroundPending {
+  callId: string;
+  name: string;
+  /** The arguments as the model sent them. */
+  arguments: string;
+  /** When it started, epoch ms. */
+  startedAt: number;
+  /** The character that called it (absent in older snapshots). */
+  character?: string;
+}
+
+/** One running call; `owner` is the set that reports its end (it changes on {@link BackgroundCalls.adopt}). */
+interface RunningCall {
+  controller: AbortController;
+  cancellable: boolean;
+  pending: BackgroundPending;
+  owner: BackgroundCalls;
+  dropped: boolean;
 }
 
 /** Options of {@link BackgroundCalls}. */
@@ -43,14 +68,16 @@ export interface BackgroundCallsOptions {
   /** Calls that may run at once. @defaultValue 8 */
   maxRunning?: number;
   onProgress: (progress: BackgroundProgress) => void;
-  /** Called once per call that started, whatever its outcome (not after {@link BackgroundCalls.close}'s own). */
+  /** Called once per call that started, whatever its outcome: count and log it here. */
+  onEnd?: (done: BackgroundDone) => void;
+  /** Called once per call that started, after `onEnd` (unless {@link BackgroundCalls.park}ed). */
   onDone: (done: BackgroundDone) => void;
 }
 
 /** Why a background call was stopped: the session closed, or the user interrupted. */
 export class BackgroundCancelledError extends TroupeError {
   override name = 'BackgroundCancelledError';
-  constructor(reason: 'session_closed' | 'interrupted') {
+  constructor(reason: 'session_closed' | 'interrupted' | 'character_changed') {
     super('E_TOOL_CANCELLED', `background tool call stopped: ${reason.replace('_', ' ')}`);
   }
 }
@@ -66,9 +93,11 @@ export function backgroundStartedText(name: string): string {
 /** One session's background calls. */
 export class BackgroundCalls implements BackgroundStarter {
   readonly #o: BackgroundCallsOptions;
-  readonly #running = new Map<string, { controller: AbortController; cancellable: boolean }>();
+  readonly #running = new Map<string, RunningCall>();
   readonly #settled = new Set<Promise<void>>();
   #closed = false;
+  /** After {@link park}: where outcomes go instead of `onDone`. */
+  #parkedTo: ((done: BackgroundDone) => void) | undefined;
 
   constructor(options: BackgroundCallsOptions) {
     this.#o = options;
@@ -92,27 +121,83 @@ export class BackgroundCalls implements BackgroundStarter {
       };
     }
     const controller = new AbortController();
-    this.#running.set(call.id, { controller, cancellable: tool.cancellable ?? false });
     const options: ExecutorOptions = {
       signal: controller.signal,
       session: this.#o.session(),
       log: this.#o.log(),
       ...(this.#o.maxOutputBytes !== undefined ? { maxOutputBytes: this.#o.maxOutputBytes } : {}),
     };
+    const character = options.session.character;
+    const entry: RunningCall = {
+      controller,
+      cancellable: tool.cancellable ?? false,
+      pending: {
+        callId: call.id,
+        name: call.name,
+        arguments: call.arguments,
+        startedAt: Date.now(),
+        character,
+      },
+      owner: this,
+      dropped: false,
+    };
+    this.#running.set(call.id, entry);
     // Whatever `cancellable` says, the call's own signal is what stops it:
     // this class decides which stops reach it.
     const runnable = { ...prepared, tool: { ...tool, cancellable: true } };
     const speak = tool.speakProgress === true;
     const settled = runPreparedCall(runnable, options, performance.now(), {
       timeoutMs: tool.timeoutMs ?? DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
-      progress: (text) => this.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
-    }).then((result) => {
-      this.#running.delete(call.id);
-      this.#o.onDone({ result: { ...result, background: 'done' }, arguments: call.arguments });
-    });
+      progress: (text) =>
+        entry.owner.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
+    }).then((result) =>
+      entry.owner.#ended(entry, {
+        result: { ...result, background: 'done' },
+        arguments: call.arguments,
+        character,
+        ...(entry.dropped ? { dropped: true } : {}),
+      }),
+    );
     const tracked = settled.finally(() => this.#settled.delete(tracked));
     this.#settled.add(tracked);
     return { ok: true, output: backgroundStartedText(call.name) };
+  }
+
+  #ended(entry: RunningCall, done: BackgroundDone): void {
+    this.#running.delete(entry.pending.callId);
+    this.#o.onEnd?.(done);
+    if (this.#parkedTo) this.#parkedTo(done);
+    else this.#o.onDone(done);
+  }
+
+  /** The calls running now, as a snapshot records them. */
+  pending(): BackgroundPending[] {
+    return [...this.#running.values()].map((r) => ({ ...r.pending }));
+  }
+
+  /**
+   * The session closes but may be resumed in this process: the calls run on
+   * (no new ones start) and each outcome goes to `to` instead of `onDone`.
+   */
+  park(to: (done: BackgroundDone) => void): void {
+    this.#closed = true;
+    this.#parkedTo = to;
+  }
+
+  /** Takes over the calls `other` is running: their outcomes come here from now on. */
+  adopt(other: BackgroundCalls): BackgroundPending[] {
+    const taken: BackgroundPending[] = [];
+    for (const [id, entry] of other.#running) {
+      other.#running.delete(id);
+      entry.owner = this;
+      this.#running.set(id, entry);
+      taken.push({ ...entry.pending });
+    }
+    for (const s of other.#settled) {
+      const tracked = s.finally(() => this.#settled.delete(tracked));
+      this.#settled.add(tracked);
+    }
+    return taken;
   }
 
   /** The user interrupted (barge-in, `response.cancel`): cancellable calls stop; returns how many. */
@@ -124,6 +209,19 @@ export class BackgroundCalls implements BackgroundStarter {
       stopped++;
     }
     return stopped;
+  }
+
+  /**
+   * The conversation is replaced (a new character starts afresh): every call
+   * stops, and each outcome is reported as `dropped` (no history to join).
+   */
+  drop(): number {
+    for (const entry of this.#running.values()) {
+      entry.dropped = true;
+      if (!entry.controller.signal.aborted)
+        entry.controller.abort(new BackgroundCancelledError('character_changed'));
+    }
+    return this.#running.size;
   }
 
   /** The session closes: every call stops (each still reports its `cancelled` outcome). */
@@ -145,17 +243,23 @@ export class BackgroundCalls implements BackgroundStarter {
 export const BACKGROUND_RESULT_PREFIX = '[Background tool result]';
 
 /**
- * The user-role message that hands a background call's outcome to the model.
+ * The user-role message that hands a background call's outcome to the model
+ * (`handedOverBy`: the character that started it, when another serves now).
  * A `user` message is the one form every chat template takes anywhere in a
  * conversation (many refuse a `system` message after the first, and an
  * invented assistant/tool pair would claim a call the model never made).
  */
 export function backgroundResultMessage(
   result: Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>,
+  handedOverBy?: string,
 ): string {
   const how = result.outcome === 'ok' ? 'finished' : `ended (${result.outcome})`;
+  // After a handoff the character serving did not start it: say who did.
+  const whose = handedOverBy
+    ? `work that character "${handedOverBy}" started before the conversation was handed to you`
+    : 'the work you started earlier';
   return (
     `${BACKGROUND_RESULT_PREFIX} ${result.name} (call ${result.callId}) ${how}:\n${result.output}\n` +
-    '(Not from the user: the work you started earlier. Tell the user what it found, briefly.)'
+    `(Not from the user: ${whose}. Tell the user what it found, briefly.)`
   );
 }

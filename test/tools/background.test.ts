@@ -157,3 +157,64 @@ describe('background tools in a character file', () => {
     ]);
   });
 });
+
+describe('background calls across sessions', () => {
+  it('list what runs, park their outcomes, and report to the set that adopts them', async () => {
+    const { tool, gates } = gatedTool('search');
+    const toolset = createToolset([tool]);
+    const first = setup();
+    const opts = { signal: new AbortController().signal, session, log, background: first.calls };
+    await executeToolCall(call('search', { q: 'a' }, 'c1'), toolset, opts);
+    await executeToolCall(call('search', { q: 'b' }, 'c2'), toolset, opts);
+    expect(first.calls.pending()).toEqual([
+      expect.objectContaining({
+        callId: 'c1',
+        name: 'search',
+        arguments: '{"q":"a"}',
+        character: 'test',
+      }),
+      expect.objectContaining({
+        callId: 'c2',
+        name: 'search',
+        arguments: '{"q":"b"}',
+        character: 'test',
+      }),
+    ]);
+    const parked: BackgroundDone[] = [];
+    let parkedOne = () => {};
+    const oneParked = new Promise<void>((resolve) => (parkedOne = resolve));
+    first.calls.park((d) => {
+      parked.push(d);
+      parkedOne();
+    });
+    // Parked: one ends and waits for whoever resumes.
+    gates[0]!('one');
+    await oneParked;
+    expect(parked.map((d) => d.result.output)).toEqual(['one']);
+    const second = setup();
+    expect(second.calls.adopt(first.calls).map((p) => p.callId)).toEqual(['c2']);
+    expect(first.calls.running).toBe(0);
+    const ended = second.nextDone();
+    gates[1]!('two');
+    await ended;
+    expect(second.done.map((d) => d.result.output)).toEqual(['two']);
+    expect(first.done).toEqual([]);
+  });
+
+  it('drop: every call stops and its one outcome says it joins no history', async () => {
+    const { tool } = gatedTool('search');
+    const { calls, done, nextDone } = setup();
+    await executeToolCall(call('search', { q: 'a' }), createToolset([tool]), {
+      signal: new AbortController().signal,
+      session,
+      log,
+      background: calls,
+    });
+    const ended = nextDone();
+    expect(calls.drop()).toBe(1);
+    await ended;
+    expect(done[0]).toMatchObject({ dropped: true, result: { outcome: 'cancelled' } });
+    // The set still takes new calls (the session goes on with a new conversation).
+    expect(calls.running).toBe(0);
+  });
+});
