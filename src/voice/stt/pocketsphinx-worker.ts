@@ -32,9 +32,8 @@ export interface PocketsphinxWorkerData {
   partialEveryMs?: number;
   /**
    * The cepstral mean a session's first utterance starts from (13 values).
-   * Absent: the average of the means recent sessions ended with on this
-   * worker ({@link RECENT_SESSIONS}), starting from the model's `-cmninit`.
-   * Only used with per-session CMN.
+   * Absent: the decoder's mean as the speakers before left it (as without
+   * per-session CMN). Only used with per-session CMN.
    */
   cmnDefault?: number[];
   /** Keep live CMN per session (`cmn` requests, `cmn` in `text` replies). @defaultValue false */
@@ -84,9 +83,6 @@ export type PocketsphinxReply =
       cmn?: Float32Array;
     }
   | { op: 'failed'; decoder: number; seq: number; message: string };
-
-/** Sessions' means the learnt default CMN averages over (a running mean, then exponential). */
-const RECENT_SESSIONS = 20;
 
 /** The engine's rate; the model is trained on 16 kHz audio. */
 const SAMPLE_RATE_HZ = 16_000;
@@ -180,18 +176,8 @@ function run(): void {
 
   const decoders = new Map<number, Decoder>();
   const cmnAccess = data.cmnPerSession ? lib.cmn : undefined;
-  /** The mean a session without one of its own starts from: fixed, or learnt from the sessions heard. */
+  /** The mean a session without one of its own starts from; absent: the decoder's current one. */
   const cmnFixed = data.cmnDefault ? Float32Array.from(data.cmnDefault) : undefined;
-  /** Starts as the first decoder's -cmninit; moves toward each session's mean at its utterances' ends. */
-  let cmnLearnt: Float32Array | undefined;
-  let cmnLearntFrom = 0;
-  const learnCmn = (mean: Float32Array): void => {
-    if (!cmnLearnt) return;
-    cmnLearntFrom = Math.min(cmnLearntFrom + 1, RECENT_SESSIONS);
-    for (let i = 0; i < cmnLearnt.length; i++) {
-      cmnLearnt[i]! += (mean[i]! - cmnLearnt[i]!) / cmnLearntFrom;
-    }
-  };
 
   const endUtterance = (d: Decoder): string => {
     if (!d.inUtterance) return '';
@@ -223,10 +209,8 @@ function run(): void {
         if (cmnAccess) {
           // Checked on every decoder, right after ps_init, before anything touches its mean.
           const checked = 'error' in cmnAccess ? cmnAccess : cmnAccess.check(ptr);
-          if ('cmn' in checked) {
-            cmn = checked.cmn;
-            cmnLearnt ??= (cmnAccess as CmnAccess).get(cmn);
-          } else cmnError = checked.error;
+          if ('cmn' in checked) cmn = checked.cmn;
+          else cmnError = checked.error;
         }
         decoders.set(message.decoder, {
           ptr,
@@ -290,7 +274,6 @@ function run(): void {
           const text = endUtterance(d);
           const cmn =
             d.cmn && cmnAccess && !('error' in cmnAccess) ? cmnAccess.get(d.cmn) : undefined;
-          if (cmn && d.samples > 0) learnCmn(cmn);
           reply({
             op: 'text',
             decoder: message.decoder,
@@ -315,7 +298,8 @@ function run(): void {
       }
       case 'cmn': {
         if (!d?.cmn || d.inUtterance || !cmnAccess || 'error' in cmnAccess) return;
-        const mean = message.mean ?? cmnFixed ?? cmnLearnt;
+        // No mean of the session's own yet: the decoder's, warmed up by the speakers before.
+        const mean = message.mean ?? cmnFixed;
         if (mean?.length === CMN_VECTOR_LENGTH) cmnAccess.set(d.cmn, mean);
         return;
       }

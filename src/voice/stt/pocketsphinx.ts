@@ -104,7 +104,13 @@ export interface PocketsphinxOptions {
   cmnPerSession?: boolean;
   /**
    * The cepstral mean (13 values) a stream's first utterance starts from,
-   * with `cmnPerSession`. @defaultValue the model's `-cmninit` (its `feat.params`)
+   * with `cmnPerSession`. By default a stream's first utterance starts from
+   * the decoder's mean as the speakers before left it, as without
+   * per-session CMN: measured on Flite speech, that heard first utterances
+   * with 7.9% word errors, the model's `-cmninit` (from its `feat.params`)
+   * with 22.8%, and a running average of recent sessions' means with 14.9%
+   * (loadtest/stt-word-errors.ts, docs/voice.md).
+   * @defaultValue the decoder's current mean
    */
   cmnDefault?: number[];
 }
