@@ -132,7 +132,7 @@ async function run(plan: Array<{ u: Utterance; session: string }>): Promise<stri
 
 const scenarios = new Set(args.scenarios.split(','));
 console.log(
-  `cmn=${args.cmn} default=${args['cmn-default'] ?? 'model'} load ${os.loadavg()[0]!.toFixed(1)}`,
+  `cmn=${args.cmn} default=${args['cmn-default'] ?? 'the decoder’s'} load ${os.loadavg()[0]!.toFixed(1)}`,
 );
 if (scenarios.has('alone')) {
   const plan = [...A.map((u) => ({ u, session: 'a' })), ...B.map((u) => ({ u, session: 'b' }))];
