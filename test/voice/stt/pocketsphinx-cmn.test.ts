@@ -112,6 +112,9 @@ describe('per-session CMN on one shared decoder', () => {
     }
   }
 
+  // A guard for the plumbing (set before, get after, on a shared decoder), not proof of the
+  // gain: these short kal16 sentences are also heard the same with the mean carried over.
+  // The word-error effect is measured by loadtest/stt-word-errors.ts (docs/voice.md).
   it('gives a speaker the same transcripts whoever used the decoder in between', async () => {
     const alone = await speakerA(false, true);
     const afterB = await speakerA(true, true);
