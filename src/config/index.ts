@@ -135,7 +135,7 @@ export interface VoiceConfig {
     language?: string;
     /** pocketsphinx worker threads at most. @defaultValue one per core */
     workers?: number;
-    /** pocketsphinx: partial hypotheses every this many ms of speech; 0 = off. @defaultValue 0 */
+    /** pocketsphinx: partial hypotheses every this many ms of speech; 0 = off. @defaultValue 300 */
     partialEveryMs?: number;
   };
   /** @defaultValue flite */
@@ -487,7 +487,11 @@ export function loadConfig(
         ...(e.STT_MODEL ? { model: e.STT_MODEL } : {}),
         ...(e.STT_LANGUAGE ? { language: e.STT_LANGUAGE } : {}),
         ...(e.STT_WORKERS ? { workers: e.STT_WORKERS } : {}),
-        ...(e.STT_PARTIAL_MS ? { partialEveryMs: e.STT_PARTIAL_MS } : {}),
+        // pocketsphinx's partials are on by default; other engines only carry a value given.
+        ...(e.STT_PARTIAL_MS !== undefined ||
+        (e.STT_PROVIDER ?? D.DEFAULT_STT_PROVIDER) === 'pocketsphinx'
+          ? { partialEveryMs: e.STT_PARTIAL_MS ?? D.DEFAULT_STT_PARTIAL_MS }
+          : {}),
       },
       tts: {
         provider: e.TTS_PROVIDER ?? D.DEFAULT_TTS_PROVIDER,

@@ -271,10 +271,16 @@ describe('config: server, LLM, sessions and logging', () => {
 });
 
 describe('config: voice', () => {
+  it('streams pocketsphinx partials every 300 ms unless STT_PARTIAL_MS says otherwise (0: off)', () => {
+    expect(loadConfig({}).voice.stt.partialEveryMs).toBe(300);
+    expect(loadConfig({ STT_PARTIAL_MS: '0' }).voice.stt.partialEveryMs).toBe(0);
+    expect(loadConfig({ STT_PARTIAL_MS: '500' }).voice.stt.partialEveryMs).toBe(500);
+  });
+
   it('defaults to the offline engines and Realtime server VAD settings', () => {
     const { voice } = loadConfig({});
     expect(voice).toEqual({
-      stt: { provider: 'pocketsphinx' },
+      stt: { provider: 'pocketsphinx', partialEveryMs: 300 },
       tts: { provider: 'flite' },
       vad: { threshold: 0.5, prefixPaddingMs: 300, silenceDurationMs: 500 },
       bargeInMinMs: 300,

@@ -59,6 +59,8 @@ export interface Recognition {
   audioMs: number;
   decodeMs: number;
   endMs: number;
+  /** The decoder's cepstral mean after the utterance, with per-session CMN. */
+  cmn?: Float32Array;
 }
 
 export interface PoolOptions {
@@ -82,6 +84,10 @@ export class PooledDecoder {
   }
   reset(): void {
     this.slot.post({ op: 'reset', decoder: this.id });
+  }
+  /** Starts the next utterance from this cepstral mean (null: the default); ignored without per-session CMN. */
+  setCmn(mean: Float32Array | null): void {
+    this.slot.post({ op: 'cmn', decoder: this.id, mean: mean && mean.slice() });
   }
   end(): Promise<Recognition> {
     return this.slot.end(this.id);
@@ -112,6 +118,7 @@ class WorkerSlot {
   readonly #onDeath: (slot: WorkerSlot, error: SpeechProviderError) => void;
   readonly #onFatal: (error: SpeechProviderError) => void;
   readonly #onRecognised: (r: Recognition) => void;
+  readonly #onCmnError: (message: string) => void;
 
   constructor(
     data: PocketsphinxWorkerData,
@@ -119,8 +126,10 @@ class WorkerSlot {
       onDeath: (slot: WorkerSlot, error: SpeechProviderError) => void;
       onFatal: (error: SpeechProviderError) => void;
       onRecognised: (r: Recognition) => void;
+      onCmnError: (message: string) => void;
     },
   ) {
+    this.#onCmnError = hooks.onCmnError;
     this.#onDeath = hooks.onDeath;
     this.#onFatal = hooks.onFatal;
     this.#onRecognised = hooks.onRecognised;
@@ -219,8 +228,10 @@ class WorkerSlot {
         if (!reply) return;
         this.#creates.delete(m.decoder);
         this.#paid();
-        if (m.op === 'created') reply.resolve(m.loadMs);
-        else {
+        if (m.op === 'created') {
+          if (m.cmnError) this.#onCmnError(m.cmnError);
+          reply.resolve(m.loadMs);
+        } else {
           const error = sttError(
             NAME,
             `pocketsphinx could not load its model: ${m.message}. Install it with \`${POCKETSPHINX_INSTALL_HINT}\` (or set modelDir).`,
@@ -243,7 +254,13 @@ class WorkerSlot {
           reply.reject(sttError(NAME, `pocketsphinx failed to end the utterance: ${m.message}.`));
           return;
         }
-        const result = { text: m.text, audioMs: m.audioMs, decodeMs: m.decodeMs, endMs: m.endMs };
+        const result: Recognition = {
+          text: m.text,
+          audioMs: m.audioMs,
+          decodeMs: m.decodeMs,
+          endMs: m.endMs,
+          ...(m.cmn ? { cmn: m.cmn } : {}),
+        };
         this.#onRecognised(result);
         reply.resolve(result);
         return;
@@ -281,6 +298,8 @@ export class DecoderPool {
   #recent: number[] = [];
   /** Saturated at the last check (a warning is logged when it starts). */
   #saturated = false;
+  /** Per-session CMN failed its check on some decoder (warned once). */
+  #cmnWarned = false;
 
   constructor(options: PoolOptions) {
     this.#options = options;
@@ -377,6 +396,14 @@ export class DecoderPool {
     if (live.length < this.#options.maxWorkers && live.every((s) => s.decoders > 0)) {
       const slot = new WorkerSlot(this.#options.workerData, {
         onDeath: (dead, error) => this.#onDeath(dead, error),
+        onCmnError: (message) => {
+          if (this.#cmnWarned) return;
+          this.#cmnWarned = true;
+          this.#options.log.warn(
+            { provider: NAME, reason: message },
+            'pocketsphinx per-session CMN off: the library does not match the expected layout',
+          );
+        },
         onFatal: (error) => {
           this.#failure = error;
           // Nobody waiting can be served by a decoder that cannot be made.

@@ -11,6 +11,8 @@ import { existsSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parentPort, workerData } from 'node:worker_threads';
 import koffi from 'koffi';
+import { CMN_VECTOR_LENGTH, bindCmn } from './pocketsphinx-cmn.js';
+import type { CmnAccess } from './pocketsphinx-cmn.js';
 
 /** What the worker is started with. */
 export interface PocketsphinxWorkerData {
@@ -28,6 +30,14 @@ export interface PocketsphinxWorkerData {
    * (`partial`). 0 or absent: never (text only at the utterance's end).
    */
   partialEveryMs?: number;
+  /**
+   * The cepstral mean a session's first utterance starts from (13 values).
+   * Absent: the decoder's mean as the speakers before left it (as without
+   * per-session CMN). Only used with per-session CMN.
+   */
+  cmnDefault?: number[];
+  /** Keep live CMN per session (`cmn` requests, `cmn` in `text` replies). @defaultValue false */
+  cmnPerSession?: boolean;
 }
 
 /** Requests to the worker. `decoder` ids are chosen by the pool. */
@@ -39,6 +49,8 @@ export type PocketsphinxRequest =
   | { op: 'end'; decoder: number; seq: number }
   /** Drops the current utterance, if any. */
   | { op: 'reset'; decoder: number }
+  /** Starts the decoder's next utterance from this cepstral mean (null: the default one). */
+  | { op: 'cmn'; decoder: number; mean: Float32Array | null }
   | { op: 'free'; decoder: number };
 
 /** Replies and reports from the worker. */
@@ -46,7 +58,13 @@ export type PocketsphinxReply =
   | { op: 'ready'; initMs: number }
   /** The library cannot be used at all: the worker is useless and says why. */
   | { op: 'fatal'; message: string }
-  | { op: 'created'; decoder: number; loadMs: number }
+  | {
+      op: 'created';
+      decoder: number;
+      loadMs: number;
+      /** Why per-session CMN is off for this decoder (asked for, but the library did not pass the checks). */
+      cmnError?: string;
+    }
   /** The best hypothesis of the utterance so far (it may still change), when partials are on. */
   | { op: 'partial'; decoder: number; text: string }
   | { op: 'create-failed'; decoder: number; message: string }
@@ -61,6 +79,8 @@ export type PocketsphinxReply =
       decodeMs: number;
       /** Time of `ps_end_utt` + `ps_get_hyp`: what is left to do after the last audio. */
       endMs: number;
+      /** The decoder's cepstral mean after the utterance (per-session CMN only). */
+      cmn?: Float32Array;
     }
   | { op: 'failed'; decoder: number; seq: number; message: string };
 
@@ -75,6 +95,8 @@ interface Decoder {
   /** Samples since the last partial hypothesis, and that hypothesis. */
   sinceHyp: number;
   lastHyp: string;
+  /** The decoder's `cmn_t` when per-session CMN works with it. */
+  cmn: unknown;
 }
 
 /** The library's functions, bound once per worker. */
@@ -85,6 +107,8 @@ interface Binding {
   endUtt(ps: unknown): number;
   hypothesis(ps: unknown): string | null;
   free(ps: unknown): void;
+  /** Live CMN access, or why it cannot work with this library. */
+  cmn: CmnAccess | { error: string };
 }
 
 function bind(libraryPath: string): Binding {
@@ -125,6 +149,7 @@ function bind(libraryPath: string): Binding {
     endUtt: (ps) => psEndUtt(ps) as number,
     hypothesis: (ps) => psGetHyp(ps, [0]) as string | null,
     free: (ps) => void psFree(ps),
+    cmn: bindCmn(lib),
   };
 }
 
@@ -150,6 +175,9 @@ function run(): void {
   reply({ op: 'ready', initMs: performance.now() - started });
 
   const decoders = new Map<number, Decoder>();
+  const cmnAccess = data.cmnPerSession ? lib.cmn : undefined;
+  /** The mean a session without one of its own starts from; absent: the decoder's current one. */
+  const cmnFixed = data.cmnDefault ? Float32Array.from(data.cmnDefault) : undefined;
 
   const endUtterance = (d: Decoder): string => {
     if (!d.inUtterance) return '';
@@ -176,6 +204,14 @@ function run(): void {
           });
           return;
         }
+        let cmn: unknown;
+        let cmnError: string | undefined;
+        if (cmnAccess) {
+          // Checked on every decoder, right after ps_init, before anything touches its mean.
+          const checked = 'error' in cmnAccess ? cmnAccess : cmnAccess.check(ptr);
+          if ('cmn' in checked) cmn = checked.cmn;
+          else cmnError = checked.error;
+        }
         decoders.set(message.decoder, {
           ptr,
           inUtterance: false,
@@ -183,8 +219,14 @@ function run(): void {
           decodeMs: 0,
           sinceHyp: 0,
           lastHyp: '',
+          cmn,
         });
-        reply({ op: 'created', decoder: message.decoder, loadMs: performance.now() - t0 });
+        reply({
+          op: 'created',
+          decoder: message.decoder,
+          loadMs: performance.now() - t0,
+          ...(cmnError ? { cmnError } : {}),
+        });
         return;
       }
       case 'audio': {
@@ -230,6 +272,8 @@ function run(): void {
         const t0 = performance.now();
         try {
           const text = endUtterance(d);
+          const cmn =
+            d.cmn && cmnAccess && !('error' in cmnAccess) ? cmnAccess.get(d.cmn) : undefined;
           reply({
             op: 'text',
             decoder: message.decoder,
@@ -238,6 +282,7 @@ function run(): void {
             audioMs: (d.samples / SAMPLE_RATE_HZ) * 1000,
             decodeMs: d.decodeMs,
             endMs: performance.now() - t0,
+            ...(cmn ? { cmn } : {}),
           });
         } catch (err) {
           reply({
@@ -249,6 +294,13 @@ function run(): void {
         }
         d.samples = 0;
         d.decodeMs = 0;
+        return;
+      }
+      case 'cmn': {
+        if (!d?.cmn || d.inUtterance || !cmnAccess || 'error' in cmnAccess) return;
+        // No mean of the session's own yet: the decoder's, warmed up by the speakers before.
+        const mean = message.mean ?? cmnFixed;
+        if (mean?.length === CMN_VECTOR_LENGTH) cmnAccess.set(d.cmn, mean);
         return;
       }
       case 'reset': {

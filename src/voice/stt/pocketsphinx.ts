@@ -92,6 +92,27 @@ export interface PocketsphinxOptions {
    * @defaultValue 0
    */
   partialEveryMs?: number;
+  /**
+   * Keep pocketsphinx's live cepstral mean per stream: the decoder's mean is
+   * saved when a stream's utterance ends and put back before its next one,
+   * whichever shared decoder it gets, so a speaker is not normalised by
+   * whoever used that decoder before. Turned off by itself (with a warning)
+   * when the library does not pass its layout check. false: the mean carries
+   * over from utterance to utterance on each decoder, whoever speaks.
+   * @defaultValue true
+   */
+  cmnPerSession?: boolean;
+  /**
+   * The cepstral mean (13 values) a stream's first utterance starts from,
+   * with `cmnPerSession`. By default a stream's first utterance starts from
+   * the decoder's mean as the speakers before left it, as without
+   * per-session CMN: measured on Flite speech, that heard first utterances
+   * with 7.9% word errors, the model's `-cmninit` (from its `feat.params`)
+   * with 22.8%, and a running average of recent sessions' means with 14.9%
+   * (loadtest/stt-word-errors.ts, docs/voice.md).
+   * @defaultValue the decoder's current mean
+   */
+  cmnDefault?: number[];
 }
 
 /**
@@ -117,8 +138,10 @@ export class PocketsphinxSttProvider implements SttProvider {
   readonly #requiredPaths: string[];
   #libraryLoads = false;
   readonly #partials: boolean;
+  readonly #cmnPerSession: boolean;
 
   constructor(options: PocketsphinxOptions = {}) {
+    this.#cmnPerSession = options.cmnPerSession ?? true;
     const partialEveryMs = Math.max(0, options.partialEveryMs ?? 0);
     this.#partials = partialEveryMs > 0;
     this.#log = options.log ?? SILENT_LOGGER;
@@ -142,6 +165,8 @@ export class PocketsphinxSttProvider implements SttProvider {
         args,
         requiredPaths: this.#requiredPaths,
         ...(partialEveryMs > 0 ? { partialEveryMs } : {}),
+        cmnPerSession: this.#cmnPerSession,
+        ...(options.cmnDefault ? { cmnDefault: [...options.cmnDefault] } : {}),
       },
       maxDecoders: Math.max(1, options.maxDecoders ?? DEFAULT_POCKETSPHINX_MAX_DECODERS),
       maxWorkers: Math.max(1, options.maxWorkers ?? DEFAULT_POCKETSPHINX_MAX_WORKERS),
@@ -157,7 +182,10 @@ export class PocketsphinxSttProvider implements SttProvider {
         'pocketsphinx has only an English model; language hint ignored',
       );
     }
-    return new PocketsphinxStream(this.#pool, options, this.#log, this.#maxSamples, this.#partials);
+    return new PocketsphinxStream(this.#pool, options, this.#log, this.#maxSamples, {
+      partials: this.#partials,
+      cmnPerSession: this.#cmnPerSession,
+    });
   }
 
   /**
@@ -261,15 +289,19 @@ class PocketsphinxStream implements SttStream {
   /** Partials: the words sent so far this utterance, and the previous hypothesis. */
   #sent: string[] = [];
   #previous: string[] = [];
+  readonly #cmnPerSession: boolean;
+  /** This stream's cepstral mean after its last utterance (null: none yet, the default). */
+  #cmn: Float32Array | null = null;
 
   constructor(
     pool: DecoderPool,
     options: SttOpenOptions,
     log: SttLogger,
     maxSamples: number,
-    partials = false,
+    features: { partials: boolean; cmnPerSession: boolean },
   ) {
-    this.#partials = partials;
+    this.#partials = features.partials;
+    this.#cmnPerSession = features.cmnPerSession;
     this.#pool = pool;
     this.#onEvent = options.onEvent;
     this.#log = log;
@@ -321,6 +353,7 @@ class PocketsphinxStream implements SttStream {
     return reply.promise.then(
       (result) => {
         this.#pendingEnds--;
+        if (result.cmn) this.#cmn = result.cmn;
         this.#releaseIfIdle();
         // With partials the words went out as they came; the session sends what is left.
         if (result.text && !this.#closed && !streamed) {
@@ -396,6 +429,8 @@ class PocketsphinxStream implements SttStream {
           return;
         }
         lease.decoder = decoder;
+        // The decoder's mean is its last speaker's: start from this stream's own.
+        if (this.#cmnPerSession) decoder.setCmn(this.#cmn);
         if (this.#partials) decoder.onPartial = (text) => this.#partial(text);
         for (const op of lease.queue) send(decoder, op);
         lease.queue.length = 0;
