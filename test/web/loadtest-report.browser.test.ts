@@ -81,8 +81,9 @@ describe('load-test HTML report in Chromium', () => {
 
   it('lays out every chart at a non-zero size', async () => {
     const charts = await page.locator('svg.chart').all();
-    // Six CDFs, their histograms, capacity and the engine bench's bars.
-    expect(charts.length).toBeGreaterThanOrEqual(6 + 6 + 2);
+    // Nine CDFs (the tools phase's TTFT split three ways too), their histograms,
+    // capacity and the engine bench's bars.
+    expect(charts.length).toBeGreaterThanOrEqual(9 + 9 + 2);
     for (const chart of charts) {
       const box = await chart.boundingBox();
       expect(box, (await chart.getAttribute('aria-label')) ?? 'chart').not.toBeNull();
@@ -94,9 +95,9 @@ describe('load-test HTML report in Chromium', () => {
   it('draws histogram bars and CDF lines', async () => {
     expect(await page.locator('svg.histogram rect.bar').count()).toBeGreaterThan(0);
     const cdfs = page.locator('svg.cdf');
-    expect(await cdfs.count()).toBe(6);
+    expect(await cdfs.count()).toBe(9);
     const lines = page.locator('svg.cdf path.cdf-line');
-    expect(await lines.count()).toBeGreaterThanOrEqual(6);
+    expect(await lines.count()).toBeGreaterThanOrEqual(9);
     // Each line spans real width: the path parsed and the scale worked.
     const widths = await lines.evaluateAll((paths) =>
       // No DOM lib in this project's types: describe just what is used.
