@@ -9,6 +9,7 @@ import { TroupeError } from '../errors.js';
 import { createMetrics } from '../metrics/index.js';
 import { isWorker, linkWorker, resolveWorkers, runPrimary } from '../server/cluster.js';
 import { createLogger, startServer, type TroupeServer } from '../server/index.js';
+import { logsWritten } from '../server/logger.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
@@ -84,7 +85,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
     }
     stopping = true;
     log.info({ signal }, 'signal received');
-    if (server) void server.shutdown().then(() => process.exit(0));
+    if (server) void server.shutdown().then(exitWhenLogged);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -108,7 +109,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
     return exitWith(err);
   }
   link?.ready(server.url);
-  if (stopping) void server.shutdown().then(() => process.exit(0));
+  if (stopping) void server.shutdown().then(exitWhenLogged);
   logLlmHealth(server, log);
   return server;
 }
@@ -142,4 +143,9 @@ function exitWith(err: unknown): never {
       : `could not start: ${(err as Error).stack ?? String(err)}`;
   process.stderr.write(`troupe: ${message}\n`);
   process.exit(1);
+}
+
+/** Exits 0 once the last log lines (`server stopped`) are out. */
+function exitWhenLogged(): void {
+  void logsWritten().then(() => process.exit(0));
 }

@@ -24,6 +24,7 @@ import {
   type ResumeStore,
 } from './resume-store.js';
 import type { ClusterView } from './index.js';
+import { logsWritten } from './logger.js';
 
 /** How long a worker may take to answer the primary (status, metrics). */
 const ASK_TIMEOUT_MS = 2_000;
@@ -159,7 +160,7 @@ export function runPrimary(options: PrimaryOptions): void {
       log.info({ worker: worker.id, code }, 'worker stopped');
       if (Object.keys(cluster.workers ?? {}).length === 0) {
         log.info({}, 'all workers stopped');
-        process.exit(0);
+        void logsWritten().then(() => process.exit(0));
       }
       return;
     }

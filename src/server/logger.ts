@@ -58,6 +58,9 @@ export function createLogger(
 const SonicBoom = (sonicBoom as unknown as { default: typeof sonicBoom.SonicBoom }).default;
 
 let stdout: DestinationStream | undefined;
+/** Whether a line handed to stdout may not be written yet; who waits for it. */
+let pending = false;
+const waiting: Array<() => void> = [];
 
 /**
  * Stdout as a log destination that never holds the process: writes are
@@ -90,10 +93,36 @@ export function stdoutDestination(): DestinationStream {
       // The reader did not take the rest in time: it is dropped.
     }
   });
+  // A line handed over is written by a thread of its own: the process must
+  // not exit before 'drain' says every line so far is out (see logsWritten).
+  stream.on('drain', () => {
+    pending = false;
+    for (const wake of waiting.splice(0)) wake();
+  });
   stdout = {
     write(line: string) {
-      if (!gone) stream.write(line);
+      if (gone) return;
+      pending = true;
+      stream.write(line);
     },
   };
   return stdout;
+}
+
+/**
+ * Resolves once every log line so far is written to stdout, or after `ms`
+ * (a reader that stopped reading does not hold the exit). Call it before
+ * `process.exit`: an exit while a line's write is under way loses that line.
+ *
+ * @example await server.shutdown(); await logsWritten(); process.exit(0);
+ */
+export function logsWritten(ms = LOG_EXIT_FLUSH_MS): Promise<void> {
+  if (!pending) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    waiting.push(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

@@ -23,6 +23,22 @@ describe('the server logger', () => {
     expect(await exited).toBe(0);
   });
 
+  it('writes every line before a process exits right after logging (logsWritten)', async () => {
+    const run = () =>
+      new Promise<string>((resolve) => {
+        const proc = spawn('node', ['--import', 'tsx', 'test/server/fixtures/log-exit.ts'], {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        let out = '';
+        proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        proc.on('close', () => resolve(out));
+      });
+    for (const out of await Promise.all([run(), run(), run()])) {
+      expect(out.split('"msg":"burst line"').length - 1).toBe(200);
+      expect(out).toContain('"msg":"last line"');
+    }
+  });
+
   it('redacts credentials whatever field a caller puts them in', () => {
     const lines: string[] = [];
     const log = createLogger({ level: 'info', content: false }, { write: (l) => lines.push(l) });
