@@ -16,7 +16,7 @@ import type { ToolContext, ToolResult } from '../tools/types.js';
 import type { ParkedCalls } from './background-handover.js';
 import type { Conversation } from './conversation.js';
 import type { ServerEvent } from './events.js';
-import { conversationId, inProgressResponse, messageItem, round } from './items.js';
+import { conversationId, endedResponse, inProgressResponse, messageItem, round } from './items.js';
 import type { ResponseQueue, RunningResponse } from './response-queue.js';
 import { recordToolCall } from './response-report.js';
 import { speakPart, type SpeechPlace } from './speech-output.js';
@@ -217,15 +217,5 @@ export async function runProgressLine(
   o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
   // The client's history shows it; the model's does not (no message stands for it).
   o.conversation.addResponse(o.conversation.responseGroup(), [], [item], [], undefined);
-  const status = response.stoppedBy ? 'cancelled' : 'completed';
-  o.send({
-    type: 'response.done',
-    response: {
-      ...base,
-      status,
-      status_details:
-        status === 'cancelled' ? { type: 'cancelled', reason: response.stoppedBy } : null,
-      output: [item],
-    },
-  });
+  o.send({ type: 'response.done', response: endedResponse(base, response.stoppedBy, [item]) });
 }

@@ -123,6 +123,23 @@ export function conversationId(sessionId: string): string {
   return `conv_${sessionId.replace(/^sess_/, '')}`;
 }
 
+/**
+ * A response without the LLM (the greeting, a spoken progress line) as
+ * `response.done` ends it: cancelled when something stopped it, with why.
+ */
+export function endedResponse(
+  base: ResponseObject,
+  stoppedBy: string | undefined,
+  output: Item[],
+): ResponseObject {
+  return {
+    ...base,
+    status: stoppedBy ? 'cancelled' : 'completed',
+    status_details: stoppedBy ? { type: 'cancelled', reason: stoppedBy } : null,
+    output,
+  };
+}
+
 /** A response as `response.created` announces it: in progress, no output yet. */
 export function inProgressResponse(
   id: string,

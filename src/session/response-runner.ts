@@ -17,6 +17,7 @@ import type { ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from './history.js';
 import {
   conversationId,
+  endedResponse,
   inProgressResponse,
   llmErrorPayload,
   round,
@@ -338,16 +339,6 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
   ctx.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
   // History keeps what the user heard of the greeting.
   if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
-  const status = response.stoppedBy ? 'cancelled' : 'completed';
   ctx.changed(true);
-  ctx.send({
-    type: 'response.done',
-    response: {
-      ...base,
-      status,
-      status_details:
-        status === 'cancelled' ? { type: 'cancelled', reason: response.stoppedBy } : null,
-      output: [item],
-    },
-  });
+  ctx.send({ type: 'response.done', response: endedResponse(base, response.stoppedBy, [item]) });
 }
