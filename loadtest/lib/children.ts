@@ -56,6 +56,16 @@ export function startServerChild(options: ServerChildOptions): Promise<Child> {
   return startChild('server-child.ts', { env: options.env }, execArgv);
 }
 
+/**
+ * Starts the floor forwarder (floor-child.ts) in its own process: node:http
+ * in, `ws` out, nothing else.
+ *
+ * @example const floor = await startFloorChild(sim.url);
+ */
+export function startFloorChild(llmUrl: string): Promise<Child> {
+  return startChild('floor-child.ts', { llmUrl }, ['--max-semi-space-size=64']);
+}
+
 async function startChild(file: string, init: unknown, execArgv: string[] = []): Promise<Child> {
   const child: ChildProcess = fork(path.join(HERE, file), [JSON.stringify(init)], {
     execArgv: ['--import', 'tsx', ...execArgv],

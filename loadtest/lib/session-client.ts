@@ -547,7 +547,6 @@ class SessionClient {
     if (log === undefined) return;
     log.times.push(now - at);
     const { open, created, ask } = this.#resumeMarks;
-    console.log('RESUME', at % 100000, open! - at, created! - at, ask! - at, now - at);
     if (open === undefined || created === undefined) return;
     log.splits.connect.push(open - at);
     log.splits.restore.push(created - open);

@@ -1,0 +1,247 @@
+/**
+ * Floor bench: server CPU per forwarded delta, Troupe against the least any
+ * Node server does for the same delta (lib/floor-child.ts: node:http reads
+ * the LLM's stream, `ws` sends each text delta, nothing else). The same
+ * simulator, client and conversation drive both, one after the other, round
+ * after round, so load on the machine weighs on both alike. Troupe's own
+ * cost per delta is its figure less the floor's; the floor is what Node's
+ * HTTP client, the WebSocket library and the kernel's loopback take.
+ *
+ * Prints a table; writes loadtest/reports/floor-bench.json.
+ *
+ * @example npm run bench:floor
+ * @example npm run bench:floor -- --sessions 200 --seconds 30 --rounds 3
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import WebSocket from 'ws';
+import { epochNow, readStamps } from '../src/testing/simulator/stamp.js';
+import { startFloorChild, startServerChild, startSimChild, type Child } from './lib/children.js';
+import { CONVERSATION, LOADTEST_SCRIPT } from './lib/scenarios.js';
+import { percentile } from './lib/stats.js';
+
+const USAGE = `npm run bench:floor -- [options]
+  --sessions N   concurrent sessions (default 200)
+  --seconds S    measured seconds per phase (default 30)
+  --warmup S     seconds before measuring, sessions already running (default 10)
+  --rounds N     rounds of floor then Troupe (default 3)
+  --think MS     pause between a reply and the next line (default 1000)
+  --ttft MS      simulator time to first token (default 200)
+  --tps N        simulator tokens per second per stream (default 50)
+  --only T       run one target only: floor or troupe`;
+
+const { values } = parseArgs({
+  options: {
+    sessions: { type: 'string', default: '200' },
+    seconds: { type: 'string', default: '30' },
+    warmup: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
+    think: { type: 'string', default: '1000' },
+    ttft: { type: 'string', default: '200' },
+    tps: { type: 'string', default: '50' },
+    only: { type: 'string' },
+    help: { type: 'boolean' },
+  },
+});
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const count = (name: keyof typeof values): number => {
+  const n = Number(values[name]);
+  if (!Number.isFinite(n) || n <= 0) {
+    console.error(`--${name} must be a positive number, got ${String(values[name])}.\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+};
+const SESSIONS = count('sessions');
+const SECONDS = count('seconds');
+const WARMUP = count('warmup');
+const ROUNDS = count('rounds');
+const THINK_MS = count('think');
+/** Sessions open over this long at the start of a phase. */
+const RAMP_MS = 5_000;
+const TARGETS = (['floor', 'troupe'] as const).filter(
+  (t) => values.only === undefined || values.only === t,
+);
+if (TARGETS.length === 0) {
+  console.error(`--only takes floor or troupe, got ${values.only}.\n${USAGE}`);
+  process.exit(2);
+}
+
+type TargetName = 'floor' | 'troupe';
+interface Phase {
+  target: TargetName;
+  round: number;
+  deltas: number;
+  deltasPerS: number;
+  cpuPercent: number;
+  usPerDelta: number;
+  /** Added latency per delta (ms): the simulator's send → the client's receipt. */
+  added: { p50: number; p95: number; p99: number };
+  errors: number;
+  load: number;
+}
+
+/** Drives `SESSIONS` scripted conversations against `url` until `stop` is called. */
+function drive(url: string): {
+  deltas: () => number;
+  errors: () => number;
+  /** Added latencies (ms) from now on. */
+  measure: () => number[];
+  stop: () => Promise<void>;
+} {
+  let deltas = 0;
+  let added: number[] | undefined;
+  let errors = 0;
+  let stopping = false;
+  const sockets: WebSocket[] = [];
+  const closed: Promise<void>[] = [];
+  for (let i = 0; i < SESSIONS; i++) {
+    const timer = setTimeout(() => {
+      if (stopping) return;
+      const ws = new WebSocket(`${url}?character=plain&greeting=0`);
+      sockets.push(ws);
+      closed.push(new Promise((resolve) => ws.once('close', () => resolve())));
+      let turn = i;
+      const ask = (): void => {
+        if (stopping || ws.readyState !== WebSocket.OPEN) return;
+        const text = CONVERSATION[turn++ % CONVERSATION.length]!.user;
+        ws.send(
+          JSON.stringify({
+            type: 'conversation.item.create',
+            item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] },
+          }),
+        );
+        ws.send(JSON.stringify({ type: 'response.create' }));
+      };
+      ws.on('message', (data) => {
+        const now = epochNow();
+        const event = JSON.parse(String(data)) as { type: string; delta?: string };
+        const type = event.type;
+        if (type === 'response.output_text.delta') {
+          deltas++;
+          if (added !== undefined) for (const t of readStamps(event.delta ?? '').sentAt) added.push(now - t);
+        }
+        else if (type === 'session.created') ask();
+        else if (type === 'response.done') setTimeout(ask, THINK_MS);
+        else if (type === 'error') errors++;
+      });
+      ws.on('error', () => errors++);
+    }, (i * RAMP_MS) / SESSIONS);
+    timer.unref();
+  }
+  return {
+    deltas: () => deltas,
+    errors: () => errors,
+    measure: () => (added = []),
+    async stop() {
+      stopping = true;
+      for (const ws of sockets) ws.close(1000);
+      await Promise.all(closed);
+    },
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function phase(target: TargetName, round: number, sim: Child): Promise<Phase> {
+  const child =
+    target === 'floor'
+      ? await startFloorChild(sim.url)
+      : await startServerChild({
+          env: {
+            PORT: '0',
+            LLM_BASE_URL: sim.url,
+            CHARACTERS_DIR: 'characters',
+            CHARACTERS_WATCH: 'false',
+            CHARACTERS_MCP: 'false',
+            LOG_LEVEL: 'warn',
+            MAX_SESSIONS: String(SESSIONS * 2 + 10),
+            STT_PROVIDER: 'none',
+            TTS_PROVIDER: 'none',
+          },
+        });
+  try {
+    const run = drive(child.url);
+    await sleep(RAMP_MS + WARMUP * 1000);
+    await child.stats();
+    const from = run.deltas();
+    const added = run.measure();
+    const load = os.loadavg()[0]!;
+    await sleep(SECONDS * 1000);
+    const stats = await child.stats();
+    const deltas = run.deltas() - from;
+    await run.stop();
+    added.sort((a, b) => a - b);
+    const at = (q: number): number => percentile(added, q) ?? NaN;
+    return {
+      target,
+      round,
+      deltas,
+      deltasPerS: deltas / SECONDS,
+      cpuPercent: stats.cpuPercent,
+      usPerDelta: deltas > 0 ? (stats.cpuS * 1e6) / deltas : NaN,
+      added: { p50: at(0.5), p95: at(0.95), p99: at(0.99) },
+      errors: run.errors(),
+      load,
+    };
+  } finally {
+    await child.close();
+  }
+}
+
+const sim = await startSimChild({
+  script: LOADTEST_SCRIPT,
+  latency: { ttftMs: count('ttft'), tokensPerSec: count('tps') },
+  // As in the load test: every fragment carries its send time, and each delta's added latency is measured.
+  stamp: true,
+});
+const phases: Phase[] = [];
+try {
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const target of TARGETS) {
+      const p = await phase(target, round, sim);
+      phases.push(p);
+      console.log(
+        `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta · ` +
+          `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
+          `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +
+          `errors ${p.errors} · load ${p.load.toFixed(2)}`,
+      );
+    }
+  }
+} finally {
+  await sim.close();
+}
+
+const median = (target: TargetName): number =>
+  percentile(
+    phases
+      .filter((p) => p.target === target)
+      .map((p) => p.usPerDelta)
+      .sort((a, b) => a - b),
+    0.5,
+  ) ?? NaN;
+const floor = median('floor');
+const troupe = median('troupe');
+console.log(
+  `\nserver CPU per delta, median of ${ROUNDS} (${SESSIONS} sessions, think ${THINK_MS} ms, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'CPU'}, Node ${process.version})`,
+);
+console.log(`  floor (node:http + ws, nothing else)  ${floor.toFixed(1)} µs`);
+console.log(`  Troupe                                ${troupe.toFixed(1)} µs`);
+console.log(`  Troupe's own (Troupe − floor)         ${(troupe - floor).toFixed(1)} µs`);
+const out = path.join('loadtest', 'reports', 'floor-bench.json');
+await mkdir(path.dirname(out), { recursive: true });
+await writeFile(
+  out,
+  JSON.stringify(
+    { sessions: SESSIONS, seconds: SECONDS, thinkMs: THINK_MS, phases, floor, troupe, own: troupe - floor },
+    null,
+    2,
+  ),
+);
+console.log(`report: ${out}`);
