@@ -30,6 +30,7 @@ import {
   promptToolsInstructions,
   type PromptCall,
 } from './prompt-tools.js';
+import { TurnState, epochNow } from './turn-state.js';
 
 /** Options of {@link runTurn}. */
 export interface TurnOptions {
@@ -166,10 +167,7 @@ export type TurnEvent =
   | { type: 'error'; error: TroupeError }
   | { type: 'finish'; summary: TurnSummary };
 
-/** Wall-clock now in epoch ms with sub-ms precision (comparable across processes). */
-export function epochNow(): number {
-  return performance.timeOrigin + performance.now();
-}
+export { epochNow } from './turn-state.js';
 
 /**
  * Runs one turn: stream → tool calls? → run them → resume with the results →
@@ -187,7 +185,8 @@ export function epochNow(): number {
  * }
  */
 export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, TurnSummary> {
-  const { llm, toolset, signal, onTextDelta } = options;
+  const { llm, toolset, signal } = options;
+  const turn = new TurnState(options.onTextDelta);
   const toolMode = options.toolMode ?? llm.toolMode ?? 'native';
   const legacy = (options.toolFormat ?? llm.toolFormat) === 'functions';
   const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
@@ -195,7 +194,6 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   const clientNames = new Set(clientTools.map((t) => t.name));
   const descriptions = toolset.descriptions.concat(clientTools);
   const hasTools = descriptions.length > 0;
-  const started = performance.now();
   const withTools = (messages: readonly ChatMessage[]) =>
     toolMode === 'prompt' && hasTools ? withPromptTools(messages, descriptions) : messages;
   let base = withTools(options.messages);
@@ -203,59 +201,22 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   // TOOL_CALL lines carry no ids; these tell calls apart across rounds and
   // turns (the session keys items and client outputs by call id).
   const promptIds = `prompt_call_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
-  const added: ChatMessage[] = [];
-  const toolCalls: ToolResult[] = [];
-  const clientCalls: ToolCall[] = [];
-  const rounds: RoundTiming[] = [];
-  const usage: TurnUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-  let text = '';
-  let ttftMs: number | null = null;
-  let toolRounds = 0;
   const slowMs = options.slowNoticeMs ?? llm.slowNoticeMs ?? DEFAULT_SLOW_NOTICE_MS;
   const usedIds = callIdsOf(options.messages);
   const idTaken = (id: string): boolean => usedIds.has(id) || (options.callIdTaken?.(id) ?? false);
 
-  const summarize = (status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary => {
-    const summary: TurnSummary = {
-      status,
-      text,
-      messages: added,
-      requests: rounds.length,
-      toolRounds,
-      toolCalls,
-      clientCalls,
-      usage,
-      ttftMs,
-      rounds,
-      durationMs: performance.now() - started,
-    };
-    if (reason) summary.reason = reason;
-    return summary;
-  };
-
   for (let round = 0; ; round++) {
-    if (signal.aborted) {
-      const summary = summarize('cancelled', 'cancelled');
-      yield { type: 'finish', summary };
-      return summary;
-    }
+    if (signal.aborted) return yield* finish(turn.summarize('cancelled', 'cancelled'));
     // The limit holds whatever is offered: a model may call tools it was never given.
-    const final = toolRounds >= maxToolRounds;
-    if (round > 0 && options.fitHistory) base = withTools(options.fitHistory(added));
-    const request = buildRequest(options, descriptions, base, added, toolMode, legacy, final);
+    const final = turn.toolRounds >= maxToolRounds;
+    if (round > 0 && options.fitHistory) base = withTools(options.fitHistory(turn.added));
+    const request = buildRequest(options, descriptions, base, turn.added, toolMode, legacy, final);
     yield { type: 'round.start', round, final };
 
-    const timing: RoundTiming = {
-      requestAt: epochNow(),
-      firstChunkAt: null,
-      lastChunkAt: null,
-      handlerMs: 0,
-    };
-    rounds.push(timing);
+    const timing = turn.startRound();
     const asm = new StreamAssembler({ idTaken });
     const filter = toolMode === 'prompt' && hasTools ? new PromptToolCallFilter() : undefined;
     const promptCalls: PromptCall[] = [];
-    let roundText = '';
     let failure: unknown;
 
     try {
@@ -280,13 +241,8 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
                 visible = out.text;
                 promptCalls.push(...out.calls);
               }
-              if (visible !== '') {
-                ttftMs ??= performance.now() - started;
-                roundText += visible;
-                const event = { type: 'text.delta' as const, round, delta: visible };
-                if (onTextDelta) onTextDelta(event);
-                else yield event;
-              }
+              const event = turn.say(round, visible);
+              if (event) yield event;
               break;
             }
             case 'reasoning':
@@ -311,70 +267,23 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     if (filter) {
       const out = filter.end();
       promptCalls.push(...out.calls);
-      if (out.text !== '') {
-        ttftMs ??= performance.now() - started;
-        roundText += out.text;
-        const event = { type: 'text.delta' as const, round, delta: out.text };
-        if (onTextDelta) onTextDelta(event);
-        else yield event;
-      }
+      const event = turn.say(round, out.text);
+      if (event) yield event;
     }
-    text += roundText;
     if (done.usage) {
-      addUsage(usage, done.usage);
+      addUsage(turn.usage, done.usage);
       yield { type: 'usage', round, usage: done.usage };
     }
-
     if (failure !== undefined) {
-      // Keep what the user already saw; calls of a broken stream never run.
-      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
-      const aborted = signal.aborted || failure instanceof TurnAbortedError;
-      // Neither [DONE] nor a finish_reason: cut short, not complete, and not an error.
-      const truncated = !aborted && failure instanceof LlmTruncatedError;
-      if (!aborted) {
-        const error = asTroupeError(failure);
-        logFailure(options.log, round, error, done.chunks);
-        if (!truncated) yield { type: 'error', error };
-      }
-      const summary = aborted
-        ? summarize('cancelled', 'cancelled')
-        : truncated
-          ? summarize('incomplete', 'stream_truncated')
-          : summarize('failed', 'llm_error');
-      yield { type: 'finish', summary };
-      return summary;
+      return yield* failedRound(turn, failure, signal, options.log, round, done.chunks);
     }
 
     const calls: ToolCall[] = filter
       ? promptCalls.map((c, i) => promptCallToToolCall(c, `${promptIds}_${round}_${i}`))
       : (legacy ? done.toolCalls.slice(0, 1) : done.toolCalls).map(toToolCall);
     const cutOff = done.finishReason === 'length' || done.finishReason === 'content_filter';
-
     if (calls.length === 0 || cutOff || final) {
-      let reason: DiscardReason | undefined;
-      if (calls.length > 0) {
-        reason = cutOff ? (done.finishReason as DiscardReason) : 'max_tool_rounds';
-        yield { type: 'tool_calls.discarded', round, calls, reason };
-        options.log.warn(
-          { round, calls: calls.map((c) => c.name), reason },
-          'tool calls discarded',
-        );
-        if (reason === 'max_tool_rounds' && roundText === '') {
-          roundText = options.roundLimitFallback ?? DEFAULT_ROUND_LIMIT_FALLBACK;
-          text += roundText;
-          ttftMs ??= performance.now() - started;
-          const event = { type: 'text.delta' as const, round, delta: roundText };
-          if (onTextDelta) onTextDelta(event);
-          else yield event;
-        }
-      } else if (cutOff) {
-        reason = done.finishReason as DiscardReason;
-      }
-      if (roundText !== '') added.push({ role: 'assistant', content: roundText });
-      yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: 0 };
-      const summary = summarize(reason ? 'incomplete' : 'completed', reason);
-      yield { type: 'finish', summary };
-      return summary;
+      return yield* lastRound(turn, round, calls, done.finishReason, cutOff, options);
     }
 
     for (const call of calls) {
@@ -382,11 +291,11 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'tool_call.done', round, call };
     }
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
-    added.push(assistantMessage(calls, filter ? done.text : roundText, toolMode, legacy));
+    turn.added.push(assistantMessage(calls, filter ? done.text : turn.roundText, toolMode, legacy));
 
     // Client-side calls go back to the client; the round's server-side calls still run.
     const serverIdx = calls.flatMap((c, i) => (clientNames.has(c.name) ? [] : [i]));
-    for (const call of calls) if (clientNames.has(call.name)) clientCalls.push(call);
+    for (const call of calls) if (clientNames.has(call.name)) turn.clientCalls.push(call);
     const results = runCalls(
       serverIdx.map((i) => calls[i]!),
       filter ? serverIdx.map((i) => promptCalls[i]!) : [],
@@ -395,23 +304,81 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       options,
     );
     // Each result goes out as its call ends; history keeps call order.
-    const roundResults: ToolResult[] = [];
     for await (const result of inCompletionOrder(results)) {
       timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
-      roundResults.push(result);
       yield { type: 'tool.result', round, result };
     }
     const ordered = await Promise.all(results);
-    toolCalls.push(...ordered);
-    added.push(...toolResultMessages(ordered, toolMode, legacy));
-    toolRounds++;
+    turn.toolCalls.push(...ordered);
+    turn.added.push(...toolResultMessages(ordered, toolMode, legacy));
+    turn.toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
-    if (clientCalls.length > 0 || options.endTurn?.()) {
-      const summary = summarize('completed');
-      yield { type: 'finish', summary };
-      return summary;
+    if (turn.clientCalls.length > 0 || options.endTurn?.()) {
+      return yield* finish(turn.summarize('completed'));
     }
   }
+}
+
+/** The turn's last event: its summary, which is also the turn's result. */
+async function* finish(summary: TurnSummary): AsyncGenerator<TurnEvent, TurnSummary> {
+  yield { type: 'finish', summary };
+  return summary;
+}
+
+/**
+ * A round whose stream failed, was cut or was cancelled: what the user
+ * already saw stays in history, the calls of a broken stream never run.
+ */
+async function* failedRound(
+  turn: TurnState,
+  failure: unknown,
+  signal: AbortSignal,
+  log: ToolLogger,
+  round: number,
+  chunks: number,
+): AsyncGenerator<TurnEvent, TurnSummary> {
+  turn.keepRoundText();
+  const aborted = signal.aborted || failure instanceof TurnAbortedError;
+  // Neither [DONE] nor a finish_reason: cut short, not complete, and not an error.
+  const truncated = !aborted && failure instanceof LlmTruncatedError;
+  if (!aborted) {
+    const error = asTroupeError(failure);
+    logFailure(log, round, error, chunks);
+    if (!truncated) yield { type: 'error', error };
+  }
+  if (aborted) return yield* finish(turn.summarize('cancelled', 'cancelled'));
+  if (truncated) return yield* finish(turn.summarize('incomplete', 'stream_truncated'));
+  return yield* finish(turn.summarize('failed', 'llm_error'));
+}
+
+/**
+ * The round that ends the turn: no tool calls, or calls that do not run
+ * (cut off by the token limit or the filter, or past the round limit: then
+ * the fallback line is said if the model said nothing).
+ */
+async function* lastRound(
+  turn: TurnState,
+  round: number,
+  calls: ToolCall[],
+  finishReason: string | null,
+  cutOff: boolean,
+  options: TurnOptions,
+): AsyncGenerator<TurnEvent, TurnSummary> {
+  let reason: DiscardReason | undefined;
+  if (calls.length > 0) {
+    reason = cutOff ? (finishReason as DiscardReason) : 'max_tool_rounds';
+    yield { type: 'tool_calls.discarded', round, calls, reason };
+    options.log.warn({ round, calls: calls.map((c) => c.name), reason }, 'tool calls discarded');
+    if (reason === 'max_tool_rounds' && turn.roundText === '') {
+      const event = turn.say(round, options.roundLimitFallback ?? DEFAULT_ROUND_LIMIT_FALLBACK);
+      if (event) yield event;
+    }
+  } else if (cutOff) {
+    reason = finishReason as DiscardReason;
+  }
+  turn.keepRoundText();
+  yield { type: 'round.end', round, finishReason, toolCalls: 0 };
+  return yield* finish(turn.summarize(reason ? 'incomplete' : 'completed', reason));
 }
 
 /**

@@ -1,0 +1,100 @@
+/**
+ * A turn's bookkeeping while it runs: the text it streamed (this round's and
+ * the earlier rounds'), its first-token time, usage, calls, timings and the
+ * messages it adds to history, and the summary it ends with.
+ */
+import type { ToolCall, ToolResult } from '../tools/types.js';
+import type { ChatMessage } from './chunk.js';
+import type {
+  RoundTiming,
+  TurnEndReason,
+  TurnEvent,
+  TurnSummary,
+  TurnUsage,
+} from './turn-runner.js';
+
+/** Wall-clock now in epoch ms with sub-ms precision (comparable across processes). */
+export function epochNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+type TextDelta = Extract<TurnEvent, { type: 'text.delta' }>;
+
+/** What one turn has made so far. */
+export class TurnState {
+  /** Text of the round under way. */
+  roundText = '';
+  ttftMs: number | null = null;
+  toolRounds = 0;
+  /** Messages to append to history. */
+  readonly added: ChatMessage[] = [];
+  readonly toolCalls: ToolResult[] = [];
+  readonly clientCalls: ToolCall[] = [];
+  readonly rounds: RoundTiming[] = [];
+  readonly usage: TurnUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  /** Text of the rounds before this one. */
+  #earlier = '';
+  readonly #started = performance.now();
+  readonly #onText: ((event: TextDelta) => void) | undefined;
+
+  /** `onText` takes the text deltas as they come (see `TurnOptions.onTextDelta`). */
+  constructor(onText?: (event: TextDelta) => void) {
+    this.#onText = onText;
+  }
+
+  /** All reply text streamed so far. */
+  get text(): string {
+    return this.#earlier + this.roundText;
+  }
+
+  /** A round's request goes out: its timings start and its text is empty. */
+  startRound(): RoundTiming {
+    this.#earlier += this.roundText;
+    this.roundText = '';
+    const timing: RoundTiming = {
+      requestAt: epochNow(),
+      firstChunkAt: null,
+      lastChunkAt: null,
+      handlerMs: 0,
+    };
+    this.rounds.push(timing);
+    return timing;
+  }
+
+  /**
+   * Reply text for the user: counted, and handed to `onText`. Returns the
+   * event to yield when there is no `onText` (or nothing, for empty text).
+   */
+  say(round: number, delta: string): TextDelta | undefined {
+    if (delta === '') return undefined;
+    this.ttftMs ??= performance.now() - this.#started;
+    this.roundText += delta;
+    const event: TextDelta = { type: 'text.delta', round, delta };
+    if (this.#onText === undefined) return event;
+    this.#onText(event);
+    return undefined;
+  }
+
+  /** The round's text, if any, as the assistant message history keeps. */
+  keepRoundText(): void {
+    if (this.roundText !== '') this.added.push({ role: 'assistant', content: this.roundText });
+  }
+
+  summarize(status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary {
+    const summary: TurnSummary = {
+      status,
+      text: this.text,
+      messages: this.added,
+      requests: this.rounds.length,
+      toolRounds: this.toolRounds,
+      toolCalls: this.toolCalls,
+      clientCalls: this.clientCalls,
+      usage: this.usage,
+      ttftMs: this.ttftMs,
+      rounds: this.rounds,
+      durationMs: performance.now() - this.#started,
+    };
+    if (reason) summary.reason = reason;
+    return summary;
+  }
+}
