@@ -94,56 +94,13 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     const payload = JSON.stringify(body);
     // Slow notices: from the request on, through retries, until the last chunk.
     const watch = slowNoticeMs > 0 ? new SilenceWatch(slowNoticeMs) : undefined;
-    let res!: http.IncomingMessage;
-    let silence: Attempt['silence'];
-    let heard: Attempt['chunk'];
-    let stopClocks: Attempt['stop'];
-    let answered = false;
+    let answered: Attempt | undefined;
     try {
-      for (let attempt = 0; ; attempt++) {
-        let failure: LlmStreamError;
-        try {
-          ({
-            res,
-            silence,
-            chunk: heard,
-            stop: stopClocks,
-          } = yield* whileWaiting(
-            open(payload, signal),
-            watch,
-            // Left during a notice (the reader stopped): the answer is not read.
-            (late) => late.res.destroy(),
-          ));
-        } catch (err) {
-          if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
-          failure =
-            err instanceof LlmStreamError
-              ? err
-              : new LlmStreamError('The LLM could not be reached.', {
-                  cause: err,
-                  retryable: true,
-                  detail: `${where}: ${(err as Error).message}`,
-                });
-          if (attempt >= maxRetries) throw failure;
-          yield* whileWaiting(backoff(attempt, undefined, signal), watch);
-          continue;
-        }
-        const status = res.statusCode ?? 0;
-        if (status >= 200 && status < 300) break;
-        stopClocks();
-        const detail = yield* whileWaiting(readErrorBody(res), watch);
-        failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
-          status,
-          retryable: RETRYABLE_STATUS.has(status),
-          detail: `${where} answered HTTP ${status}: ${detail}`,
-        });
-        if (!failure.retryable || attempt >= maxRetries) throw failure;
-        yield* whileWaiting(backoff(attempt, res.headers, signal), watch);
-      }
-      answered = true;
+      answered = yield* answer({ open, maxRetries, where }, payload, signal, watch);
     } finally {
-      if (!answered) watch?.stop();
+      if (answered === undefined) watch?.stop();
     }
+    const { res, silence, chunk: heard, stop: stopClocks } = answered;
 
     let complete = false;
     try {
@@ -205,6 +162,60 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
       if (!complete) res.destroy();
     }
   };
+}
+
+/**
+ * Sends the request until it is answered with a 2xx: retries before the
+ * first byte (connection errors, retryable statuses, honouring
+ * `retry-after`), with the watch's notices while it waits.
+ */
+async function* answer(
+  request: {
+    open: (payload: string, signal: AbortSignal) => Promise<Attempt>;
+    maxRetries: number;
+    where: string;
+  },
+  payload: string,
+  signal: AbortSignal,
+  watch: SilenceWatch | undefined,
+): AsyncGenerator<typeof LLM_SILENT, Attempt, undefined> {
+  for (let attempt = 0; ; attempt++) {
+    let failure: LlmStreamError;
+    let answered: Attempt;
+    try {
+      answered = yield* whileWaiting(
+        request.open(payload, signal),
+        watch,
+        // Left during a notice (the reader stopped): the answer is not read.
+        (late) => late.res.destroy(),
+      );
+    } catch (err) {
+      if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
+      failure =
+        err instanceof LlmStreamError
+          ? err
+          : new LlmStreamError('The LLM could not be reached.', {
+              cause: err,
+              retryable: true,
+              detail: `${request.where}: ${(err as Error).message}`,
+            });
+      if (attempt >= request.maxRetries) throw failure;
+      yield* whileWaiting(backoff(attempt, undefined, signal), watch);
+      continue;
+    }
+    const { res } = answered;
+    const status = res.statusCode ?? 0;
+    if (status >= 200 && status < 300) return answered;
+    answered.stop();
+    const detail = yield* whileWaiting(readErrorBody(res), watch);
+    failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
+      status,
+      retryable: RETRYABLE_STATUS.has(status),
+      detail: `${request.where} answered HTTP ${status}: ${detail}`,
+    });
+    if (!failure.retryable || attempt >= request.maxRetries) throw failure;
+    yield* whileWaiting(backoff(attempt, res.headers, signal), watch);
+  }
 }
 
 function hasFinish(chunk: ChunkLike): boolean {
