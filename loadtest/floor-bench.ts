@@ -30,7 +30,8 @@ const USAGE = `npm run bench:floor -- [options]
   --think MS     pause between a reply and the next line (default 1000)
   --ttft MS      simulator time to first token (default 200)
   --tps N        simulator tokens per second per stream (default 50)
-  --only T       run one target only: floor or troupe`;
+  --only T       run one target only: floor or troupe
+  --cpu-prof DIR write a V8 CPU profile of each server process into DIR/<target>-<round>`;
 
 const { values } = parseArgs({
   options: {
@@ -42,6 +43,7 @@ const { values } = parseArgs({
     ttft: { type: 'string', default: '200' },
     tps: { type: 'string', default: '50' },
     only: { type: 'string' },
+    'cpu-prof': { type: 'string' },
     help: { type: 'boolean' },
   },
 });
@@ -73,6 +75,18 @@ if (TARGETS.length === 0) {
 }
 
 type TargetName = 'floor' | 'troupe';
+interface Quantiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+/** p50 / p95 / p99 of samples (sorted here). */
+function quantiles(samples: number[]): Quantiles {
+  samples.sort((a, b) => a - b);
+  const at = (q: number): number => percentile(samples, q) ?? NaN;
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
+}
 interface Phase {
   target: TargetName;
   round: number;
@@ -81,7 +95,9 @@ interface Phase {
   cpuPercent: number;
   usPerDelta: number;
   /** Added latency per delta (ms): the simulator's send → the client's receipt. */
-  added: { p50: number; p95: number; p99: number };
+  added: Quantiles;
+  /** Time to first token (ms): the client's response.create → the first delta. */
+  ttft: Quantiles;
   errors: number;
   load: number;
 }
@@ -90,54 +106,62 @@ interface Phase {
 function drive(url: string): {
   deltas: () => number;
   errors: () => number;
-  /** Added latencies (ms) from now on. */
-  measure: () => number[];
+  /** Added latencies and times to first token (ms) from now on. */
+  measure: () => { added: number[]; ttft: number[] };
   stop: () => Promise<void>;
 } {
   let deltas = 0;
-  let added: number[] | undefined;
+  let samples: { added: number[]; ttft: number[] } | undefined;
   let errors = 0;
   let stopping = false;
   const sockets: WebSocket[] = [];
   const closed: Promise<void>[] = [];
   for (let i = 0; i < SESSIONS; i++) {
-    const timer = setTimeout(() => {
-      if (stopping) return;
-      const ws = new WebSocket(`${url}?character=plain&greeting=0`);
-      sockets.push(ws);
-      closed.push(new Promise((resolve) => ws.once('close', () => resolve())));
-      let turn = i;
-      const ask = (): void => {
-        if (stopping || ws.readyState !== WebSocket.OPEN) return;
-        const text = CONVERSATION[turn++ % CONVERSATION.length]!.user;
-        ws.send(
-          JSON.stringify({
-            type: 'conversation.item.create',
-            item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] },
-          }),
-        );
-        ws.send(JSON.stringify({ type: 'response.create' }));
-      };
-      ws.on('message', (data) => {
-        const now = epochNow();
-        const event = JSON.parse(String(data)) as { type: string; delta?: string };
-        const type = event.type;
-        if (type === 'response.output_text.delta') {
-          deltas++;
-          if (added !== undefined) for (const t of readStamps(event.delta ?? '').sentAt) added.push(now - t);
-        }
-        else if (type === 'session.created') ask();
-        else if (type === 'response.done') setTimeout(ask, THINK_MS);
-        else if (type === 'error') errors++;
-      });
-      ws.on('error', () => errors++);
-    }, (i * RAMP_MS) / SESSIONS);
+    const timer = setTimeout(
+      () => {
+        if (stopping) return;
+        const ws = new WebSocket(`${url}?character=plain&greeting=0`);
+        sockets.push(ws);
+        closed.push(new Promise((resolve) => ws.once('close', () => resolve())));
+        let turn = i;
+        let askedAt: number | undefined;
+        const ask = (): void => {
+          if (stopping || ws.readyState !== WebSocket.OPEN) return;
+          const text = CONVERSATION[turn++ % CONVERSATION.length]!.user;
+          ws.send(
+            JSON.stringify({
+              type: 'conversation.item.create',
+              item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] },
+            }),
+          );
+          ws.send(JSON.stringify({ type: 'response.create' }));
+          askedAt = epochNow();
+        };
+        ws.on('message', (data) => {
+          const now = epochNow();
+          const event = JSON.parse(String(data)) as { type: string; delta?: string };
+          const type = event.type;
+          if (type === 'response.output_text.delta') {
+            deltas++;
+            if (samples !== undefined) {
+              for (const t of readStamps(event.delta ?? '').sentAt) samples.added.push(now - t);
+              if (askedAt !== undefined) samples.ttft.push(now - askedAt);
+            }
+            askedAt = undefined;
+          } else if (type === 'session.created') ask();
+          else if (type === 'response.done') setTimeout(ask, THINK_MS);
+          else if (type === 'error') errors++;
+        });
+        ws.on('error', () => errors++);
+      },
+      (i * RAMP_MS) / SESSIONS,
+    );
     timer.unref();
   }
   return {
     deltas: () => deltas,
     errors: () => errors,
-    measure: () => (added = []),
+    measure: () => (samples = { added: [], ttft: [] }),
     async stop() {
       stopping = true;
       for (const ws of sockets) ws.close(1000);
@@ -149,10 +173,14 @@ function drive(url: string): {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function phase(target: TargetName, round: number, sim: Child): Promise<Phase> {
+  const profDir = values['cpu-prof'];
+  const cpuProfDir =
+    profDir === undefined ? undefined : path.resolve(profDir, `${target}-${round}`);
   const child =
     target === 'floor'
-      ? await startFloorChild(sim.url)
+      ? await startFloorChild(sim.url, cpuProfDir)
       : await startServerChild({
+          ...(cpuProfDir === undefined ? {} : { cpuProfDir }),
           env: {
             PORT: '0',
             LLM_BASE_URL: sim.url,
@@ -170,14 +198,12 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
     await sleep(RAMP_MS + WARMUP * 1000);
     await child.stats();
     const from = run.deltas();
-    const added = run.measure();
+    const samples = run.measure();
     const load = os.loadavg()[0]!;
     await sleep(SECONDS * 1000);
     const stats = await child.stats();
     const deltas = run.deltas() - from;
     await run.stop();
-    added.sort((a, b) => a - b);
-    const at = (q: number): number => percentile(added, q) ?? NaN;
     return {
       target,
       round,
@@ -185,7 +211,8 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
       deltasPerS: deltas / SECONDS,
       cpuPercent: stats.cpuPercent,
       usPerDelta: deltas > 0 ? (stats.cpuS * 1e6) / deltas : NaN,
-      added: { p50: at(0.5), p95: at(0.95), p99: at(0.99) },
+      added: quantiles(samples.added),
+      ttft: quantiles(samples.ttft),
       errors: run.errors(),
       load,
     };
@@ -210,6 +237,7 @@ try {
         `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta · ` +
           `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
           `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +
+          `TTFT p50 ${p.ttft.p50.toFixed(1)} p95 ${p.ttft.p95.toFixed(1)} ms · ` +
           `errors ${p.errors} · load ${p.load.toFixed(2)}`,
       );
     }
@@ -239,7 +267,15 @@ await mkdir(path.dirname(out), { recursive: true });
 await writeFile(
   out,
   JSON.stringify(
-    { sessions: SESSIONS, seconds: SECONDS, thinkMs: THINK_MS, phases, floor, troupe, own: troupe - floor },
+    {
+      sessions: SESSIONS,
+      seconds: SECONDS,
+      thinkMs: THINK_MS,
+      phases,
+      floor,
+      troupe,
+      own: troupe - floor,
+    },
     null,
     2,
   ),

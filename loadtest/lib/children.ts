@@ -62,8 +62,10 @@ export function startServerChild(options: ServerChildOptions): Promise<Child> {
  *
  * @example const floor = await startFloorChild(sim.url);
  */
-export function startFloorChild(llmUrl: string): Promise<Child> {
-  return startChild('floor-child.ts', { llmUrl }, ['--max-semi-space-size=64']);
+export function startFloorChild(llmUrl: string, cpuProfDir?: string): Promise<Child> {
+  const execArgv = ['--max-semi-space-size=64'];
+  if (cpuProfDir !== undefined) execArgv.push('--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`);
+  return startChild('floor-child.ts', { llmUrl }, execArgv);
 }
 
 async function startChild(file: string, init: unknown, execArgv: string[] = []): Promise<Child> {
