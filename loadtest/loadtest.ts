@@ -52,6 +52,25 @@ async function main(argv: readonly string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
+  if (options.compare !== 'workers') {
+    await runAndReport(options);
+    return;
+  }
+  // The same search with one worker, then with N: the ratio is what the workers add.
+  const one = await runAndReport({ ...options, workers: 1, name: `${options.name}-workers1` });
+  const many = await runAndReport({
+    ...options,
+    name: `${options.name}-workers${options.workers}`,
+  });
+  const [a, b] = [one.capacity?.sessions ?? null, many.capacity?.sessions ?? null];
+  const ratio = a !== null && b !== null && a > 0 ? (b / a).toFixed(2) : 'n/a';
+  console.log(
+    `\ncapacity: WORKERS=1 ${a ?? 'below the first step'}, WORKERS=${options.workers} ${b ?? 'below the first step'} sessions; ratio ${ratio}`,
+  );
+}
+
+/** Starts the target, runs, closes it; prints and writes the report. */
+async function runAndReport(options: LoadtestOptions): Promise<LoadtestReport> {
   const started = await startTarget(options);
   let report: LoadtestReport;
   try {
@@ -70,6 +89,7 @@ async function main(argv: readonly string[]): Promise<void> {
   await writeFile(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
   await writeFile(`${base}.html`, renderHtmlReport(report));
   console.log(`\nreport: ${base}.json, ${base}.html`);
+  return report;
 }
 
 interface Target {
@@ -191,7 +211,8 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     if (options.compare === 'direct') phases.push(await runPhase(spec('direct', 'direct', null)));
   }
   clearTimeout(kill);
-  const comparisons = compare(phases, options.compare);
+  // `--compare workers` compares two runs' capacities (see main), not phases.
+  const comparisons = compare(phases, options.compare === 'workers' ? null : options.compare);
   const report: LoadtestReport = {
     kind: 'troupe-loadtest',
     version: 1,

@@ -39,6 +39,8 @@ Modes:
                          machine weighs on both alike (server CPU is then not split between them)
   --compare direct       run the scenario, then the same conversation straight to the simulator (--sim);
                          prints TTFT through Troupe ÷ TTFT direct
+  --compare workers      with --find-capacity and --workers N: the capacity with WORKERS=1, then with
+                         WORKERS=N, and their ratio (two reports, NAME-workers1 and NAME-workersN)
   --find-capacity        add sessions step by step until p95 added latency per delta passes
                          --limit-ms or errors appear; prints the number
     --start N            sessions of the first step (default 100)
@@ -73,7 +75,7 @@ export interface LoadtestOptions {
   thinkMs: number;
   turnTimeoutMs: number;
   silenceMs: number;
-  compare: 'baseline' | 'direct' | null;
+  compare: 'baseline' | 'direct' | 'workers' | null;
   capacity: {
     start: number;
     step: number;
@@ -193,8 +195,8 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     throw new UsageError(`--scenario must be one of ${SCENARIOS.join(', ')} (got "${scenario}").`);
   }
   const compare = values.compare ?? null;
-  if (compare !== null && compare !== 'baseline' && compare !== 'direct') {
-    throw new UsageError(`--compare must be baseline or direct (got "${compare}").`);
+  if (compare !== null && compare !== 'baseline' && compare !== 'direct' && compare !== 'workers') {
+    throw new UsageError(`--compare must be baseline, direct or workers (got "${compare}").`);
   }
   if (compare === 'direct' && !sim) {
     throw new UsageError('--compare direct needs --sim: it talks to the simulator directly.');
@@ -208,7 +210,12 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
       '--together goes with --compare baseline: it runs its two phases at once.',
     );
   }
-  if (findCapacity && compare !== null) {
+  if (compare === 'workers' && (!findCapacity || !sim)) {
+    throw new UsageError(
+      '--compare workers compares capacities: use it with --find-capacity, --sim and --workers N.',
+    );
+  }
+  if (findCapacity && compare !== null && compare !== 'workers') {
     throw new UsageError('--find-capacity and --compare are separate runs: pick one.');
   }
   const profile = values['sim-profile'] ?? 'openai';
@@ -281,6 +288,11 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
   if (options.cpuProfDir !== null && (options.instances > 1 || options.workers > 1)) {
     throw new UsageError(
       '--cpu-prof profiles one server process: not with --instances or --workers.',
+    );
+  }
+  if (options.compare === 'workers' && options.workers < 2) {
+    throw new UsageError(
+      '--compare workers needs --workers 2 or more: it compares with WORKERS=1.',
     );
   }
   if (options.durationMs < options.rampMs) {

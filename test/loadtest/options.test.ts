@@ -182,6 +182,13 @@ describe('parseLoadtestArgs', () => {
     });
   });
 
+  it('compares capacities with one worker and N: --compare workers', () => {
+    const options = parse('--sim', '--find-capacity', '--workers', '2', '--compare', 'workers');
+    expect(options.compare).toBe('workers');
+    expect(options.workers).toBe(2);
+    expect(options.capacity).not.toBeNull();
+  });
+
   it('returns null for --help and -h', () => {
     expect(parseLoadtestArgs(['--help'])).toBeNull();
     expect(parseLoadtestArgs(['-h'])).toBeNull();
@@ -208,6 +215,16 @@ describe('parseLoadtestArgs', () => {
       '--find-capacity with --compare',
       ['--sim', '--find-capacity', '--compare', 'direct'],
       /--find-capacity/,
+    ],
+    [
+      '--compare workers without --find-capacity',
+      ['--sim', '--workers', '2', '--compare', 'workers'],
+      /--compare workers.*--find-capacity/,
+    ],
+    [
+      '--compare workers with one worker',
+      ['--sim', '--find-capacity', '--compare', 'workers'],
+      /--workers 2 or more/,
     ],
     ['an unknown simulator profile', ['--sim', '--sim-profile', 'gpt'], /--sim-profile.*"gpt"/],
     ['a name with a slash', ['--sim', '--name', '../escape'], /--name.*"\.\.\/escape"/],
