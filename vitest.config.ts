@@ -9,6 +9,8 @@ export default defineConfig({
     // Two cores: keep the worker count small so socket tests are not starved.
     // Debian's flite and pocketsphinx, for the suites that speak and listen.
     globalSetup: ['test/setup/speech-packages.ts'],
+    // Cached history JSON (the resume store's parts) is checked against a fresh copy.
+    setupFiles: ['test/setup/verify-history-json.ts'],
     maxWorkers: 2,
     // Bounds turn a hang into a failure, sized for a machine ten times slower than idle
     // (TEST_TIME_SCALE stretches them further): never something a passing test races.

@@ -120,6 +120,11 @@ export class Conversation {
     return this.#history.items;
   }
 
+  /** History's groups as JSON (the resume store's parts), serialised once per change. */
+  groupsJson(): string[] {
+    return this.#history.groupsJson();
+  }
+
   /** The newest item in history (a running response's items join it when it ends). */
   lastItemId(): string | null {
     return this.#history.lastItemId();
@@ -202,6 +207,7 @@ export class Conversation {
     g.message.content = transcript;
     g.item.content = [{ type: 'output_audio', transcript }];
     g.item.status = 'incomplete';
+    this.#history.touch(g.item.id);
     this.#spoken.set(g.item.id, { message: g.message, items: [{ item: g.item, transcript }] });
   }
 
@@ -496,6 +502,7 @@ export class Conversation {
       .map((i) => i.transcript)
       .filter(Boolean)
       .join(' ');
+    this.#history.touch(itemId);
   }
 
   /** A transcribed utterance: it starts a new exchange. */

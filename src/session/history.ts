@@ -57,12 +57,30 @@ export class History {
   /** What the messages weigh (their JSON), as they were when they joined. */
   #bytes = 0;
   #sizes = new WeakMap<ChatMessage, number>();
+  /** The group each item is in. */
+  #groupOf = new Map<string, HistoryGroup>();
+  /**
+   * Each group's JSON while the group is unchanged: a resume store write
+   * serialises only the groups a change touched. Every change to a group
+   * drops its entry — History's own, and {@link touch} for items changed in
+   * place (a cut to what was heard).
+   */
+  #json = new WeakMap<HistoryGroup, string>();
+
+  /**
+   * Checks every cached group JSON against a fresh serialisation: a
+   * difference (a change that did not call {@link touch}) is noted in
+   * {@link staleJson} and the fresh JSON used. For tests.
+   */
+  static verifyJson = false;
+  /** What {@link verifyJson} found. */
+  static readonly staleJson: string[] = [];
 
   /** A history from its data (see {@link History.toState}); the data is taken, not copied. */
   static fromState(state: HistoryState): History {
     const history = new History();
     history.#groups = state.groups;
-    for (const g of state.groups) history.#indexGroup(g.items, g.messages);
+    for (const g of state.groups) history.#indexGroup(g, g.items, g.messages);
     for (const s of state.singles) {
       const message = state.groups[s.group]?.messages[s.message];
       if (message) history.#single.set(s.item, message);
@@ -89,11 +107,37 @@ export class History {
   addItems(group: HistoryGroup, items: readonly Item[], messages: readonly ChatMessage[]): void {
     group.items.push(...items);
     group.messages.push(...messages);
-    this.#indexGroup(items, messages);
+    this.#indexGroup(group, items, messages);
   }
 
-  #indexGroup(items: readonly Item[], messages: readonly ChatMessage[]): void {
+  /** An item of history was changed in place: its group is serialised again. */
+  touch(itemId: string): void {
+    const group = this.#groupOf.get(itemId);
+    if (group) this.#json.delete(group);
+  }
+
+  /** Every group as JSON, oldest first: cached for the groups no change has touched. */
+  groupsJson(): string[] {
+    const out: string[] = [];
+    for (const [i, g] of this.#groups.entries()) {
+      let json = this.#json.get(g);
+      if (json !== undefined && History.verifyJson && json !== JSON.stringify(g)) {
+        History.staleJson.push(`group ${i} changed without touch(): was ${json}`);
+        json = undefined;
+      }
+      if (json === undefined) {
+        json = JSON.stringify(g);
+        this.#json.set(g, json);
+      }
+      out.push(json);
+    }
+    return out;
+  }
+
+  #indexGroup(group: HistoryGroup, items: readonly Item[], messages: readonly ChatMessage[]): void {
+    this.#json.delete(group);
     for (const item of items) {
+      this.#groupOf.set(item.id, group);
       this.#byId.set(item.id, item);
       if (item.type === 'function_call') this.#callIds.add(item.call_id);
     }
@@ -106,6 +150,7 @@ export class History {
 
   #unindexGroup(items: readonly Item[], messages: readonly ChatMessage[]): void {
     for (const item of items) {
+      this.#groupOf.delete(item.id);
       this.#byId.delete(item.id);
       if (item.type === 'function_call') this.#callIds.delete(item.call_id);
     }
@@ -114,9 +159,13 @@ export class History {
 
   /** The history as data (messages that stand for one item are told by place). */
   toState(): HistoryState {
+    const places = new Map<ChatMessage, MessagePlace>();
+    for (const [group, g] of this.#groups.entries()) {
+      for (const [at, m] of g.messages.entries()) places.set(m, { group, message: at });
+    }
     const singles: HistoryState['singles'] = [];
     for (const [item, message] of this.#single) {
-      const place = this.placeOf(message);
+      const place = places.get(message);
       if (place) singles.push({ item, ...place });
     }
     return { groups: this.#groups, singles };
@@ -173,7 +222,7 @@ export class History {
     group.items.push(item);
     group.messages.push(message);
     this.#single.set(item.id, message);
-    this.#indexGroup([item], [message]);
+    this.#indexGroup(group, [item], [message]);
   }
 
   /** Finds an item by id. */
@@ -211,7 +260,7 @@ export class History {
         end++;
       }
       g.messages.splice(end, 0, ...messages);
-      this.#indexGroup([item], messages);
+      this.#indexGroup(g, [item], messages);
       const callItem = g.items.findIndex((i) => i.type === 'function_call' && i.call_id === callId);
       let itemEnd = callItem === -1 ? g.items.length : callItem + 1;
       while (itemEnd < g.items.length && g.items[itemEnd]!.type !== 'message') itemEnd++;
@@ -250,6 +299,7 @@ export class History {
       g.messages.splice(g.messages.indexOf(message), 1);
       this.#single.delete(id);
       this.#unindexGroup([item!], [message]);
+      this.#json.delete(g);
       if (g.items.length === 0) this.#groups.splice(this.#groups.indexOf(g), 1);
       return true;
     }
@@ -262,6 +312,7 @@ export class History {
     this.#groups = [];
     this.#single.clear();
     this.#byId.clear();
+    this.#groupOf.clear();
     this.#callIds.clear();
     this.#bytes = 0;
     return items;

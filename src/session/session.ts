@@ -323,7 +323,7 @@ class ConversationSession implements Session {
   snapshotParts(): { head: string; parts: string[] } {
     const live = this.#live();
     const { history } = live.conversation;
-    const parts = history.groups.map((g) => JSON.stringify(g));
+    const parts = this.#conversation.groupsJson();
     const conversation = { ...live.conversation, history: { ...history, groups: [] } };
     return { head: JSON.stringify({ ...live, conversation }), parts };
   }
@@ -553,6 +553,7 @@ class ConversationSession implements Session {
             send: this.#o.send,
             log: () => this.#log,
             conversation: this.#conversation,
+            changed: this.#changed,
           },
           this.id,
           text,

@@ -305,3 +305,68 @@ describe('History.toState and fromState', () => {
     expect(back.messageAt(place)).toEqual(message);
   });
 });
+
+describe('History.groupsJson', () => {
+  const fresh = (h: History) => h.toState().groups.map((g) => JSON.stringify(g));
+
+  it('follows every change History makes: items added, results inserted, deletes, trims', () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'hi'), { role: 'user', content: 'hi' });
+    expect(h.groupsJson()).toEqual(fresh(h));
+    h.addItems(g, [callItem('c1', 'call_1')], [toolCalls('call_1')]);
+    expect(h.groupsJson()).toEqual(fresh(h));
+    const g2 = h.startGroup();
+    h.addMessageItem(g2, text('u2', 'user', 'again'), { role: 'user', content: 'again' });
+    expect(h.groupsJson()).toEqual(fresh(h));
+    // A result goes into the first group, after the call.
+    h.insertToolResults('call_1', outputItem('o1', 'call_1', '12:00'), [
+      { role: 'tool', tool_call_id: 'call_1', content: '12:00' },
+    ]);
+    expect(h.groupsJson()).toEqual(fresh(h));
+    expect(h.groupsJson()[0]).toContain('12:00');
+    expect(h.delete('u2')).toBe(true);
+    expect(h.groupsJson()).toEqual(fresh(h));
+    h.addItems(
+      h.startGroup(),
+      [text('a3', 'assistant', 'x'.repeat(400))],
+      [{ role: 'assistant', content: 'x'.repeat(400) }],
+    );
+    h.trim(60, 0);
+    expect(h.groupsJson()).toEqual(fresh(h));
+    expect(h.groupsJson()).toHaveLength(1);
+  });
+
+  it('serialises a group changed in place again once touched', () => {
+    const h = new History();
+    const item = text('a1', 'assistant', 'a long reply') as Extract<Item, { type: 'message' }>;
+    const message: ChatMessage = { role: 'assistant', content: 'a long reply' };
+    h.addItems(h.startGroup(), [item], [message]);
+    h.addMessageItem(h.startGroup(), text('u2', 'user', 'next'), { role: 'user', content: 'next' });
+    const before = h.groupsJson();
+    // Cut to what was heard, as a truncate does.
+    item.content = [{ type: 'output_audio', transcript: 'a long' }];
+    message.content = 'a long';
+    History.verifyJson = false;
+    try {
+      expect(h.groupsJson()).toEqual(before);
+    } finally {
+      History.verifyJson = true;
+    }
+    h.touch('a1');
+    const after = h.groupsJson();
+    expect(after).toEqual(fresh(h));
+    expect(after[0]).toContain('"transcript":"a long"');
+    expect(after[1]).toBe(before[1]);
+  });
+
+  it('notes a stale group when verifying, and gives the fresh JSON', () => {
+    const h = new History();
+    const item = text('a1', 'assistant', 'said') as Extract<Item, { type: 'message' }>;
+    h.addItems(h.startGroup(), [item], [{ role: 'assistant', content: 'said' }]);
+    h.groupsJson();
+    item.status = 'incomplete';
+    expect(h.groupsJson()).toEqual(fresh(h));
+    expect(History.staleJson.splice(0)).toEqual([expect.stringContaining('group 0 changed')]);
+  });
+});
