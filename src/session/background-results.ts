@@ -169,6 +169,8 @@ export function speakProgress(
     send: (event: ServerEvent) => void;
     log: () => Logger;
     conversation: Conversation;
+    /** The conversation changed (`settled`: a response ended): the resume store is written. */
+    changed: (settled?: boolean) => void;
   },
   sessionId: string,
   text: string,
@@ -192,6 +194,7 @@ export async function runProgressLine(
     log: () => Logger;
     voice: VoiceOutput;
     conversation: Conversation;
+    changed: (settled?: boolean) => void;
   },
   sessionId: string,
   response: RunningResponse,
@@ -217,5 +220,7 @@ export async function runProgressLine(
   o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
   // The client's history shows it; the model's does not (no message stands for it).
   o.conversation.addResponse(o.conversation.responseGroup(), [], [item], [], undefined);
+  // Written to the resume store before the client hears the response end, as a reply's end is.
+  o.changed(true);
   o.send({ type: 'response.done', response: endedResponse(base, response.stoppedBy, [item]) });
 }

@@ -11,7 +11,7 @@ import type { SimReply, SimScript } from '../../src/testing/index.js';
 import { character } from '../helpers/characters.js';
 import { scrape } from '../helpers/http.js';
 import { concat, sendAudio, silence, speech } from '../helpers/audio.js';
-import type { Received, TestClient } from '../helpers/realtime-client.js';
+import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
 import type { TestServer } from '../helpers/server.js';
 import { chatBodies, openSession, userMessage } from '../helpers/session.js';
 import { within } from '../helpers/wait.js';
@@ -331,6 +331,35 @@ describe('a background tool in a voice session', () => {
     await seen(c, 'response.done', c.events.indexOf(done));
     const body = chatBodies(t.simulator).at(-1)!;
     expect(JSON.stringify(body.messages)).not.toContain('Half the airlines checked.');
+    await c.close();
+  });
+
+  it('a spoken progress line is written for a resume as soon as it ends', async () => {
+    const c = await openVoiceSession(t, 'character=agent');
+    const created = c.events.find((e) => e.type === 'session.created')!;
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    c.send(userMessage('Narrate a search.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    const from = c.events.length;
+    (await nextGate('narrated_progress'))('');
+    await seen(
+      c,
+      'response.done',
+      from,
+      (e) =>
+        (e.response as { metadata?: { troupe?: string } }).metadata?.troupe ===
+        'background_progress',
+    );
+    // Nothing else has changed since (the search still runs): the line's own write has it.
+    const back = await connect(`${t.wsUrl}?resume=${token}`);
+    await back.next('session.created');
+    await seen(back, 'conversation.item.added', 0, (e) =>
+      JSON.stringify(e.item).includes('Half the airlines checked.'),
+    );
+    (await nextGate('narrated'))('{"flight":"TP 1351"}');
+    await seen(c, 'troupe.background_tool.done', from);
+    await back.close();
     await c.close();
   });
 });
