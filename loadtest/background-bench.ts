@@ -70,6 +70,8 @@ export async function benchBackgroundResult(): Promise<BackgroundBenchResult> {
     CHARACTERS_DIR: dir,
     CHARACTERS_WATCH: 'false',
     LOG_LEVEL: 'silent',
+    // This process also runs the simulator and the clients: its busy share is theirs too.
+    OVERLOAD_BUSY: '0',
     PORT: '0',
     HOST: '127.0.0.1',
     LLM_BASE_URL: sim.url,

@@ -97,6 +97,8 @@ async function holdConversations(): Promise<{
     CHARACTERS_DIR: 'characters',
     CHARACTERS_WATCH: 'false',
     LOG_LEVEL: 'silent',
+    // This process also runs the simulator and the clients: its busy share is theirs too.
+    OVERLOAD_BUSY: '0',
     STT_PROVIDER: 'none',
     TTS_PROVIDER: 'none',
   });

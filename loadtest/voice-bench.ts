@@ -109,6 +109,8 @@ async function main(): Promise<void> {
     PORT: '0',
     LLM_BASE_URL: sim.url,
     LOG_LEVEL: 'silent',
+    // This process also runs the simulator and the clients: its busy share is theirs too.
+    OVERLOAD_BUSY: '0',
     STT_PROVIDER: 'pocketsphinx',
     TTS_PROVIDER: args.tts,
   });

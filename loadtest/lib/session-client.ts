@@ -81,7 +81,10 @@ const RESUMABLE_CLOSES = new Set([
   'closed:1011',
   'closed:1012',
   'closed:1013',
+  'refused:server_overloaded',
 ]);
+/** `error` codes of a session refused before it opens: the close that follows is the refusal. */
+const REFUSALS = new Set(['server_overloaded']);
 /** Reconnections one session may make in a run. */
 const MAX_RESUMES = 8;
 /** A reconnection refused before its session opened is tried again after this, doubling. */
@@ -211,6 +214,8 @@ class SessionClient {
   /** Resolvers of `session.created`/`session.updated` and of an unexpected close. */
   #waiting = new Map<string, (e: ServerEventLite) => void>();
   #lost: ((err: SessionError) => void) | undefined;
+  /** The server refused the session before it opened (its `error` code): counted once, as `refused:CODE`. */
+  #refused: string | undefined;
   /** Spoken sessions: the line being spoken and how far, in samples. */
   #speaking: { pcm: Int16Array; at: number } | undefined;
   /** A reconnection: the token it resumes, and when it began (until the first delta). */
@@ -312,7 +317,7 @@ class SessionClient {
     if (this.#resume) ws.once('open', () => (this.#resumeMarks.open = epochNow()));
     ws.on('close', (code) => {
       if (this.#closedByUs) return;
-      this.#lost?.(new SessionError(`closed:${code}`));
+      this.#lost?.(new SessionError(this.#refused ? `refused:${this.#refused}` : `closed:${code}`));
     });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new SessionError('connect_timeout')), OPEN_TIMEOUT_MS);
@@ -502,6 +507,11 @@ class SessionClient {
         if (e.error?.code === 'server_shutting_down' && this.#ctx.resume !== undefined) {
           // The server drains: go on elsewhere now rather than wait to be closed.
           this.#lost?.(new SessionError('closed:1001'));
+          return;
+        }
+        if (!this.#opened && REFUSALS.has(e.error?.code ?? '')) {
+          // Refused at the door (overloaded, full): its close says so, once.
+          this.#refused = e.error?.code ?? undefined;
           return;
         }
         this.#ctx.rec.error(`error:${e.error?.code ?? e.error?.type ?? 'unknown'}`);

@@ -173,9 +173,11 @@ export interface ScaleConfig {
   resumeTtlS: number;
   /**
    * New sessions are refused with 1013 while the event loop's lag, averaged
-   * over the last second, is above this; 0 = never. @defaultValue 500
+   * over the last second, is above this; 0 = never. @defaultValue 100
    */
   overloadLagMs: number;
+  /** Event-loop utilisation (0–1) above which new sessions are refused; 0 = never. @defaultValue 0.9 */
+  overloadBusy: number;
   /**
    * New sessions are refused with 1013 while the process's CPU use over the
    * last second is above this fraction of one core; unset = never.
@@ -335,6 +337,14 @@ const envSchema = z.object({
     .optional(),
   RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
   OVERLOAD_LAG_MS: integer(0, 60_000).optional(),
+  OVERLOAD_BUSY: z
+    .string()
+    .trim()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, {
+      error: 'expected a share of the time between 0 and 1 such as 0.9 (0 turns it off)',
+    })
+    .transform(Number)
+    .optional(),
   OVERLOAD_CPU: z
     .string()
     .trim()
@@ -527,6 +537,7 @@ export function loadConfig(
       ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
       resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
       overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
+      overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
       ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0
         ? { overloadCpu: e.OVERLOAD_CPU }
         : {}),

@@ -4,12 +4,19 @@
  * pile up in the accept queue and time out); one that refuses at once with
  * 1013 and a retry hint lets clients and load balancers go elsewhere.
  *
- * The event loop's lag is sampled every {@link SAMPLE_MS} by a timer that
- * measures how late it fires; the process is overloaded while the mean lag
- * of the last ten samples is above the limit (a single long pause, such as a
- * module compiling, is not overload: it is one sample), or while its CPU use
- * over those samples is above `cpu` (a fraction of one core), when set.
+ * The event loop is sampled every {@link SAMPLE_MS}: how late a timer
+ * fires (its lag) and how much of the time the loop was busy rather than
+ * waiting for I/O (its utilisation, `performance.eventLoopUtilization`). The
+ * process is overloaded while, over the last ten samples (about a second),
+ * the loop was busy more than `busy` of the time — it has no time left for
+ * the deltas of the sessions it already holds — or the mean lag is above
+ * `lagMs` (a single long pause, such as a module compiling, is not
+ * overload: it is one sample), or its CPU use is above `cpu` (a fraction of
+ * one core), when set. Utilisation counts the main thread only, so work on
+ * other threads (speech recognition) does not look like overload, and a
+ * machine busy with other processes does not either.
  */
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import type { Gauge } from 'prom-client';
 
 /** How often the event loop is sampled. */
@@ -21,6 +28,8 @@ const WINDOW_SAMPLES = 10;
 export interface OverloadOptions {
   /** Mean event-loop lag (ms) above which the process is overloaded; 0 = never. */
   lagMs: number;
+  /** Event-loop utilisation (0–1) above which the process is overloaded; unset or 0 = never. */
+  busy?: number;
   /** CPU use (fraction of one core) above which the process is overloaded; unset = never. */
   cpu?: number;
   /** The retry hint given to refused clients (ms). */
@@ -31,8 +40,8 @@ export interface OverloadOptions {
 
 /** Why a session is refused, and when to try again. */
 export interface OverloadVerdict {
-  reason: 'event_loop_lag' | 'cpu';
-  /** The measured value: lag in ms, or CPU as a fraction of one core. */
+  reason: 'event_loop_busy' | 'event_loop_lag' | 'cpu';
+  /** The measured value: utilisation (0–1), lag in ms, or CPU as a fraction of one core. */
   value: number;
   retryAfterMs: number;
 }
@@ -41,8 +50,8 @@ export interface OverloadVerdict {
 export interface OverloadMonitor {
   /** Undefined when a new session may start; O(1). */
   check(): OverloadVerdict | undefined;
-  /** The mean lag (ms) and CPU use over the last second. */
-  readonly state: { lagMs: number; cpu: number };
+  /** The mean lag (ms), utilisation and CPU use over the last second. */
+  readonly state: { lagMs: number; busy: number; cpu: number };
   stop(): void;
 }
 
@@ -54,10 +63,12 @@ export interface OverloadMonitor {
  * const verdict = overload.check(); // then refuse with 1013 if set
  */
 export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor {
-  const samples: Array<{ lag: number; cpuUs: number }> = [];
+  const samples: Array<{ lag: number; cpuUs: number; elu: EventLoopUtilization }> = [];
   let expected = performance.now() + SAMPLE_MS;
   let lastCpu = process.cpuUsage();
+  let lastElu = performance.eventLoopUtilization();
   let lagMs = 0;
+  let busy = 0;
   let cpu = 0;
   let timer: NodeJS.Timeout;
   const tick = (): void => {
@@ -65,15 +76,22 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
     const lag = Math.max(0, now - expected);
     const used = process.cpuUsage(lastCpu);
     lastCpu = process.cpuUsage();
-    samples.push({ lag, cpuUs: used.user + used.system });
+    const elu = performance.eventLoopUtilization(lastElu);
+    lastElu = performance.eventLoopUtilization();
+    samples.push({ lag, cpuUs: used.user + used.system, elu });
     if (samples.length > WINDOW_SAMPLES) samples.shift();
     let lagSum = 0;
     let cpuUs = 0;
+    let active = 0;
+    let idle = 0;
     for (const s of samples) {
       lagSum += s.lag;
       cpuUs += s.cpuUs;
+      active += s.elu.active;
+      idle += s.elu.idle;
     }
     lagMs = lagSum / samples.length;
+    busy = active + idle > 0 ? active / (active + idle) : 0;
     // Each sample covers SAMPLE_MS plus its lag.
     cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);
     options.lagGauge?.set(lagMs / 1000);
@@ -83,6 +101,14 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
   timer = setTimeout(tick, SAMPLE_MS).unref();
   return {
     check() {
+      // A full window: the first second after start (modules compiling) is not overload.
+      if (options.busy && samples.length === WINDOW_SAMPLES && busy > options.busy) {
+        return {
+          reason: 'event_loop_busy',
+          value: Math.round(busy * 100) / 100,
+          retryAfterMs: options.retryMs,
+        };
+      }
       if (options.lagMs > 0 && lagMs > options.lagMs) {
         return {
           reason: 'event_loop_lag',
@@ -96,7 +122,7 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
       return undefined;
     },
     get state() {
-      return { lagMs, cpu };
+      return { lagMs, busy, cpu };
     },
     stop() {
       clearTimeout(timer);

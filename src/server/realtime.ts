@@ -138,11 +138,24 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (unmuteRoute(url.pathname) !== '/v1/realtime') {
       return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
     }
-    if (!accepting && req.headers['x-forwarded-for'] !== undefined) {
+    if (req.headers['x-forwarded-for'] !== undefined) {
       // Through a load balancer: a 503 before the handshake lets it try
       // another instance at once (nginx: proxy_next_upstream http_503).
-      metrics.server.rejected.inc({ reason: 'shutting_down' });
-      return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
+      if (!accepting) {
+        metrics.server.rejected.inc({ reason: 'shutting_down' });
+        return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
+      }
+      const overloaded = ctx.overload?.check();
+      if (overloaded) {
+        const refusal = overloadRefusal(overloaded);
+        metrics.server.rejected.inc({ reason: 'overloaded' });
+        log.warn(
+          { reason: overloaded.reason, value: overloaded.value },
+          'session refused: overloaded',
+        );
+        const retryS = Math.max(1, Math.round(overloaded.retryAfterMs / 1000));
+        return refuseUpgrade(socket, '503 Service Unavailable', refusal.reason, retryS);
+      }
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       // First, before any refusal: see watchSocketErrors.

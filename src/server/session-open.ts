@@ -180,7 +180,9 @@ export function overloadRefusal(verdict: OverloadVerdict): {
   const cause =
     verdict.reason === 'cpu'
       ? `CPU ${verdict.value} of a core`
-      : `event loop ${verdict.value} ms behind`;
+      : verdict.reason === 'event_loop_busy'
+        ? `event loop busy ${Math.round(verdict.value * 100)}% of the time`
+        : `event loop ${verdict.value} ms behind`;
   return {
     reason: `server overloaded; retry in ${seconds} s`,
     error: new ProtocolError(

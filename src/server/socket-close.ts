@@ -26,12 +26,18 @@ const CLOSE_TIMEOUT_MS = 1_000;
 const MAX_CLOSE_REASON_BYTES = 123;
 
 /** Answers an upgrade request with an HTTP error, then hangs up. */
-export function refuseUpgrade(socket: Duplex, status: string, text: string): void {
+export function refuseUpgrade(
+  socket: Duplex,
+  status: string,
+  text: string,
+  retryAfterS?: number,
+): void {
   // Hang up once written: the socket is half-open (HTTP servers allow it), and
   // a client that never ends its side would hold it, and stall shutdown, forever.
   socket.once('finish', () => socket.destroy());
+  const retry = retryAfterS === undefined ? '' : `Retry-After: ${retryAfterS}\r\n`;
   socket.end(
-    `HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${text}\n`,
+    `HTTP/1.1 ${status}\r\nConnection: close\r\n${retry}Content-Type: text/plain\r\n\r\n${text}\n`,
   );
 }
 

@@ -80,6 +80,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     // Overload refusal reads the event loop's lag, which a busy machine (or a
     // test's own flood) drives up: tests of it set their own threshold.
     OVERLOAD_LAG_MS: '0',
+    // Its busy share too: a test process runs the server, the simulator and the clients.
+    OVERLOAD_BUSY: '0',
     STT_PROVIDER: 'none',
     TTS_PROVIDER: 'none',
     ...options.env,

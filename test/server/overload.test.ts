@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOverloadMonitor, type OverloadMonitor } from '../../src/server/overload.js';
 import { metricValue, scrape } from '../helpers/http.js';
@@ -55,6 +56,91 @@ describe('overload refusal', () => {
       20_000,
     );
   }, 30_000);
+
+  it('says overloaded while the event loop has no idle time, and recovers once it has', async () => {
+    monitor = createOverloadMonitor({ lagMs: 0, busy: 0.9, retryMs: 2_000 });
+    expect(monitor.check()).toBeUndefined();
+    // Busy 50 ms at every turn: little lag per timer, no idle time.
+    const busy = saturate(50);
+    await within(
+      busy.until(() => monitor!.check() !== undefined),
+      'an overload verdict',
+      20_000,
+    );
+    busy.stop();
+    const verdict = monitor.check()!;
+    expect(verdict).toMatchObject({ reason: 'event_loop_busy', retryAfterMs: 2_000 });
+    expect(verdict.value).toBeGreaterThan(0.9);
+    expect(monitor.state.busy).toBeGreaterThan(0.9);
+    await within(
+      (async () => {
+        while (monitor!.check() !== undefined) await new Promise((r) => setTimeout(r, 50));
+      })(),
+      'the recovery',
+      20_000,
+    );
+  }, 30_000);
+
+  it('answers 503 with Retry-After before the handshake behind a load balancer while saturated', async () => {
+    t = await startTestServer({ env: { OVERLOAD_BUSY: '0.9' } });
+    const { port } = new URL(t.url);
+    const handshake = (): Promise<{ status: number; retryAfter?: string; body: string }> =>
+      new Promise((resolve, reject) => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port,
+          path: '/v1/realtime?character=plain',
+          headers: {
+            connection: 'Upgrade',
+            upgrade: 'websocket',
+            'sec-websocket-version': '13',
+            'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+            'x-forwarded-for': '203.0.113.7',
+          },
+        });
+        req.on('upgrade', (res, socket) => {
+          socket.destroy();
+          resolve({ status: res.statusCode ?? 0, body: '' });
+        });
+        req.on('response', (res) => {
+          let body = '';
+          res.setEncoding('utf8').on('data', (d: string) => (body += d));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              ...(res.headers['retry-after'] ? { retryAfter: res.headers['retry-after'] } : {}),
+              body,
+            }),
+          );
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    // Idle: the handshake goes through.
+    expect((await handshake()).status).toBe(101);
+    const busy = saturate(50);
+    const refused = await within(
+      (async () => {
+        for (;;) {
+          const answer = await handshake();
+          if (answer.status !== 101) return answer;
+        }
+      })(),
+      'a refusal',
+      30_000,
+    );
+    busy.stop();
+    expect(refused).toEqual({
+      status: 503,
+      retryAfter: '2',
+      body: 'server overloaded; retry in 2 s\n',
+    });
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'overloaded',
+      }),
+    ).toBeGreaterThanOrEqual(1);
+  }, 40_000);
 
   it('refuses a new session with 1013 and a retry hint at once while saturated', async () => {
     t = await startTestServer({ env: { OVERLOAD_LAG_MS: '100' } });
