@@ -106,25 +106,41 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
   if (options.processMetrics ?? true)
     collectDefaultMetrics({ register: registry, prefix: 'troupe_' });
+  const registers = [registry];
+  // In this order: /metrics lists them as they were registered.
+  const characters = createCharacterMetrics(registers);
+  const sessions = createSessionMetrics(registers);
+  const server = createServerMetrics(registers);
+  const scale = createScaleMetrics(registers);
+  const mcp = createMcpMetrics(registers);
+  return { registry, characters: { ...characters, mcp }, sessions, server, scale };
+}
+
+/** Character loading and hot reload. */
+function createCharacterMetrics(registers: Registry[]): Omit<CharacterMetrics, 'mcp'> {
   const loadErrors = new Counter({
     name: 'troupe_character_load_errors_total',
     help: 'Character files rejected at load or reload, by error type.',
     labelNames: ['type'] as const,
-    registers: [registry],
+    registers,
   });
   for (const type of CHARACTER_ERROR_KINDS) loadErrors.inc({ type }, 0);
   const reloads = new Counter({
     name: 'troupe_character_reloads_total',
     help: 'Hot reloads of characters, by outcome (ok, failed: old version kept, removed).',
     labelNames: ['outcome'] as const,
-    registers: [registry],
+    registers,
   });
   const loaded = new Gauge({
     name: 'troupe_characters_loaded',
     help: 'Characters currently available to new sessions.',
-    registers: [registry],
+    registers,
   });
-  const registers = [registry];
+  return { loadErrors, reloads, loaded };
+}
+
+/** Sessions, turns and tools, with speech and the Unmute fork's tool names. */
+function createSessionMetrics(registers: Registry[]): SessionMetrics {
   const sessions: SessionMetrics = {
     active: new Gauge({
       name: 'troupe_sessions_active',
@@ -201,73 +217,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       buckets: [0, 1, 2, 3, 5, 10, 20, 50, 100],
       registers,
     }),
-    voice: {
-      sttLatency: new Histogram({
-        name: 'troupe_stt_latency_seconds',
-        help: "End of the user's speech to its transcript, by STT provider.",
-        labelNames: ['provider'],
-        buckets: LATENCY_BUCKETS_S,
-        registers,
-      }),
-      ttsFirstAudio: new Histogram({
-        name: 'troupe_tts_first_audio_seconds',
-        help: 'Text given to the TTS engine to its first audio, by TTS provider.',
-        labelNames: ['provider'],
-        buckets: LATENCY_BUCKETS_S,
-        registers,
-      }),
-      speechToAudio: new Histogram({
-        name: 'troupe_voice_response_latency_seconds',
-        help: "End of the user's speech (or response.create) to the first audio byte sent, by STT and TTS provider.",
-        labelNames: ['stt', 'tts'],
-        buckets: LATENCY_BUCKETS_S,
-        registers,
-      }),
-      bargeIns: new Counter({
-        name: 'troupe_barge_ins_total',
-        help: 'Responses interrupted by the user speaking, by character.',
-        labelNames: ['character'],
-        registers,
-      }),
-      audioSeconds: new Counter({
-        name: 'troupe_audio_seconds_total',
-        help: 'Audio received (direction="in", by STT provider) and sent (direction="out", by TTS provider), in seconds.',
-        labelNames: ['direction', 'provider'],
-        registers,
-      }),
-      errors: new Counter({
-        name: 'troupe_voice_errors_total',
-        help: 'Speech failures by kind (input_audio, stt, tts) and provider (or input encoding).',
-        labelNames: ['kind', 'provider'],
-        registers,
-      }),
-    },
-    unmute: {
-      toolCalls: new Counter({
-        name: 'character_tool_calls_total',
-        help: "Tool calls by character and tool (the Unmute fork's name).",
-        labelNames: ['character_name', 'tool_name'],
-        registers,
-      }),
-      toolErrors: new Counter({
-        name: 'character_tool_errors_total',
-        help: "Tool calls that did not end ok, by outcome (the Unmute fork's name).",
-        labelNames: ['error_type'],
-        registers,
-      }),
-      toolLatency: new Histogram({
-        name: 'character_tool_latency_seconds',
-        help: "Tool call duration by tool (the Unmute fork's name and buckets).",
-        labelNames: ['tool_name'],
-        buckets: TOOL_BUCKETS_S,
-        registers,
-      }),
-    },
+    voice: createVoiceMetrics(registers),
+    unmute: createUnmuteMetrics(registers),
   };
   for (const outcome of TOOL_OUTCOMES) {
     if (outcome !== 'ok') sessions.unmute.toolErrors.inc({ error_type: outcome }, 0);
   }
-  const server: ServerMetrics = {
+  return sessions;
+}
+
+/** Connections refused and protocol errors. */
+function createServerMetrics(registers: Registry[]): ServerMetrics {
+  return {
     protocolErrors: new Counter({
       name: 'troupe_protocol_errors_total',
       help: 'error events sent to clients, by code.',
@@ -281,9 +242,76 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       registers,
     }),
   };
-  const scale = createScaleMetrics(registers);
-  const mcp = createMcpMetrics(registers);
-  return { registry, characters: { loadErrors, reloads, loaded, mcp }, sessions, server, scale };
+}
+
+/** Speech, per provider. */
+function createVoiceMetrics(registers: Registry[]): VoiceMetrics {
+  return {
+    sttLatency: new Histogram({
+      name: 'troupe_stt_latency_seconds',
+      help: "End of the user's speech to its transcript, by STT provider.",
+      labelNames: ['provider'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    }),
+    ttsFirstAudio: new Histogram({
+      name: 'troupe_tts_first_audio_seconds',
+      help: 'Text given to the TTS engine to its first audio, by TTS provider.',
+      labelNames: ['provider'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    }),
+    speechToAudio: new Histogram({
+      name: 'troupe_voice_response_latency_seconds',
+      help: "End of the user's speech (or response.create) to the first audio byte sent, by STT and TTS provider.",
+      labelNames: ['stt', 'tts'],
+      buckets: LATENCY_BUCKETS_S,
+      registers,
+    }),
+    bargeIns: new Counter({
+      name: 'troupe_barge_ins_total',
+      help: 'Responses interrupted by the user speaking, by character.',
+      labelNames: ['character'],
+      registers,
+    }),
+    audioSeconds: new Counter({
+      name: 'troupe_audio_seconds_total',
+      help: 'Audio received (direction="in", by STT provider) and sent (direction="out", by TTS provider), in seconds.',
+      labelNames: ['direction', 'provider'],
+      registers,
+    }),
+    errors: new Counter({
+      name: 'troupe_voice_errors_total',
+      help: 'Speech failures by kind (input_audio, stt, tts) and provider (or input encoding).',
+      labelNames: ['kind', 'provider'],
+      registers,
+    }),
+  };
+}
+
+/** The Unmute fork's tool metrics, under its names and buckets (for existing dashboards). */
+function createUnmuteMetrics(registers: Registry[]): SessionMetrics['unmute'] {
+  return {
+    toolCalls: new Counter({
+      name: 'character_tool_calls_total',
+      help: "Tool calls by character and tool (the Unmute fork's name).",
+      labelNames: ['character_name', 'tool_name'],
+      registers,
+    }),
+    toolErrors: new Counter({
+      name: 'character_tool_errors_total',
+      help: "Tool calls that did not end ok, by outcome (the Unmute fork's name).",
+      labelNames: ['error_type'],
+      registers,
+    }),
+    toolLatency: new Histogram({
+      name: 'character_tool_latency_seconds',
+      help: "Tool call duration by tool (the Unmute fork's name and buckets).",
+      labelNames: ['tool_name'],
+      buckets: TOOL_BUCKETS_S,
+      registers,
+    }),
+  };
 }
 
 /** Call timing buckets (seconds) of MCP tools: a process or network hop, up to the 60 s limit. */
