@@ -136,194 +136,207 @@ function sameHash(a: string | null, b: string | null): boolean {
  * const tracker = resumer.track(session.id, { snapshot: () => session.snapshot() }, undefined, log);
  */
 export function createResumer(options: ResumerOptions): Resumer {
+  const { store } = options;
+  return {
+    store,
+    claim: (token, auth) => claimRecord(options, token, auth),
+    track: (sessionId, source, auth, log) => trackSession(options, sessionId, source, auth, log),
+    close: () => store.close(),
+  };
+}
+
+/** Opens a stored conversation by its token (single use); see {@link Resumer.claim}. */
+async function claimRecord(
+  options: ResumerOptions,
+  token: string,
+  auth: string | undefined,
+): Promise<ClaimResult> {
   const { store, ttlS, metrics } = options;
   const outcome = (o: string): void => metrics?.attempts.inc({ outcome: o });
-
-  async function claim(token: string, auth: string | undefined): Promise<ClaimResult> {
-    if (!TOKEN_PATTERN.test(token)) {
-      outcome('invalid_token');
-      return {
-        ok: false,
-        reason: 'invalid_token',
-        message: 'The resume token is malformed; a new session was started.',
-      };
-    }
-    let raw: StoredRecord | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      raw = await Promise.race([
-        store.claim(tokenKey(token), ttlS),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
-            options.loadTimeoutMs,
-          );
-        }),
-      ]);
-    } catch (err) {
-      outcome('store_unavailable');
-      options.log.warn({ err: (err as Error).message }, 'resume claim failed');
-      return {
-        ok: false,
-        reason: 'store_unavailable',
-        message:
-          'The conversation could not be resumed: the resume store is unavailable; a new session was started.',
-      };
-    } finally {
-      clearTimeout(timer);
-    }
-    const record = raw === undefined ? undefined : parseRecord(raw);
-    if (record === undefined) {
-      outcome('not_found');
-      return {
-        ok: false,
-        reason: 'not_found',
-        message: 'The resume token is unknown, expired or already used; a new session was started.',
-      };
-    }
-    if (!sameHash(record.auth, authHash(auth))) {
-      outcome('auth_mismatch');
-      return {
-        ok: false,
-        reason: 'auth_mismatch',
-        message: 'The resume token was issued under another auth token; a new session was started.',
-      };
-    }
-    outcome('resumed');
-    return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
-  }
-
-  function track(
-    sessionId: string,
-    source: SessionStateSource,
-    auth: string | undefined,
-    log: Logger,
-  ): ResumeTracker {
-    const token = newResumeToken();
-    const key = tokenKey(token);
-    const hashed = authHash(auth);
-    let timer: NodeJS.Timeout | undefined;
-    let writing: Promise<void> | undefined;
-    let again = false;
-    let stopped = false;
-    /** A change not written yet (the first write is always due: the token opens from then on). */
-    let dirty = true;
-
-    /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
-    let sent: string[] = [];
-    let seq = 0;
-    /** The next save: the head and the parts that changed since the last one sent. */
-    const nextUpdate = (): RecordUpdate => {
-      const { head, parts } = recordParts(source);
-      let keep = 0;
-      const common = Math.min(sent.length, parts.length);
-      while (keep < common && sent[keep] === parts[keep]) keep++;
-      const after = seq === 0 || keep === 0 ? null : seq;
-      seq++;
-      sent = parts;
-      return {
-        head,
-        keep: after === null ? 0 : keep,
-        parts: parts.slice(after === null ? 0 : keep),
-        seq,
-        after,
-      };
-    };
-    const write = async (): Promise<void> => {
-      timer = undefined;
-      if (stopped) return;
-      dirty = false;
-      const started = performance.now();
-      try {
-        let update = nextUpdate();
-        let result = await store.save(key, update, ttlS);
-        if (result === 'stale') {
-          // The store lost what this save builds on (a failed write, an expiry): all of it again.
-          sent = [];
-          update = nextUpdate();
-          result = await store.save(key, update, ttlS);
-        }
-        metrics?.saveSeconds.observe((performance.now() - started) / 1000);
-        if (result === 'claimed') {
-          // Another connection resumed this conversation: it is theirs now.
-          stopped = true;
-          log.info({}, 'resume taken over');
-        }
-      } catch (err) {
-        // What the store holds now is unknown: the next write sends everything.
-        sent = [];
-        dirty = true;
-        log.warn({ err: (err as Error).message }, 'resume save failed');
-      }
-    };
-    // Debounced writes go one at a time; changes during one are written after it.
-    // A flush writes at once, beside one under way: the store applies a
-    // connection's commands in order, so the newer state lands last.
-    const begin = (): Promise<void> => {
-      const mine = write();
-      const all = writing ? Promise.all([writing, mine]).then(() => undefined) : mine;
-      writing = all;
-      void all.finally(() => {
-        if (writing !== all) return;
-        writing = undefined;
-        if (again && !stopped) {
-          again = false;
-          void run();
-        }
-      });
-      return all;
-    };
-    const run = (): Promise<void> => {
-      if (writing) {
-        again = true;
-        return writing;
-      }
-      return begin();
-    };
-
-    /** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
-    const recordParts = (from: SessionStateSource): { head: string; parts: string[] } => {
-      const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
-      if (from.snapshotParts) {
-        const split = from.snapshotParts();
-        return { head: `${head}${split.head}}`, parts: split.parts };
-      }
-      if (from.snapshotText) return { head: `${head}${from.snapshotText()}}`, parts: [] };
-      const record: ResumeRecord = {
-        v: RECORD_VERSION,
-        session: sessionId,
-        auth: hashed,
-        savedAt: Date.now(),
-        state: from.snapshot(),
-      };
-      return { head: JSON.stringify(record), parts: [] };
-    };
-
+  if (!TOKEN_PATTERN.test(token)) {
+    outcome('invalid_token');
     return {
-      token,
-      changed() {
-        dirty = true;
-        if (stopped || timer !== undefined) return;
-        timer = setTimeout(() => void run(), options.saveDelayMs);
-      },
-      async flush() {
-        if (stopped) return;
-        clearTimeout(timer);
-        timer = undefined;
-        if (dirty) {
-          again = false;
-          void begin();
-        }
-        while (writing) await writing;
-      },
-      stop() {
-        stopped = true;
-        clearTimeout(timer);
-      },
+      ok: false,
+      reason: 'invalid_token',
+      message: 'The resume token is malformed; a new session was started.',
     };
   }
+  let raw: StoredRecord | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    raw = await Promise.race([
+      store.claim(tokenKey(token), ttlS),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
+          options.loadTimeoutMs,
+        );
+      }),
+    ]);
+  } catch (err) {
+    outcome('store_unavailable');
+    options.log.warn({ err: (err as Error).message }, 'resume claim failed');
+    return {
+      ok: false,
+      reason: 'store_unavailable',
+      message:
+        'The conversation could not be resumed: the resume store is unavailable; a new session was started.',
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+  const record = raw === undefined ? undefined : parseRecord(raw);
+  if (record === undefined) {
+    outcome('not_found');
+    return {
+      ok: false,
+      reason: 'not_found',
+      message: 'The resume token is unknown, expired or already used; a new session was started.',
+    };
+  }
+  if (!sameHash(record.auth, authHash(auth))) {
+    outcome('auth_mismatch');
+    return {
+      ok: false,
+      reason: 'auth_mismatch',
+      message: 'The resume token was issued under another auth token; a new session was started.',
+    };
+  }
+  outcome('resumed');
+  return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
+}
 
-  return { store, claim, track, close: () => store.close() };
+/** Writes one session's changes to the store; see {@link Resumer.track}. */
+function trackSession(
+  options: ResumerOptions,
+  sessionId: string,
+  source: SessionStateSource,
+  auth: string | undefined,
+  log: Logger,
+): ResumeTracker {
+  const { store, ttlS, metrics } = options;
+  const token = newResumeToken();
+  const key = tokenKey(token);
+  const hashed = authHash(auth);
+  let timer: NodeJS.Timeout | undefined;
+  let writing: Promise<void> | undefined;
+  let again = false;
+  let stopped = false;
+  /** A change not written yet (the first write is always due: the token opens from then on). */
+  let dirty = true;
+
+  /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
+  let sent: string[] = [];
+  let seq = 0;
+  /** The next save: the head and the parts that changed since the last one sent. */
+  const nextUpdate = (): RecordUpdate => {
+    const { head, parts } = recordParts(source);
+    let keep = 0;
+    const common = Math.min(sent.length, parts.length);
+    while (keep < common && sent[keep] === parts[keep]) keep++;
+    const after = seq === 0 || keep === 0 ? null : seq;
+    seq++;
+    sent = parts;
+    return {
+      head,
+      keep: after === null ? 0 : keep,
+      parts: parts.slice(after === null ? 0 : keep),
+      seq,
+      after,
+    };
+  };
+  const write = async (): Promise<void> => {
+    timer = undefined;
+    if (stopped) return;
+    dirty = false;
+    const started = performance.now();
+    try {
+      let update = nextUpdate();
+      let result = await store.save(key, update, ttlS);
+      if (result === 'stale') {
+        // The store lost what this save builds on (a failed write, an expiry): all of it again.
+        sent = [];
+        update = nextUpdate();
+        result = await store.save(key, update, ttlS);
+      }
+      metrics?.saveSeconds.observe((performance.now() - started) / 1000);
+      if (result === 'claimed') {
+        // Another connection resumed this conversation: it is theirs now.
+        stopped = true;
+        log.info({}, 'resume taken over');
+      }
+    } catch (err) {
+      // What the store holds now is unknown: the next write sends everything.
+      sent = [];
+      dirty = true;
+      log.warn({ err: (err as Error).message }, 'resume save failed');
+    }
+  };
+  // Debounced writes go one at a time; changes during one are written after it.
+  // A flush writes at once, beside one under way: the store applies a
+  // connection's commands in order, so the newer state lands last.
+  const begin = (): Promise<void> => {
+    const mine = write();
+    const all = writing ? Promise.all([writing, mine]).then(() => undefined) : mine;
+    writing = all;
+    void all.finally(() => {
+      if (writing !== all) return;
+      writing = undefined;
+      if (again && !stopped) {
+        again = false;
+        void run();
+      }
+    });
+    return all;
+  };
+  const run = (): Promise<void> => {
+    if (writing) {
+      again = true;
+      return writing;
+    }
+    return begin();
+  };
+
+  /** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
+  const recordParts = (from: SessionStateSource): { head: string; parts: string[] } => {
+    const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
+    if (from.snapshotParts) {
+      const split = from.snapshotParts();
+      return { head: `${head}${split.head}}`, parts: split.parts };
+    }
+    if (from.snapshotText) return { head: `${head}${from.snapshotText()}}`, parts: [] };
+    const record: ResumeRecord = {
+      v: RECORD_VERSION,
+      session: sessionId,
+      auth: hashed,
+      savedAt: Date.now(),
+      state: from.snapshot(),
+    };
+    return { head: JSON.stringify(record), parts: [] };
+  };
+
+  return {
+    token,
+    changed() {
+      dirty = true;
+      if (stopped || timer !== undefined) return;
+      timer = setTimeout(() => void run(), options.saveDelayMs);
+    },
+    async flush() {
+      if (stopped) return;
+      clearTimeout(timer);
+      timer = undefined;
+      if (dirty) {
+        again = false;
+        void begin();
+      }
+      while (writing) await writing;
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }
 
 function parseRecord(raw: StoredRecord): (ResumeRecord & { parts: unknown[] }) | undefined {
