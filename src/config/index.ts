@@ -527,21 +527,24 @@ export function loadConfig(
       level: e.LOG_LEVEL ?? D.DEFAULT_LOG_LEVEL,
       content: e.LOG_CONTENT ?? D.DEFAULT_LOG_CONTENT,
     },
-    scale: {
-      workers:
-        e.WORKERS === undefined
-          ? D.DEFAULT_WORKERS
-          : e.WORKERS === 'auto'
-            ? 'auto'
-            : Number(e.WORKERS),
-      ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
-      resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
-      overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
-      overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
-      ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0
-        ? { overloadCpu: e.OVERLOAD_CPU }
-        : {}),
-    },
+    scale: scaleConfig(e),
+  };
+}
+
+/** Workers, the resume store and overload refusal, from the checked variables. */
+function scaleConfig(e: Partial<z.infer<typeof envSchema>>): ScaleConfig {
+  return {
+    workers:
+      e.WORKERS === undefined
+        ? D.DEFAULT_WORKERS
+        : e.WORKERS === 'auto'
+          ? 'auto'
+          : Number(e.WORKERS),
+    ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
+    resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
+    overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
+    overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
+    ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0 ? { overloadCpu: e.OVERLOAD_CPU } : {}),
   };
 }
 
