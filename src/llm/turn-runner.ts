@@ -109,7 +109,8 @@ export interface TurnUsage {
 /** Wall-clock stamps of one LLM request (epoch ms, sub-ms precision). */
 export interface RoundTiming {
   requestAt: number;
-  firstChunkAt: number | null;
+  /** The first chunk that carried output (text, reasoning or a tool call). */
+  firstTokenAt: number | null;
   lastChunkAt: number | null;
   /** Longest handler of the round's tools (they run in parallel). */
   handlerMs: number;
@@ -231,8 +232,9 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
         }
         timing.lastChunkAt = epochNow();
         if (signal.aborted) break;
-        timing.firstChunkAt ??= epochNow();
         for (const ev of asm.push(chunk)) {
+          // The first token, not the first chunk: servers open with a role-only chunk.
+          timing.firstTokenAt ??= timing.lastChunkAt;
           switch (ev.type) {
             case 'text': {
               let visible = ev.delta;

@@ -53,7 +53,7 @@ export class TurnState {
     this.roundText = '';
     const timing: RoundTiming = {
       requestAt: epochNow(),
-      firstChunkAt: null,
+      firstTokenAt: null,
       lastChunkAt: null,
       handlerMs: 0,
     };

@@ -156,9 +156,8 @@ function responseRounds(rounds: readonly RoundTiming[]): ResponseRound[] {
   return rounds.map((r, i) => {
     const next = rounds[i + 1];
     return {
-      llm_ttft_ms: r.firstChunkAt === null ? null : us(r.firstChunkAt - r.requestAt),
-      llm_ms:
-        r.firstChunkAt === null || r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
+      llm_ttft_ms: r.firstTokenAt === null ? null : us(r.firstTokenAt - r.requestAt),
+      llm_ms: r.lastChunkAt === null ? null : us(r.lastChunkAt - r.requestAt),
       handler_ms: us(r.handlerMs),
       overhead_ms:
         next === undefined || r.lastChunkAt === null

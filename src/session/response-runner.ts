@@ -188,7 +188,7 @@ export async function runResponse(
   const ttftMs = firstDeltaAt === null ? null : firstDeltaAt - receivedAt;
   const first = summary?.rounds[0];
   const llmTtftMs =
-    first && first.firstChunkAt !== null ? first.firstChunkAt - first.requestAt : null;
+    first && first.firstTokenAt !== null ? first.firstTokenAt - first.requestAt : null;
   if (failure) {
     ctx.send({ type: 'error', error: llmErrorPayload(failure) });
     turnLog.warn({ code: failure.code, err: failure.message }, 'response failed');

@@ -109,3 +109,25 @@ describe('response.done rounds', () => {
     expect(spent).toBeLessThanOrEqual((troupe.duration_ms as number) + 0.06);
   });
 });
+
+describe("the model's time to first token", () => {
+  let slow: TestServer;
+  beforeAll(async () => {
+    // 5 tokens a second: the role-only chunk comes at once, the first token 200 ms after it.
+    slow = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+  });
+  afterAll(() => slow.close());
+
+  it('runs to the first chunk with output, not to the role-only chunk the stream opens with', async () => {
+    const c = await openSession(slow, 'character=plain');
+    try {
+      const done = doneOf(await turn(c, 'hello there'));
+      const troupe = done.troupe as { rounds: ResponseRound[]; llm_ttft_ms: number };
+      // Timers never fire early by more than a millisecond; a busy machine only adds.
+      expect(troupe.rounds[0]!.llm_ttft_ms!).toBeGreaterThanOrEqual(199);
+      expect(troupe.llm_ttft_ms).toBeGreaterThanOrEqual(199);
+    } finally {
+      await c.close();
+    }
+  });
+});
