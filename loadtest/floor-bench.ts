@@ -189,6 +189,9 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
             CHARACTERS_MCP: 'false',
             LOG_LEVEL: 'warn',
             MAX_SESSIONS: String(SESSIONS * 2 + 10),
+            // The forwarder refuses nobody: neither does Troupe here, so both carry the same load.
+            OVERLOAD_LAG_MS: '0',
+            OVERLOAD_BUSY: '0',
             STT_PROVIDER: 'none',
             TTS_PROVIDER: 'none',
           },
