@@ -29,7 +29,7 @@ export interface SessionMetrics {
   turns: Counter<'character' | 'status'>;
   /** `response.create` received → first text delta sent. */
   ttft: Histogram<'character'>;
-  /** LLM request sent → first chunk. */
+  /** LLM request sent → its first token (the first chunk with output). */
   llmTtft: Histogram<'character'>;
   tokens: Counter<'character' | 'kind'>;
   toolCalls: Counter<'character' | 'tool' | 'variant' | 'outcome' | 'mode'>;
@@ -186,7 +186,7 @@ function createSessionMetrics(registers: Registry[]): SessionMetrics {
     }),
     llmTtft: new Histogram({
       name: 'troupe_llm_ttft_seconds',
-      help: 'LLM request sent to its first chunk.',
+      help: 'LLM request sent to its first token (the first chunk with text, reasoning or a tool call).',
       labelNames: ['character'],
       buckets: LATENCY_BUCKETS_S,
       registers,

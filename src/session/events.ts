@@ -292,7 +292,7 @@ export interface ResponseTroupeInfo {
   variant: string;
   /** `response.create` received → first text delta sent. */
   ttft_ms: number | null;
-  /** Request sent to the LLM → its first chunk, first round. */
+  /** Request sent to the LLM → its first token (the first chunk with output), first round. */
   llm_ttft_ms: number | null;
   /** Spoken replies: response start (or the end of the user's speech) → first audio sent. */
   first_audio_ms?: number;
@@ -308,7 +308,7 @@ export interface ResponseTroupeInfo {
 
 /** One LLM request of a response, ms. */
 export interface ResponseRound {
-  /** Request sent → first chunk; null when none came. */
+  /** Request sent → first token (the first chunk with output); null when none came. */
   llm_ttft_ms: number | null;
   /**
    * Request sent → the stream's end: the model's time (with Troupe's
