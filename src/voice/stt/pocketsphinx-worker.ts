@@ -153,13 +153,174 @@ function bind(libraryPath: string): Binding {
   };
 }
 
+/** The decoders of one worker and what each request does to them, one request at a time. */
+class DecoderHost {
+  readonly #lib: Binding;
+  readonly #data: PocketsphinxWorkerData;
+  readonly #reply: (message: PocketsphinxReply) => void;
+  readonly #decoders = new Map<number, Decoder>();
+  readonly #cmnAccess: CmnAccess | { error: string } | undefined;
+  /** The mean a session without one of its own starts from; absent: the decoder's current one. */
+  readonly #cmnFixed: Float32Array | undefined;
+  readonly #partialEvery: number;
+  readonly #progress: Int32Array | undefined;
+
+  constructor(
+    lib: Binding,
+    data: PocketsphinxWorkerData,
+    reply: (message: PocketsphinxReply) => void,
+  ) {
+    this.#lib = lib;
+    this.#data = data;
+    this.#reply = reply;
+    this.#cmnAccess = data.cmnPerSession ? lib.cmn : undefined;
+    this.#cmnFixed = data.cmnDefault ? Float32Array.from(data.cmnDefault) : undefined;
+    this.#partialEvery = Math.round(((data.partialEveryMs ?? 0) * SAMPLE_RATE_HZ) / 1000);
+    this.#progress = data.progress && new Int32Array(data.progress);
+  }
+
+  handle(message: PocketsphinxRequest): void {
+    const d = this.#decoders.get(message.decoder);
+    switch (message.op) {
+      case 'create':
+        return this.#create(message.decoder);
+      case 'audio':
+        return this.#audio(d, message.decoder, message.pcm);
+      case 'end':
+        return this.#end(d, message.decoder, message.seq);
+      case 'cmn': {
+        const access = this.#cmnAccess;
+        if (!d?.cmn || d.inUtterance || !access || 'error' in access) return;
+        // No mean of the session's own yet: the decoder's, warmed up by the speakers before.
+        const mean = message.mean ?? this.#cmnFixed;
+        if (mean?.length === CMN_VECTOR_LENGTH) access.set(d.cmn, mean);
+        return;
+      }
+      case 'reset':
+        if (d?.inUtterance) {
+          d.inUtterance = false;
+          this.#lib.endUtt(d.ptr);
+        }
+        return;
+      case 'free':
+        if (!d) return;
+        this.#decoders.delete(message.decoder);
+        this.#lib.free(d.ptr);
+        return;
+    }
+  }
+
+  #create(decoder: number): void {
+    const t0 = performance.now();
+    const missing = this.#data.requiredPaths.filter((p) => !existsSync(p));
+    const ptr = missing.length === 0 ? this.#lib.createDecoder(this.#data.args) : null;
+    if (!ptr) {
+      this.#reply({
+        op: 'create-failed',
+        decoder,
+        message:
+          missing.length > 0
+            ? `model files are missing: ${missing.join(', ')}`
+            : 'ps_init failed: the model files are unreadable or do not match each other',
+      });
+      return;
+    }
+    let cmn: unknown;
+    let cmnError: string | undefined;
+    const access = this.#cmnAccess;
+    if (access) {
+      // Checked on every decoder, right after ps_init, before anything touches its mean.
+      const checked = 'error' in access ? access : access.check(ptr);
+      if ('cmn' in checked) cmn = checked.cmn;
+      else cmnError = checked.error;
+    }
+    this.#decoders.set(decoder, {
+      ptr,
+      inUtterance: false,
+      samples: 0,
+      decodeMs: 0,
+      sinceHyp: 0,
+      lastHyp: '',
+      cmn,
+    });
+    this.#reply({
+      op: 'created',
+      decoder,
+      loadMs: performance.now() - t0,
+      ...(cmnError ? { cmnError } : {}),
+    });
+  }
+
+  #audio(d: Decoder | undefined, decoder: number, pcm: Int16Array): void {
+    if (!d) {
+      // Counted even when dropped: the pool's backlog is audio not yet handled.
+      if (this.#progress) Atomics.add(this.#progress, 0, pcm.length);
+      return;
+    }
+    const t0 = performance.now();
+    if (!d.inUtterance) {
+      this.#lib.startUtt(d.ptr);
+      d.inUtterance = true;
+      d.samples = 0;
+      d.decodeMs = 0;
+      d.sinceHyp = 0;
+      d.lastHyp = '';
+    }
+    this.#lib.processRaw(d.ptr, pcm);
+    d.samples += pcm.length;
+    d.sinceHyp += pcm.length;
+    if (this.#partialEvery > 0 && d.sinceHyp >= this.#partialEvery) {
+      d.sinceHyp = 0;
+      const text = (this.#lib.hypothesis(d.ptr) ?? '').trim();
+      if (text !== d.lastHyp) {
+        d.lastHyp = text;
+        this.#reply({ op: 'partial', decoder, text });
+      }
+    }
+    d.decodeMs += performance.now() - t0;
+    if (this.#progress) Atomics.add(this.#progress, 0, pcm.length);
+  }
+
+  #end(d: Decoder | undefined, decoder: number, seq: number): void {
+    if (!d) {
+      this.#reply({ op: 'failed', decoder, seq, message: 'no such decoder' });
+      return;
+    }
+    const t0 = performance.now();
+    try {
+      const text = this.#endUtterance(d);
+      const access = this.#cmnAccess;
+      const cmn = d.cmn && access && !('error' in access) ? access.get(d.cmn) : undefined;
+      this.#reply({
+        op: 'text',
+        decoder,
+        seq,
+        text,
+        audioMs: (d.samples / SAMPLE_RATE_HZ) * 1000,
+        decodeMs: d.decodeMs,
+        endMs: performance.now() - t0,
+        ...(cmn ? { cmn } : {}),
+      });
+    } catch (err) {
+      this.#reply({ op: 'failed', decoder, seq, message: (err as Error).message });
+    }
+    d.samples = 0;
+    d.decodeMs = 0;
+  }
+
+  #endUtterance(d: Decoder): string {
+    if (!d.inUtterance) return '';
+    d.inUtterance = false;
+    if (this.#lib.endUtt(d.ptr) < 0) throw new Error('ps_end_utt failed');
+    return (this.#lib.hypothesis(d.ptr) ?? '').trim();
+  }
+}
+
 function run(): void {
   const port = parentPort;
   if (!port) throw new Error('pocketsphinx-worker.ts must run in a worker thread');
   const data = workerData as PocketsphinxWorkerData;
-  const progress = data.progress && new Int32Array(data.progress);
   const reply = (message: PocketsphinxReply): void => port.postMessage(message);
-  const partialEvery = Math.round(((data.partialEveryMs ?? 0) * SAMPLE_RATE_HZ) / 1000);
 
   const started = performance.now();
   let lib: Binding;
@@ -173,151 +334,8 @@ function run(): void {
     return;
   }
   reply({ op: 'ready', initMs: performance.now() - started });
-
-  const decoders = new Map<number, Decoder>();
-  const cmnAccess = data.cmnPerSession ? lib.cmn : undefined;
-  /** The mean a session without one of its own starts from; absent: the decoder's current one. */
-  const cmnFixed = data.cmnDefault ? Float32Array.from(data.cmnDefault) : undefined;
-
-  const endUtterance = (d: Decoder): string => {
-    if (!d.inUtterance) return '';
-    d.inUtterance = false;
-    if (lib.endUtt(d.ptr) < 0) throw new Error('ps_end_utt failed');
-    return (lib.hypothesis(d.ptr) ?? '').trim();
-  };
-
-  port.on('message', (message: PocketsphinxRequest) => {
-    const d = decoders.get(message.decoder);
-    switch (message.op) {
-      case 'create': {
-        const t0 = performance.now();
-        const missing = data.requiredPaths.filter((p) => !existsSync(p));
-        const ptr = missing.length === 0 ? lib.createDecoder(data.args) : null;
-        if (!ptr) {
-          reply({
-            op: 'create-failed',
-            decoder: message.decoder,
-            message:
-              missing.length > 0
-                ? `model files are missing: ${missing.join(', ')}`
-                : 'ps_init failed: the model files are unreadable or do not match each other',
-          });
-          return;
-        }
-        let cmn: unknown;
-        let cmnError: string | undefined;
-        if (cmnAccess) {
-          // Checked on every decoder, right after ps_init, before anything touches its mean.
-          const checked = 'error' in cmnAccess ? cmnAccess : cmnAccess.check(ptr);
-          if ('cmn' in checked) cmn = checked.cmn;
-          else cmnError = checked.error;
-        }
-        decoders.set(message.decoder, {
-          ptr,
-          inUtterance: false,
-          samples: 0,
-          decodeMs: 0,
-          sinceHyp: 0,
-          lastHyp: '',
-          cmn,
-        });
-        reply({
-          op: 'created',
-          decoder: message.decoder,
-          loadMs: performance.now() - t0,
-          ...(cmnError ? { cmnError } : {}),
-        });
-        return;
-      }
-      case 'audio': {
-        if (!d) {
-          // Counted even when dropped: the pool's backlog is audio not yet handled.
-          if (progress) Atomics.add(progress, 0, message.pcm.length);
-          return;
-        }
-        const t0 = performance.now();
-        if (!d.inUtterance) {
-          lib.startUtt(d.ptr);
-          d.inUtterance = true;
-          d.samples = 0;
-          d.decodeMs = 0;
-          d.sinceHyp = 0;
-          d.lastHyp = '';
-        }
-        lib.processRaw(d.ptr, message.pcm);
-        d.samples += message.pcm.length;
-        d.sinceHyp += message.pcm.length;
-        if (partialEvery > 0 && d.sinceHyp >= partialEvery) {
-          d.sinceHyp = 0;
-          const text = (lib.hypothesis(d.ptr) ?? '').trim();
-          if (text !== d.lastHyp) {
-            d.lastHyp = text;
-            reply({ op: 'partial', decoder: message.decoder, text });
-          }
-        }
-        d.decodeMs += performance.now() - t0;
-        if (progress) Atomics.add(progress, 0, message.pcm.length);
-        return;
-      }
-      case 'end': {
-        if (!d) {
-          reply({
-            op: 'failed',
-            decoder: message.decoder,
-            seq: message.seq,
-            message: 'no such decoder',
-          });
-          return;
-        }
-        const t0 = performance.now();
-        try {
-          const text = endUtterance(d);
-          const cmn =
-            d.cmn && cmnAccess && !('error' in cmnAccess) ? cmnAccess.get(d.cmn) : undefined;
-          reply({
-            op: 'text',
-            decoder: message.decoder,
-            seq: message.seq,
-            text,
-            audioMs: (d.samples / SAMPLE_RATE_HZ) * 1000,
-            decodeMs: d.decodeMs,
-            endMs: performance.now() - t0,
-            ...(cmn ? { cmn } : {}),
-          });
-        } catch (err) {
-          reply({
-            op: 'failed',
-            decoder: message.decoder,
-            seq: message.seq,
-            message: (err as Error).message,
-          });
-        }
-        d.samples = 0;
-        d.decodeMs = 0;
-        return;
-      }
-      case 'cmn': {
-        if (!d?.cmn || d.inUtterance || !cmnAccess || 'error' in cmnAccess) return;
-        // No mean of the session's own yet: the decoder's, warmed up by the speakers before.
-        const mean = message.mean ?? cmnFixed;
-        if (mean?.length === CMN_VECTOR_LENGTH) cmnAccess.set(d.cmn, mean);
-        return;
-      }
-      case 'reset': {
-        if (d?.inUtterance) {
-          d.inUtterance = false;
-          lib.endUtt(d.ptr);
-        }
-        return;
-      }
-      case 'free': {
-        if (!d) return;
-        decoders.delete(message.decoder);
-        lib.free(d.ptr);
-        return;
-      }
-    }
-  });
+  const host = new DecoderHost(lib, data, reply);
+  port.on('message', (message: PocketsphinxRequest) => host.handle(message));
 }
 
 run();
