@@ -105,7 +105,7 @@ export async function findCapacity(
       );
       phases.push(report);
       const p95 = report.metrics.addedPerDelta?.p95 ?? null;
-      const errors = rec.errorCount + (pool.started - pool.reached);
+      const errors = rec.errorCount + pool.silentFailures;
       const pass = p95 !== null && p95 <= capacity.limitMs && errors === 0;
       steps.push({ sessions: target, p95AddedMs: p95, errors, pass });
       process.stderr.write(
@@ -150,7 +150,10 @@ function phaseReport(
   server: Awaited<ReturnType<Child['stats']>> | undefined,
 ): PhaseReport {
   lag.disable();
-  const errors = Object.fromEntries([...rec.errors].sort(([a], [b]) => a.localeCompare(b)));
+  const kinds = [...rec.errors];
+  // A session that never opened is an error even when nothing else said so.
+  if (pool.silentFailures > 0) kinds.push(['not_opened', pool.silentFailures]);
+  const errors = Object.fromEntries(kinds.sort(([a], [b]) => a.localeCompare(b)));
   return {
     name: spec.name,
     scenario: spec.scenario,

@@ -28,6 +28,8 @@ export class Pool implements ClientContext {
   /** Sessions started, opened, open now, and the most open at once. */
   started = 0;
   reached = 0;
+  /** Sessions an error ended before they opened (each counted under its error). */
+  unopenedErrors = 0;
   open = 0;
   peak = 0;
   readonly #abort = new AbortController();
@@ -61,6 +63,15 @@ export class Pool implements ClientContext {
 
   closed(): void {
     this.open--;
+  }
+
+  failedUnopened(): void {
+    this.unopenedErrors++;
+  }
+
+  /** Sessions that never opened and have no error of their own (still connecting at the end). */
+  get silentFailures(): number {
+    return this.started - this.reached - this.unopenedErrors;
   }
 
   /** Starts `n` more sessions spread evenly over `rampMs`; resolves when the last has started. */

@@ -101,6 +101,8 @@ export interface ClientContext extends Readonly<SessionSettings> {
   readonly signal: AbortSignal;
   opened(): void;
   closed(): void;
+  /** A session ended by an error before it ever opened (the error is counted already). */
+  failedUnopened(): void;
   /** A turn began (+1) or ended (−1). */
   turnsInFlight(change: 1 | -1): void;
 }
@@ -152,12 +154,14 @@ interface ServerEventLite {
  */
 export async function runSession(ctx: ClientContext, index: number): Promise<void> {
   let resume: { token: string; turn: number; asked: boolean; at: number } | undefined;
+  let opened = false;
   for (let attempt = 0; ; attempt++) {
     const client = new SessionClient(ctx, resume);
     try {
       await client.run(index, resume?.turn ?? 0, resume?.asked ?? false);
       return;
     } catch (err) {
+      opened ||= client.everOpened;
       const kind = err instanceof SessionError ? err.kind : 'client';
       // Refused before its session opened (it reached a draining server): the token it had.
       const token = client.token ?? resume?.token;
@@ -191,6 +195,7 @@ export async function runSession(ctx: ClientContext, index: number): Promise<voi
         ctx.resume.failed++;
       }
       ctx.rec.error(kind);
+      if (!opened) ctx.failedUnopened();
       return;
     } finally {
       client.close();
@@ -210,6 +215,7 @@ class SessionClient {
   #ws: WebSocket | undefined;
   #turn: Turn | undefined;
   #opened = false;
+  #everOpened = false;
   #closedByUs = false;
   /** Resolvers of `session.created`/`session.updated` and of an unexpected close. */
   #waiting = new Map<string, (e: ServerEventLite) => void>();
@@ -240,6 +246,11 @@ class SessionClient {
     this.#opened = resume !== undefined;
   }
 
+  /** Whether this connection's session opened (or carried on one that had). */
+  get everOpened(): boolean {
+    return this.#everOpened;
+  }
+
   async run(index: number, firstTurn = 0, askedAlready = false): Promise<void> {
     const ctx = this.#ctx;
     const lost = new Promise<never>((_, reject) => {
@@ -248,6 +259,7 @@ class SessionClient {
     lost.catch(() => undefined);
     const created = await Promise.race([this.#connect(), lost]);
     this.#opened = true;
+    this.#everOpened = true;
     // A resumed session is the same user: counted once, when it first opened.
     if (this.#resume === undefined) ctx.opened();
     const spoken = ctx.speech !== undefined;

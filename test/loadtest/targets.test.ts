@@ -223,15 +223,16 @@ describe('checkTargets', () => {
     ]);
   });
 
-  it('counts errors of every kind and sessions that failed to open', () => {
+  it('counts errors of every kind and sessions that failed to open, each once', () => {
+    // Two sessions failed to connect (their error is connect), two never opened (not_opened).
     const phase = samplePhase('text', 1, {
-      errors: { timeout: 3, connect: 2, 'error:llm_error': 1 },
+      errors: { timeout: 3, connect: 2, 'error:llm_error': 1, not_opened: 2 },
       sessions: { target: 50, reached: 46, peak: 46, failed: 4 },
     });
     const errors = checkTargets([phase], [], undefined).find((c) => c.name.startsWith('errors'));
     expect(errors).toEqual({
       name: 'errors (text, 50 sessions)',
-      value: 10,
+      value: 8,
       op: '≤',
       target: 0,
       unit: '',
