@@ -1,5 +1,5 @@
 /** Messages between the load test and its child processes (see children.ts). */
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks';
 
 /**
  * Event-loop delay is sampled by a timer of this period; node's histogram
@@ -21,6 +21,49 @@ export interface ChildStats {
   lagP99Ms: number;
   lagMaxMs: number;
   rssMiB: number;
+  /** Garbage collection over the interval: every pause of the event loop it caused. */
+  gc: GcStats;
+}
+
+/** Garbage-collection pauses of an interval: scavenges (young generation) and the rest. */
+export interface GcStats {
+  minorCount: number;
+  minorMeanMs: number;
+  minorMaxMs: number;
+  /** Mark-sweep-compact and incremental marking steps. */
+  majorCount: number;
+  majorMaxMs: number;
+  /** All pauses together. */
+  totalMs: number;
+}
+
+/** Counts GC pauses from now on; `take()` returns and restarts the interval's counts. */
+function watchGc(): { take(): GcStats } {
+  let minor: number[] = [];
+  let major: number[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as { detail?: { kind?: number } }).detail?.kind;
+      (kind === constants.NODE_PERFORMANCE_GC_MINOR ? minor : major).push(entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
+  return {
+    take() {
+      const stats: GcStats = {
+        minorCount: minor.length,
+        minorMeanMs: minor.length > 0 ? sum(minor) / minor.length : 0,
+        minorMaxMs: Math.max(0, ...minor),
+        majorCount: major.length,
+        majorMaxMs: Math.max(0, ...major),
+        totalMs: sum(minor) + sum(major),
+      };
+      minor = [];
+      major = [];
+      return stats;
+    },
+  };
 }
 
 /** Parent → child. `init` is never sent: it stands for the child's argv. */
@@ -41,6 +84,7 @@ export async function serveChild<T>(
   const init = JSON.parse(process.argv[2] ?? '{}') as T;
   const lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
   lag.enable();
+  const gc = watchGc();
   let since = { at: performance.now(), cpu: process.cpuUsage() };
   const { url, stop } = await start(init);
   let stopping = false;
@@ -60,6 +104,7 @@ export async function serveChild<T>(
         lagP99Ms: lagMs(lag.percentile(99)),
         lagMaxMs: lagMs(lag.max),
         rssMiB: process.memoryUsage.rss() / 2 ** 20,
+        gc: gc.take(),
       };
       since = now;
       lag.reset();

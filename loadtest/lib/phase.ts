@@ -186,6 +186,14 @@ function phaseReport(
             lagP99Ms: round(server.lagP99Ms, 2),
             lagMaxMs: round(server.lagMaxMs, 2),
             rssMiB: round(server.rssMiB, 0),
+            gc: {
+              minorPerS: round(server.gc.minorCount / seconds, 1),
+              minorMeanMs: round(server.gc.minorMeanMs, 2),
+              minorMaxMs: round(server.gc.minorMaxMs, 2),
+              majorCount: server.gc.majorCount,
+              majorMaxMs: round(server.gc.majorMaxMs, 2),
+              pausePercent: round((server.gc.totalMs / (seconds * 1000)) * 100, 2),
+            },
           },
         }),
   };

@@ -79,6 +79,16 @@ export interface PhaseReport {
     lagP99Ms: number;
     lagMaxMs: number;
     rssMiB: number;
+    /** Garbage-collection pauses over the phase (absent in reports of older runs). */
+    gc?: {
+      minorPerS: number;
+      minorMeanMs: number;
+      minorMaxMs: number;
+      majorCount: number;
+      majorMaxMs: number;
+      /** Share of the phase's wall time the event loop spent paused for GC, percent. */
+      pausePercent: number;
+    };
   };
 }
 

@@ -1,6 +1,6 @@
 /** The load test's final table on stdout: phases, comparisons, capacity, targets. */
 import { METRICS, formatMs } from './format.js';
-import type { Distribution, LoadtestReport } from './model.js';
+import type { Distribution, LoadtestReport, PhaseReport } from './model.js';
 
 function row(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
@@ -59,7 +59,8 @@ export function printReport(report: LoadtestReport): void {
           ? ''
           : ` · server CPU ${p.server.cpuPercent}%` +
             (p.server.cpuUsPerDelta == null ? '' : ` (${p.server.cpuUsPerDelta} µs per delta)`) +
-            `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB`),
+            `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB` +
+            (p.server.gc === undefined ? '' : ` · ${gcLine(p.server.gc)}`)),
     );
   }
   if (report.comparisons.length > 0) {
@@ -99,4 +100,12 @@ export function printReport(report: LoadtestReport): void {
     }
   }
   console.log(out.join('\n'));
+}
+
+/** A server's garbage collection over a phase, in one line. */
+export function gcLine(gc: NonNullable<NonNullable<PhaseReport['server']>['gc']>): string {
+  return (
+    `GC ${gc.pausePercent}% of the time: ${gc.minorPerS} scavenges/s of ${formatMs(gc.minorMeanMs)} ms ` +
+    `(max ${formatMs(gc.minorMaxMs)}), ${gc.majorCount} major (max ${formatMs(gc.majorMaxMs)} ms)`
+  );
 }

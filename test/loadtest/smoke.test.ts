@@ -83,6 +83,14 @@ describe('npm run loadtest -- --sim (smoke)', () => {
   it('reports the server it started and the simulator latency model', () => {
     expect(report.target.sim).toMatchObject({ ttftMs: 20, tokensPerSec: 200 });
     expect(report.phases[0]!.server?.cpuPercent).toBeGreaterThan(0);
+    // The server's garbage collection over the phase (its pauses are the latency tail).
+    expect(report.phases[0]!.server?.gc).toMatchObject({
+      minorPerS: expect.any(Number),
+      minorMeanMs: expect.any(Number),
+      majorCount: expect.any(Number),
+      pausePercent: expect.any(Number),
+    });
+    expect(stdout).toMatch(/GC [\d.]+% of the time: [\d.]+ scavenges\/s/);
     expect(report.targets.map((t) => t.name)).toContain('errors (tools, 20 sessions)');
   });
 
