@@ -18,10 +18,11 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { epochNow, readStamps } from '../src/testing/simulator/stamp.js';
-import type { GcStats } from './lib/child-ipc.js';
+import { summarizeGc, type GcStats } from './lib/child-ipc.js';
 import { startFloorChild, startServerChild, startSimChild, type Child } from './lib/children.js';
 import { CONVERSATION, LOADTEST_SCRIPT } from './lib/scenarios.js';
 import { percentile } from './lib/stats.js';
+import { gcLine } from './report/table.js';
 
 const USAGE = `npm run bench:floor -- [options]
   --sessions N   concurrent sessions (default 200)
@@ -245,10 +246,7 @@ try {
           `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
           `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +
           `TTFT p50 ${p.ttft.p50.toFixed(1)} p95 ${p.ttft.p95.toFixed(1)} ms · ` +
-          `errors ${p.errors} · load ${p.load.toFixed(2)}\n` +
-          `        GC ${((p.gc.totalMs / (SECONDS * 1000)) * 100).toFixed(2)}% of the time: ` +
-          `${(p.gc.minorCount / SECONDS).toFixed(1)} scavenges/s of ${p.gc.minorMeanMs.toFixed(2)} ms ` +
-          `(max ${p.gc.minorMaxMs.toFixed(1)}), ${p.gc.majorCount} major (max ${p.gc.majorMaxMs.toFixed(1)} ms)`,
+          `errors ${p.errors} · load ${p.load.toFixed(2)}\n        ${gcLine(summarizeGc(p.gc, SECONDS))}`,
       );
     }
   }

@@ -1,5 +1,7 @@
 /** Messages between the load test and its child processes (see children.ts). */
 import { PerformanceObserver, constants, monitorEventLoopDelay } from 'node:perf_hooks';
+import type { GcSummary } from '../report/model.js';
+import { round } from './stats.js';
 
 /**
  * Event-loop delay is sampled by a timer of this period; node's histogram
@@ -39,30 +41,50 @@ export interface GcStats {
 
 /** Counts GC pauses from now on; `take()` returns and restarts the interval's counts. */
 function watchGc(): { take(): GcStats } {
-  let minor: number[] = [];
-  let major: number[] = [];
+  const fresh = (): GcStats & { minorMs: number } => ({
+    minorCount: 0,
+    minorMeanMs: 0,
+    minorMaxMs: 0,
+    majorCount: 0,
+    majorMaxMs: 0,
+    totalMs: 0,
+    minorMs: 0,
+  });
+  let now = fresh();
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       const kind = (entry as { detail?: { kind?: number } }).detail?.kind;
-      (kind === constants.NODE_PERFORMANCE_GC_MINOR ? minor : major).push(entry.duration);
+      now.totalMs += entry.duration;
+      if (kind === constants.NODE_PERFORMANCE_GC_MINOR) {
+        now.minorCount++;
+        now.minorMs += entry.duration;
+        now.minorMaxMs = Math.max(now.minorMaxMs, entry.duration);
+      } else {
+        now.majorCount++;
+        now.majorMaxMs = Math.max(now.majorMaxMs, entry.duration);
+      }
     }
   });
   observer.observe({ entryTypes: ['gc'] });
-  const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
   return {
     take() {
-      const stats: GcStats = {
-        minorCount: minor.length,
-        minorMeanMs: minor.length > 0 ? sum(minor) / minor.length : 0,
-        minorMaxMs: Math.max(0, ...minor),
-        majorCount: major.length,
-        majorMaxMs: Math.max(0, ...major),
-        totalMs: sum(minor) + sum(major),
-      };
-      minor = [];
-      major = [];
+      const { minorMs, ...stats } = now;
+      stats.minorMeanMs = stats.minorCount > 0 ? minorMs / stats.minorCount : 0;
+      now = fresh();
       return stats;
     },
+  };
+}
+
+/** A child's GC over `seconds`, as the reports give it. */
+export function summarizeGc(gc: GcStats, seconds: number): GcSummary {
+  return {
+    minorPerS: round(gc.minorCount / seconds, 1),
+    minorMeanMs: round(gc.minorMeanMs, 2),
+    minorMaxMs: round(gc.minorMaxMs, 2),
+    majorCount: gc.majorCount,
+    majorMaxMs: round(gc.majorMaxMs, 2),
+    pausePercent: round((gc.totalMs / (seconds * 1000)) * 100, 2),
   };
 }
 

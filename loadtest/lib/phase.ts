@@ -6,11 +6,11 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CapacityResult, CapacityStep, PhaseReport } from '../report/model.js';
-import { LAG_RESOLUTION_MS, lagMs } from './child-ipc.js';
+import { LAG_RESOLUTION_MS, lagMs, summarizeGc } from './child-ipc.js';
 import type { Child } from './children.js';
 import { Pool, type PoolOptions, type SessionRunner } from './pool.js';
 import type { Recorder } from './recorder.js';
-import { percentile } from './stats.js';
+import { percentile, round } from './stats.js';
 
 /** Extra time sessions get to finish their turn when a phase ends. */
 const STOP_GRACE_EXTRA_MS = 5_000;
@@ -186,22 +186,10 @@ function phaseReport(
             lagP99Ms: round(server.lagP99Ms, 2),
             lagMaxMs: round(server.lagMaxMs, 2),
             rssMiB: round(server.rssMiB, 0),
-            gc: {
-              minorPerS: round(server.gc.minorCount / seconds, 1),
-              minorMeanMs: round(server.gc.minorMeanMs, 2),
-              minorMaxMs: round(server.gc.minorMaxMs, 2),
-              majorCount: server.gc.majorCount,
-              majorMaxMs: round(server.gc.majorMaxMs, 2),
-              pausePercent: round((server.gc.totalMs / (seconds * 1000)) * 100, 2),
-            },
+            gc: summarizeGc(server.gc, seconds),
           },
         }),
   };
-}
-
-function round(value: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(value * f) / f;
 }
 
 /**

@@ -108,3 +108,9 @@ function cdf(sorted: Float64Array): Array<[number, number]> {
   for (const r of [...ranks].sort((a, b) => a - b)) points.push([sorted[r - 1]!, r / n]);
   return points;
 }
+
+/** `value` rounded to `digits` decimals. */
+export function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

@@ -80,16 +80,19 @@ export interface PhaseReport {
     lagMaxMs: number;
     rssMiB: number;
     /** Garbage-collection pauses over the phase (absent in reports of older runs). */
-    gc?: {
-      minorPerS: number;
-      minorMeanMs: number;
-      minorMaxMs: number;
-      majorCount: number;
-      majorMaxMs: number;
-      /** Share of the phase's wall time the event loop spent paused for GC, percent. */
-      pausePercent: number;
-    };
+    gc?: GcSummary;
   };
+}
+
+/** A server's garbage-collection pauses over a phase. */
+export interface GcSummary {
+  minorPerS: number;
+  minorMeanMs: number;
+  minorMaxMs: number;
+  majorCount: number;
+  majorMaxMs: number;
+  /** Share of the phase's wall time the event loop spent paused for GC, percent. */
+  pausePercent: number;
 }
 
 /** A stated goal and whether the run met it. */

@@ -1,6 +1,6 @@
 /** The load test's final table on stdout: phases, comparisons, capacity, targets. */
 import { METRICS, formatMs } from './format.js';
-import type { Distribution, LoadtestReport, PhaseReport } from './model.js';
+import type { Distribution, GcSummary, LoadtestReport } from './model.js';
 
 function row(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
@@ -103,7 +103,7 @@ export function printReport(report: LoadtestReport): void {
 }
 
 /** A server's garbage collection over a phase, in one line. */
-export function gcLine(gc: NonNullable<NonNullable<PhaseReport['server']>['gc']>): string {
+export function gcLine(gc: GcSummary): string {
   return (
     `GC ${gc.pausePercent}% of the time: ${gc.minorPerS} scavenges/s of ${formatMs(gc.minorMeanMs)} ms ` +
     `(max ${formatMs(gc.minorMaxMs)}), ${gc.majorCount} major (max ${formatMs(gc.majorMaxMs)} ms)`

@@ -232,9 +232,10 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
         }
         timing.lastChunkAt = epochNow();
         if (signal.aborted) break;
-        for (const ev of asm.push(chunk)) {
-          // The first token, not the first chunk: servers open with a role-only chunk.
-          timing.firstTokenAt ??= timing.lastChunkAt;
+        const events = asm.push(chunk);
+        // The first token, not the first chunk: servers open with a role-only chunk.
+        if (events.length > 0) timing.firstTokenAt ??= timing.lastChunkAt;
+        for (const ev of events) {
           switch (ev.type) {
             case 'text': {
               let visible = ev.delta;
