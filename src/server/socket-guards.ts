@@ -132,7 +132,8 @@ export function watchLifetime(
 export class FrameGate {
   #frames = 0;
   #bytes = 0;
-  #sliceStart: number;
+  /** Set by the first frame {@link admit} takes: a frame that finds none waiting starts a slice. */
+  #sliceStart = 0;
   readonly #maxFrames: number;
   readonly #now: () => number;
 
@@ -140,7 +141,6 @@ export class FrameGate {
   constructor(maxFrames: number, now: () => number = () => performance.now()) {
     this.#maxFrames = maxFrames;
     this.#now = now;
-    this.#sliceStart = now();
   }
 
   /** Takes a frame of `size` bytes into the queue, or says why not. */
