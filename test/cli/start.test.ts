@@ -2,7 +2,13 @@ import { spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 
-const TSX = 'node_modules/.bin/tsx';
+/**
+ * How `npm start` runs the server: Node itself, with tsx as a loader. Not the
+ * `tsx` command, which stands between the signal and the server: it gives the
+ * server 30 ms to acknowledge a relayed SIGTERM and then kills it with SIGKILL
+ * (exit 143), so on a busy machine a drain would never happen.
+ */
+const NODE_ARGS = ['--import', 'tsx'];
 
 /** Runs a CLI entry point; resolves on exit with everything it printed. */
 function run(
@@ -11,7 +17,7 @@ function run(
   onStdout?: (text: string, kill: (signal: NodeJS.Signals) => void) => void,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(TSX, args, { env: { ...process.env, ...env }, stdio: 'pipe' });
+    const child = spawn(process.execPath, [...NODE_ARGS, ...args], { env: { ...process.env, ...env }, stdio: 'pipe' });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => {

@@ -29,7 +29,7 @@ afterAll(async () => {
 describe('PocketsphinxSttProvider under tsx', () => {
   it('starts its TypeScript worker when the server runs through tsx, and lets the process exit when idle', async () => {
     const src = (file: string) => pathToFileURL(join(ROOT, 'src/voice', file)).href;
-    // The way `npm start` runs the server: `tsx src/cli/start.ts`. `.mts` because
+    // The way `npm start` runs the server: `node --import tsx src/cli/start.ts`. `.mts` because
     // the temporary directory has no package.json saying "type": "module".
     const script = join(dir, 'start.mts');
     await writeFile(
@@ -46,7 +46,7 @@ describe('PocketsphinxSttProvider under tsx', () => {
         // No stt.close(): an idle pool must not keep the process alive.
       ].join('\n'),
     );
-    const { stdout, stderr } = await run(join(ROOT, 'node_modules/.bin/tsx'), [script], {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', script], {
       cwd: ROOT,
       // Inside the test's own bound, so a hang fails with the child's output.
       timeout: TEST_TIMEOUT_MS - 30_000,
