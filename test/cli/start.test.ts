@@ -17,7 +17,10 @@ function run(
   onStdout?: (text: string, kill: (signal: NodeJS.Signals) => void) => void,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, ...args], { env: { ...process.env, ...env }, stdio: 'pipe' });
+    const child = spawn(process.execPath, [...NODE_ARGS, ...args], {
+      env: { ...process.env, ...env },
+      stdio: 'pipe',
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => {
