@@ -1,8 +1,7 @@
-import http from 'node:http';
-import https from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
 import { LLM_SILENT, type ChunkLike } from './chunk.js';
+import { Connections, Exchange, type BodySink } from './http-exchange.js';
 import { SseParser } from './sse.js';
 
 /** Options of {@link createHttpTransport}. */
@@ -40,15 +39,18 @@ const RETRYABLE_STATUS = new Set([408, 409, 429, 500, 502, 503, 504]);
 const RETRY_BASE_DELAY_MS = 500;
 /** Longest wait between retries, whatever `retry-after` says. */
 const RETRY_MAX_DELAY_MS = 8_000;
-/** How long a response may stay open after `[DONE]` before its socket is dropped. */
+/** How long a response may stay open after `[DONE]` before its connection is dropped. */
 const DONE_GRACE_MS = 100;
+/** How long an idle kept-alive connection waits for the next request. */
+const KEEP_ALIVE_MS = 60_000;
 /** Most of an error body kept for the message. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 /**
- * A lean streaming client for `POST /chat/completions`: node:http(s) with
- * keep-alive, the request body written once, the event stream parsed straight
- * from the socket. It is the hot path of every turn, so it does only what a
+ * A lean streaming client for `POST /chat/completions`: undici's dispatcher
+ * with kept-alive connections, the request body written once, the event
+ * stream parsed from each piece of the body as undici reads it (no streams
+ * in between). It is the hot path of every turn, so it does only what a
  * stream needs: retries before the first byte (429/5xx/connection errors,
  * honouring `retry-after`), one timeout for any silence, abort on the turn's
  * signal. A server that answers `stream:true` with a plain JSON completion is
@@ -57,9 +59,16 @@ const MAX_ERROR_BODY_BYTES = 64 * 1024;
 export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   const base = new URL(options.baseURL.endsWith('/') ? options.baseURL : `${options.baseURL}/`);
   const target = new URL('chat/completions', base);
-  const secure = target.protocol === 'https:';
-  const lib = secure ? https : http;
-  const agent = new lib.Agent({ keepAlive: true });
+  const connections = new Connections(target.origin, {
+    // The exchange keeps its own deadlines (only chunks count, not comments).
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    // A connection waits for the session's next turn (users think for seconds),
+    // unless the server's Keep-Alive header says it closes sooner.
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    keepAliveMaxTimeout: KEEP_ALIVE_MS,
+  });
+  const path = `${target.pathname}${target.search}`;
   const maxRetries = options.maxRetries ?? 1;
   const timeoutMs = options.timeoutMs ?? 60_000;
   const headers: Record<string, string> = {
@@ -69,52 +78,49 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   };
   if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
   const where = redactUrl(target.href);
-
   const totalMs = options.totalTimeoutMs ?? 0;
 
-  function open(payload: string, signal: AbortSignal): Promise<Attempt> {
-    return new Promise((resolve, reject) => {
-      const req = lib.request(
-        target,
-        {
-          method: 'POST',
-          agent,
-          headers: { ...headers, 'content-length': Buffer.byteLength(payload) },
-          signal,
-        },
-        (res) => resolve({ res, ...clocks.streaming() }),
-      );
-      const clocks = watchDeadlines(req, where, timeoutMs, totalMs);
-      req.on('error', reject);
-      req.end(payload);
+  function open(payload: string, signal: AbortSignal): Promise<Exchange> {
+    const client = connections.take();
+    const exchange = new Exchange({
+      where,
+      timeoutMs,
+      totalMs,
+      signal,
+      onOver: (complete) => connections.give(client, complete),
     });
+    try {
+      client.dispatch({ path, method: 'POST', headers, body: payload }, exchange);
+    } catch (err) {
+      exchange.destroy(err as Error);
+    }
+    return exchange.answered;
   }
 
   return async function* streamChat(body, signal, slowNoticeMs = 0) {
     const payload = JSON.stringify(body);
     // Slow notices: from the request on, through retries, until the last chunk.
     const watch = slowNoticeMs > 0 ? new SilenceWatch(slowNoticeMs) : undefined;
-    let answered: Attempt | undefined;
+    let exchange: Exchange | undefined;
     try {
-      answered = yield* answer({ open, maxRetries, where }, payload, signal, watch);
+      exchange = yield* answer({ open, maxRetries, where }, payload, signal, watch);
     } finally {
-      if (answered === undefined) watch?.stop();
+      if (exchange === undefined) watch?.stop();
     }
-    const { res, silence, chunk: heard, stop: stopClocks } = answered;
 
     let complete = false;
     try {
-      if (!String(res.headers['content-type'] ?? '').includes('text/event-stream')) {
+      if (!(exchange.headers['content-type'] ?? '').includes('text/event-stream')) {
         // Some servers ignore `stream:true` and answer with the whole completion.
-        yield completionToChunk(JSON.parse(await readAll(res)) as Record<string, unknown>);
+        yield completionToChunk(JSON.parse(await readAll(exchange)) as Record<string, unknown>);
       } else {
-        // Parsed as the bytes arrive rather than through readSseChunks or the
-        // response's async iterator: one async step per chunk on the hot path,
-        // and the silence clocks keep a timestamp instead of resetting a timer
-        // per chunk. Not destroyed when the reader stops at [DONE]: the socket
-        // goes back to the pool.
+        // Parsed as the bytes arrive rather than through readSseChunks or an
+        // async iterator: one async step per chunk on the hot path, and the
+        // silence clocks keep a timestamp instead of resetting a timer per
+        // chunk. Not destroyed when the reader stops at [DONE]: the
+        // connection goes back to the pool.
         const parser = new SseParser({ maxLineBytes: options.maxLineBytes });
-        const inbox = new ChunkInbox(res, parser, heard, watch);
+        const inbox = new ChunkInbox(exchange, parser, watch);
         let finished = false;
         try {
           for (;;) {
@@ -138,16 +144,13 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         }
         // Neither [DONE] nor a finish_reason: the body was cut, not complete.
         if (!sawDone && !finished) throw new LlmTruncatedError();
-        // Drain whatever follows [DONE] so the response ends and the socket is reused.
-        if (!res.readableEnded) {
-          res.resume();
-          await endOrGiveUp(res);
-        }
+        // Drop whatever follows [DONE] so the answer ends and the connection is reused.
+        if (!exchange.complete) await exchange.finish(DONE_GRACE_MS);
       }
       complete = true;
     } catch (err) {
       if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
-      const silent = silence();
+      const silent = exchange.silence();
       if (silent) throw silent;
       if (err instanceof LlmStreamError) throw err;
       throw new LlmStreamError('The LLM stream broke off.', {
@@ -156,10 +159,10 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         detail: `${where}: ${(err as Error).message}`,
       });
     } finally {
-      stopClocks();
+      exchange.stop();
       watch?.stop();
       // A stream left early (cancel, barge-in) must not go back to the pool half read.
-      if (!complete) res.destroy();
+      if (!complete) exchange.destroy();
     }
   };
 }
@@ -171,23 +174,23 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
  */
 async function* answer(
   request: {
-    open: (payload: string, signal: AbortSignal) => Promise<Attempt>;
+    open: (payload: string, signal: AbortSignal) => Promise<Exchange>;
     maxRetries: number;
     where: string;
   },
   payload: string,
   signal: AbortSignal,
   watch: SilenceWatch | undefined,
-): AsyncGenerator<typeof LLM_SILENT, Attempt, undefined> {
+): AsyncGenerator<typeof LLM_SILENT, Exchange, undefined> {
   for (let attempt = 0; ; attempt++) {
     let failure: LlmStreamError;
-    let answered: Attempt;
+    let answered: Exchange;
     try {
       answered = yield* whileWaiting(
         request.open(payload, signal),
         watch,
         // Left during a notice (the reader stopped): the answer is not read.
-        (late) => late.res.destroy(),
+        (late) => late.destroy(),
       );
     } catch (err) {
       if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
@@ -200,21 +203,20 @@ async function* answer(
               detail: `${request.where}: ${(err as Error).message}`,
             });
       if (attempt >= request.maxRetries) throw failure;
-      yield* whileWaiting(backoff(attempt, undefined, signal), watch);
+      yield* whileWaiting(backoff(attempt, {}, signal), watch);
       continue;
     }
-    const { res } = answered;
-    const status = res.statusCode ?? 0;
+    const status = answered.status;
     if (status >= 200 && status < 300) return answered;
     answered.stop();
-    const detail = yield* whileWaiting(readErrorBody(res), watch);
+    const detail = yield* whileWaiting(readErrorBody(answered), watch);
     failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
       status,
       retryable: RETRYABLE_STATUS.has(status),
       detail: `${request.where} answered HTTP ${status}: ${detail}`,
     });
     if (!failure.retryable || attempt >= request.maxRetries) throw failure;
-    yield* whileWaiting(backoff(attempt, res.headers, signal), watch);
+    yield* whileWaiting(backoff(attempt, answered.headers, signal), watch);
   }
 }
 
@@ -313,39 +315,29 @@ async function* whileWaiting<T>(
 }
 
 /**
- * The chunks of an event-stream response, parsed as its bytes arrive, for
+ * The chunks of an event-stream answer, parsed as its bytes arrive, for
  * one reader to take in order (with the watch's notices when no chunk
  * waits). Ends at `[DONE]` (or a bad event: {@link SseParser.end} throws
- * it), at the end of the body, or with the response's error.
+ * it), at the end of the body, or with the exchange's error.
  */
-class ChunkInbox {
-  /** The response failed (or closed before its end): the reader throws this. */
+class ChunkInbox implements BodySink {
+  /** The answer failed (or closed before its end): the reader throws this. */
   failure: unknown = undefined;
   /** No chunk will come any more. */
   ended = false;
   #chunks: ChunkLike[] = [];
   #head = 0;
   #wake: (() => void) | undefined;
-  readonly #res: http.IncomingMessage;
+  readonly #exchange: Exchange;
   readonly #parser: SseParser;
-  readonly #heard: () => void;
   readonly #watch: SilenceWatch | undefined;
 
-  constructor(
-    res: http.IncomingMessage,
-    parser: SseParser,
-    heard: () => void,
-    watch: SilenceWatch | undefined,
-  ) {
-    this.#res = res;
+  constructor(exchange: Exchange, parser: SseParser, watch: SilenceWatch | undefined) {
+    this.#exchange = exchange;
     this.#parser = parser;
-    this.#heard = heard;
     this.#watch = watch;
     if (watch) watch.onDue = this.#notify;
-    res.on('data', this.#onData);
-    res.on('end', this.#onEnd);
-    res.on('error', this.#onError);
-    res.on('close', this.#onClose);
+    exchange.attach(this);
   }
 
   /** The next chunk, else a due notice, else undefined (then see `failure` and `ended`). */
@@ -368,16 +360,33 @@ class ChunkInbox {
     return new Promise((resolve) => (this.#wake = resolve));
   }
 
-  /** Stops listening (the reader is done); the response itself is left as it is. */
+  /** Stops listening (the reader is done): what else comes is dropped. */
   close(): void {
-    const res = this.#res;
-    res.off('data', this.#onData);
-    res.off('end', this.#onEnd);
-    res.off('error', this.#onError);
-    res.off('close', this.#onClose);
+    this.#exchange.attach(undefined);
     if (this.#watch) this.#watch.onDue = undefined;
-    // Not flowing any more: whoever reads on (the drain after [DONE]) resumes it.
-    res.pause();
+  }
+
+  data(piece: Buffer): void {
+    if (this.ended) return;
+    const chunks = this.#parser.push(piece);
+    if (chunks.length > 0) {
+      this.#exchange.heard();
+      this.#watch?.heard(performance.now());
+      for (const chunk of chunks) this.#chunks.push(chunk);
+    }
+    // [DONE] or a bad event: the rest of the body carries nothing.
+    if (this.#parser.done) this.ended = true;
+    if (chunks.length > 0 || this.ended) this.#notify();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.#notify();
+  }
+
+  fail(err: unknown): void {
+    this.failure ??= err;
+    this.#notify();
   }
 
   #notify = (): void => {
@@ -385,144 +394,18 @@ class ChunkInbox {
     this.#wake = undefined;
     wake?.();
   };
-
-  #onData = (piece: Buffer): void => {
-    if (this.ended) return;
-    const chunks = this.#parser.push(piece);
-    if (chunks.length > 0) {
-      this.#heard();
-      this.#watch?.heard(performance.now());
-      for (const chunk of chunks) this.#chunks.push(chunk);
-    }
-    // [DONE] or a bad event: the rest of the body carries nothing.
-    if (this.#parser.done) this.ended = true;
-    if (chunks.length > 0 || this.ended) this.#notify();
-  };
-
-  #onEnd = (): void => {
-    this.ended = true;
-    this.#notify();
-  };
-
-  #onError = (err: unknown): void => {
-    this.failure ??= err;
-    this.#notify();
-  };
-
-  #onClose = (): void => {
-    if (!this.ended) this.failure ??= new Error('the response closed before its end');
-    this.#notify();
-  };
-}
-
-/**
- * The response of one attempt; `silence` says whether a deadline ended it,
- * `chunk` restarts the silence clock, `stop` ends the clocks.
- */
-interface Attempt {
-  res: http.IncomingMessage;
-  silence: () => LlmStreamError | undefined;
-  chunk: () => void;
-  stop: () => void;
-}
-
-/**
- * A request's deadlines: `timeoutMs` of socket silence until the answer
- * starts, then `timeoutMs` without a chunk (bytes may be comments: only
- * `chunk()` counts), and `totalMs` in all (0 = none). A deadline that passes
- * destroys the request with its {@link LlmStreamError}.
- */
-function watchDeadlines(
-  req: http.ClientRequest,
-  where: string,
-  timeoutMs: number,
-  totalMs: number,
-): { streaming: () => Omit<Attempt, 'res'> } {
-  let silence: LlmStreamError | undefined;
-  let idle: NodeJS.Timeout | undefined;
-  const fail = (error: LlmStreamError) => {
-    silence = error;
-    stop();
-    req.destroy(error);
-  };
-  const silentFor = () =>
-    new LlmStreamError(`The LLM was silent for ${timeoutMs} ms.`, {
-      retryable: true,
-      detail: `${where} sent no chunk for ${timeoutMs} ms`,
-    });
-  const total =
-    totalMs > 0
-      ? setTimeout(
-          () =>
-            fail(
-              new LlmStreamError(`The LLM took longer than ${totalMs} ms in all.`, {
-                retryable: true,
-                detail: `${where} still streaming after ${totalMs} ms`,
-              }),
-            ),
-          totalMs,
-        )
-      : undefined;
-  function stop(): void {
-    clearTimeout(idle);
-    clearTimeout(total);
-  }
-  req.setTimeout(timeoutMs, () => fail(silentFor()));
-  req.on('close', stop);
-  return {
-    streaming() {
-      // From here only chunks count as news. The clock is looked at when
-      // its timer fires (and set again for the rest), not reset per chunk.
-      req.setTimeout(0);
-      let heardAt = performance.now();
-      const check = (): void => {
-        const quiet = performance.now() - heardAt;
-        if (quiet >= timeoutMs) fail(silentFor());
-        else idle = setTimeout(check, timeoutMs - quiet);
-      };
-      idle = setTimeout(check, timeoutMs);
-      return {
-        silence: () => silence,
-        chunk: () => {
-          heardAt = performance.now();
-        },
-        stop,
-      };
-    },
-  };
-}
-
-/**
- * Waits briefly for a response to end after its `[DONE]`: a well-behaved
- * server ends it in the same packet, and only an ended response frees its
- * kept-alive socket for the next round. A server that holds the stream open
- * loses the socket instead of stalling the turn.
- */
-function endOrGiveUp(res: http.IncomingMessage): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => {
-      res.off('end', done);
-      res.destroy();
-      resolve();
-    }, DONE_GRACE_MS);
-    function done(): void {
-      clearTimeout(timer);
-      resolve();
-    }
-    res.once('end', done);
-  });
 }
 
 async function backoff(
   attempt: number,
-  headers: http.IncomingHttpHeaders | undefined,
+  headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<void> {
   let delay = RETRY_BASE_DELAY_MS * 2 ** attempt * (0.75 + Math.random() * 0.5);
-  const afterMs = Number(headers?.['retry-after-ms']);
-  const afterS = Number(headers?.['retry-after']);
-  if (Number.isFinite(afterMs) && headers?.['retry-after-ms'] !== undefined) delay = afterMs;
-  else if (Number.isFinite(afterS) && headers?.['retry-after'] !== undefined) delay = afterS * 1000;
+  const afterMs = Number(headers['retry-after-ms']);
+  const afterS = Number(headers['retry-after']);
+  if (Number.isFinite(afterMs) && headers['retry-after-ms'] !== undefined) delay = afterMs;
+  else if (Number.isFinite(afterS) && headers['retry-after'] !== undefined) delay = afterS * 1000;
   try {
     await sleep(Math.min(Math.max(delay, 0), RETRY_MAX_DELAY_MS), undefined, { signal });
   } catch (err) {
@@ -530,25 +413,34 @@ async function backoff(
   }
 }
 
-async function readAll(res: http.IncomingMessage, limit = Infinity): Promise<string> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const part of res as AsyncIterable<Buffer>) {
-    size += part.length;
-    if (size > limit) {
-      res.destroy();
-      break;
-    }
-    parts.push(part);
-  }
-  return Buffer.concat(parts).toString('utf8');
+/** The answer's body as text; past `limit` bytes the rest is not read (the exchange is stopped). */
+function readAll(exchange: Exchange, limit = Infinity): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    const text = () => Buffer.concat(parts).toString('utf8');
+    exchange.attach({
+      data(piece) {
+        if (size > limit) return;
+        size += piece.length;
+        if (size > limit) {
+          exchange.destroy();
+          resolve(text());
+          return;
+        }
+        parts.push(piece);
+      },
+      end: () => resolve(text()),
+      fail: (err) => (size > limit ? undefined : reject(err)),
+    });
+  });
 }
 
 /** The server's own words from an error body (OpenAI, vLLM and plain-text shapes). */
-async function readErrorBody(res: http.IncomingMessage): Promise<string> {
+async function readErrorBody(exchange: Exchange): Promise<string> {
   let text: string;
   try {
-    text = await readAll(res, MAX_ERROR_BODY_BYTES);
+    text = await readAll(exchange, MAX_ERROR_BODY_BYTES);
   } catch {
     return 'the error body could not be read';
   }

@@ -54,6 +54,56 @@ describe('http transport', () => {
     expect(ports.size).toBe(1);
   });
 
+  it('does not wait on a server that holds the stream open after [DONE], and does not reuse that connection', async () => {
+    const ports: number[] = [];
+    const url = await serve((req, res) => {
+      ports.push(req.socket.remotePort!);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // [DONE], then the answer never ends.
+      res.write('data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n');
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    expect(await drain(stream(body, new AbortController().signal))).toHaveLength(1);
+    expect(await drain(stream(body, new AbortController().signal))).toHaveLength(1);
+    expect(new Set(ports).size).toBe(2);
+  });
+
+  it('closes the connection of a stream its reader leaves early', async () => {
+    let closed!: Promise<void>;
+    const url = await serve((req, res) => {
+      closed = new Promise((resolve) => req.socket.once('close', () => resolve()));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // A reply that goes on and on.
+      const tick = setInterval(
+        () => res.write('data: {"choices":[{"delta":{"content":"a"}}]}\n\n'),
+        5,
+      );
+      res.once('close', () => clearInterval(tick));
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    for await (const chunk of stream(body, new AbortController().signal)) {
+      expect(chunk).toMatchObject({ choices: [{ delta: { content: 'a' } }] });
+      break;
+    }
+    await closed;
+  });
+
+  it('turns an abort mid-stream into TurnAbortedError and closes the connection', async () => {
+    let closed!: Promise<void>;
+    const url = await serve((req, res) => {
+      closed = new Promise((resolve) => req.socket.once('close', () => resolve()));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+    });
+    const turn = new AbortController();
+    const stream = createHttpTransport({ baseURL: url });
+    const reading = (async () => {
+      for await (const _chunk of stream(body, turn.signal)) turn.abort();
+    })();
+    await expect(reading).rejects.toThrow(TurnAbortedError);
+    await closed;
+  });
+
   it('gives the server’s own error message and does not retry a 400', async () => {
     let calls = 0;
     const url = await serve((_req, res) => {
