@@ -1,6 +1,6 @@
 /**
  * Floor bench: server CPU per forwarded delta, Troupe against the least any
- * Node server does for the same delta (lib/floor-child.ts: node:http reads
+ * Node server does for the same delta (lib/floor-child.ts: undici reads
  * the LLM's stream, `ws` sends each text delta, nothing else). The same
  * simulator, client and conversation drive both, one after the other, round
  * after round, so load on the machine weighs on both alike. Troupe's own
@@ -267,7 +267,7 @@ const troupe = median('troupe');
 console.log(
   `\nserver CPU per delta, median of ${ROUNDS} (${SESSIONS} sessions, think ${THINK_MS} ms, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'CPU'}, Node ${process.version})`,
 );
-console.log(`  floor (node:http + ws, nothing else)  ${floor.toFixed(1)} µs`);
+console.log(`  floor (undici + ws, nothing else)     ${floor.toFixed(1)} µs`);
 console.log(`  Troupe                                ${troupe.toFixed(1)} µs`);
 console.log(`  Troupe's own (Troupe − floor)         ${(troupe - floor).toFixed(1)} µs`);
 const out = path.join('loadtest', 'reports', 'floor-bench.json');

@@ -12,8 +12,8 @@ import type { ChatMessage, ChunkLike, LLM_SILENT } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
 
 /**
- * How chat completions are streamed: `http`, Troupe's lean node:http client
- * (the default: about half the CPU per request), or `openai`, the `openai`
+ * How chat completions are streamed: `http`, Troupe's lean client on undici's
+ * dispatcher (the default: about half the CPU per request), or `openai`, the `openai`
  * package's own client (for custom fetch, proxies or provider quirks it knows).
  */
 export type LlmTransport = 'http' | 'openai';

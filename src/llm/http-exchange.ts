@@ -65,7 +65,7 @@ export class Connections {
  *
  * @example
  * const exchange = new Exchange({ where, timeoutMs: 60_000, totalMs: 0, signal });
- * pool.dispatch({ path: '/v1/chat/completions', method: 'POST', body }, exchange);
+ * client.dispatch({ path: '/v1/chat/completions', method: 'POST', body }, exchange);
  * await exchange.answered;
  */
 export class Exchange implements Dispatcher.DispatchHandlers {

@@ -81,6 +81,8 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   const totalMs = options.totalTimeoutMs ?? 0;
 
   function open(payload: string, signal: AbortSignal): Promise<Exchange> {
+    // An aborted signal sends no event: the exchange would wait for the answer.
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
     const client = connections.take();
     const exchange = new Exchange({
       where,
