@@ -1,11 +1,11 @@
 /**
  * The floor: the least a Node server can do per forwarded delta — read an
  * LLM's event stream with undici's dispatcher (kept-alive connections, the
- * body handed over piece by piece, as Troupe's transport does), parse each chunk, send its
- * text as one Realtime `response.output_text.delta` frame with `ws` — and
- * nothing else (no session, history, prompt, metrics or logs). What Troupe
- * spends per delta above this is Troupe's own; this part is Node's and the
- * machine's. Speaks just enough of the protocol for floor-bench.ts's client.
+ * body handed over piece by piece, as Troupe's transport does), parse each
+ * chunk, send its text as one Realtime `response.output_text.delta` frame
+ * with `ws` — and nothing else (no session, history, prompt, metrics or
+ * logs). What Troupe spends per delta above this is Troupe's own; this part
+ * is Node's and the machine's. Speaks just enough of the protocol for floor-bench.ts's client.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -111,9 +111,9 @@ export class Exchange implements Dispatcher.DispatchHandlers {
     return this.#silence;
   }
 
-  /** A chunk came: the silence starts again. */
-  heard(): void {
-    this.#heardAt = performance.now();
+  /** A chunk came at `at` (`performance.now()`): the silence starts again. */
+  heard(at: number): void {
+    this.#heardAt = at;
   }
 
   /** Stops the deadlines (the answer is read, or given up); the turn's signal still stops it. */

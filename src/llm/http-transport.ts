@@ -372,8 +372,10 @@ class ChunkInbox implements BodySink {
     if (this.ended) return;
     const chunks = this.#parser.push(piece);
     if (chunks.length > 0) {
-      this.#exchange.heard();
-      this.#watch?.heard(performance.now());
+      // One clock read for both silence clocks.
+      const now = performance.now();
+      this.#exchange.heard(now);
+      this.#watch?.heard(now);
       for (const chunk of chunks) this.#chunks.push(chunk);
     }
     // [DONE] or a bad event: the rest of the body carries nothing.
