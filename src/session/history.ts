@@ -157,16 +157,22 @@ export class History {
     for (const m of messages) this.#bytes -= this.#sizes.get(m) ?? 0;
   }
 
-  /** The history as data (messages that stand for one item are told by place). */
+  /**
+   * The history as data (messages that stand for one item are told by
+   * place). Such a message is in its item's group: only the groups are
+   * numbered, not every message (this runs at every resume store write).
+   */
   toState(): HistoryState {
-    const places = new Map<ChatMessage, MessagePlace>();
-    for (const [group, g] of this.#groups.entries()) {
-      for (const [at, m] of g.messages.entries()) places.set(m, { group, message: at });
-    }
     const singles: HistoryState['singles'] = [];
+    if (this.#single.size === 0) return { groups: this.#groups, singles };
+    const numbers = new Map<HistoryGroup, number>();
+    for (const [i, g] of this.#groups.entries()) numbers.set(g, i);
     for (const [item, message] of this.#single) {
-      const place = places.get(message);
-      if (place) singles.push({ item, ...place });
+      const g = this.#groupOf.get(item);
+      const group = g && numbers.get(g);
+      if (g === undefined || group === undefined) continue;
+      const at = g.messages.indexOf(message);
+      if (at !== -1) singles.push({ item, group, message: at });
     }
     return { groups: this.#groups, singles };
   }
