@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
 import { LLM_SILENT, type ChunkLike } from './chunk.js';
 import { Connections, Exchange, type BodySink } from './http-exchange.js';
+import { requestBody } from './request-body.js';
 import { SseParser } from './sse.js';
 
 /** Options of {@link createHttpTransport}. */
@@ -80,7 +81,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   const where = redactUrl(target.href);
   const totalMs = options.totalTimeoutMs ?? 0;
 
-  function open(payload: string, signal: AbortSignal): Promise<Exchange> {
+  function open(payload: Buffer, signal: AbortSignal): Promise<Exchange> {
     // An aborted signal sends no event: the exchange would wait for the answer.
     if (signal.aborted) return Promise.reject(signal.reason as Error);
     const client = connections.take();
@@ -100,7 +101,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
   }
 
   return async function* streamChat(body, signal, slowNoticeMs = 0) {
-    const payload = JSON.stringify(body);
+    const payload = requestBody(body);
     // Slow notices: from the request on, through retries, until the last chunk.
     const watch = slowNoticeMs > 0 ? new SilenceWatch(slowNoticeMs) : undefined;
     let exchange: Exchange | undefined;
@@ -176,11 +177,11 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
  */
 async function* answer(
   request: {
-    open: (payload: string, signal: AbortSignal) => Promise<Exchange>;
+    open: (payload: Buffer, signal: AbortSignal) => Promise<Exchange>;
     maxRetries: number;
     where: string;
   },
-  payload: string,
+  payload: Buffer,
   signal: AbortSignal,
   watch: SilenceWatch | undefined,
 ): AsyncGenerator<typeof LLM_SILENT, Exchange, undefined> {

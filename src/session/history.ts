@@ -3,6 +3,7 @@
  * message and all that answers it), so trimming never parts a tool call from its result.
  */
 import type { ChatMessage } from '../llm/chunk.js';
+import { keepMessageJson } from '../llm/request-body.js';
 import type { Item } from './events.js';
 import type { HistoryState, MessagePlace } from './session-state.js';
 
@@ -110,10 +111,12 @@ export class History {
     this.#indexGroup(group, items, messages);
   }
 
-  /** An item of history was changed in place: its group is serialised again. */
+  /** An item of history was changed in place: its group (and its messages, for requests) is serialised again. */
   touch(itemId: string): void {
     const group = this.#groupOf.get(itemId);
-    if (group) this.#json.delete(group);
+    if (!group) return;
+    this.#json.delete(group);
+    for (const m of group.messages) keepMessageJson(m, JSON.stringify(m));
   }
 
   /** Every group as JSON, oldest first: cached for the groups no change has touched. */
@@ -142,9 +145,10 @@ export class History {
       if (item.type === 'function_call') this.#callIds.add(item.call_id);
     }
     for (const m of messages) {
-      const size = JSON.stringify(m).length;
-      this.#sizes.set(m, size);
-      this.#bytes += size;
+      const json = JSON.stringify(m);
+      keepMessageJson(m, json);
+      this.#sizes.set(m, json.length);
+      this.#bytes += json.length;
     }
   }
 
