@@ -27,8 +27,14 @@ export const messageJsonCheck = { verify: false, stale: [] as string[] };
  * that send it. Call again whenever the message is changed in place.
  */
 export function keepMessageJson(message: ChatMessage, json: string): void {
-  if (json.length > MAX_KEPT_BYTES) kept.delete(message);
-  else kept.set(message, Buffer.from(json));
+  if (json.length > MAX_KEPT_BYTES) {
+    kept.delete(message);
+    return;
+  }
+  // Its own memory, not a slice of Node's shared pool: a kept slice would keep its 8 KiB slab.
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(json));
+  bytes.write(json);
+  kept.set(message, bytes);
 }
 
 /**
