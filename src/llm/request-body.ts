@@ -7,8 +7,8 @@
  */
 import type { ChatMessage } from './chunk.js';
 
-/** Messages whose JSON is longer than this (an image inline) are serialised per request instead. */
-const MAX_KEPT_BYTES = 256 * 1024;
+/** Messages whose JSON is longer than this, in characters (an inline image), are serialised per request instead. */
+const MAX_KEPT_LENGTH = 256 * 1024;
 
 const kept = new WeakMap<ChatMessage, Buffer>();
 const OPEN = Buffer.from('{"messages":[');
@@ -27,7 +27,7 @@ export const messageJsonCheck = { verify: false, stale: [] as string[] };
  * that send it. Call again whenever the message is changed in place.
  */
 export function keepMessageJson(message: ChatMessage, json: string): void {
-  if (json.length > MAX_KEPT_BYTES) {
+  if (json.length > MAX_KEPT_LENGTH) {
     kept.delete(message);
     return;
   }
