@@ -18,6 +18,7 @@ import { runDirectSession } from './lib/direct-client.js';
 import { USAGE, UsageError, parseLoadtestArgs, type LoadtestOptions } from './lib/options.js';
 import { findCapacity, runPhase, type PhaseSpec } from './lib/phase.js';
 import type { PoolOptions } from './lib/pool.js';
+import type { CpuPart } from './lib/process-cpu.js';
 import { CONVERSATION, DEFAULT_CHARACTER, LOADTEST_SCRIPT } from './lib/scenarios.js';
 import {
   formatResumes,
@@ -164,6 +165,13 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     silenceMs: options.silenceMs,
     ...(resume === undefined || direct ? {} : { resume }),
   });
+  // What each process on the machine uses, the load test's own included.
+  const cpuParts: CpuPart[] = [
+    ...(target.server ? [{ name: 'server', pid: target.server.pid, tree: false }] : []),
+    ...(target.scaleOut?.cpuParts ?? []),
+    ...(target.sim ? [{ name: 'simulator', pid: target.sim.pid, tree: false }] : []),
+    { name: 'load test', pid: process.pid, tree: false },
+  ];
   const spec = (
     name: string,
     scenario: PhaseReport['scenario'],
@@ -177,6 +185,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     rampMs: options.rampMs,
     durationMs: options.durationMs,
     ...(scenario === 'direct' || target.server === undefined ? {} : { server: target.server }),
+    cpuParts,
   });
   const character = options.character ?? DEFAULT_CHARACTER[options.scenario];
   const phases: PhaseReport[] = [];
@@ -197,10 +206,17 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     const plain = spec('plain', 'text', 'plain');
     if (options.together) {
       // At the same moments on the same server: only the tools differ. The
-      // server's CPU covers both halves, so neither phase reports it.
+      // server's CPU (and the machine's) covers both halves, so neither phase reports it.
       const half = Math.ceil(options.sessions / 2);
-      const { server: _tools, ...t } = { ...tools, sessions: half };
-      const { server: _plain, ...p } = { ...plain, sessions: options.sessions - half };
+      const { server: _tools, cpuParts: _toolsCpu, ...t } = { ...tools, sessions: half };
+      const {
+        server: _plain,
+        cpuParts: _plainCpu,
+        ...p
+      } = {
+        ...plain,
+        sessions: options.sessions - half,
+      };
       phases.push(...(await Promise.all([runPhase(t), runPhase(p)])));
     } else {
       phases.push(await runPhase(tools));

@@ -19,6 +19,8 @@ const STOP_TIMEOUT_MS = 15_000;
 export interface Child {
   /** The URL the child serves: the simulator's `…/v1`, the server's `ws://…/v1/realtime`. */
   url: string;
+  /** The child's process id. */
+  pid: number;
   /** CPU use and event-loop delay since the last call (or since start). */
   stats(): Promise<ChildStats>;
   /** Asks the child to stop and waits for it to exit (then kills it). */
@@ -113,6 +115,7 @@ async function startChild(file: string, init: unknown, execArgv: string[] = []):
   if (ready.type !== 'ready') throw new Error(`${file} answered ${ready.type} instead of ready`);
   return {
     url: ready.url,
+    pid: child.pid!,
     async stats() {
       const m = await request({ type: 'stats' }, 'stats', 10_000);
       if (m.type !== 'stats') throw new Error(`${file} answered ${m.type} instead of stats`);

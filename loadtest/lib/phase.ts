@@ -5,10 +5,11 @@
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CapacityResult, CapacityStep, PhaseReport } from '../report/model.js';
+import type { CapacityResult, CapacityStep, CpuBudget, PhaseReport } from '../report/model.js';
 import { LAG_RESOLUTION_MS, lagMs, summarizeGc } from './child-ipc.js';
 import type { Child } from './children.js';
 import { Pool, type PoolOptions, type SessionRunner } from './pool.js';
+import { watchCpu, type CpuPart } from './process-cpu.js';
 import type { Recorder } from './recorder.js';
 import { percentile, round } from './stats.js';
 
@@ -29,6 +30,8 @@ export interface PhaseSpec {
   durationMs: number;
   /** The server the load test started, to report its CPU and lag. */
   server?: Child;
+  /** The machine's processes (server, simulator, nginx, …), to report what each used. */
+  cpuParts?: CpuPart[];
 }
 
 /**
@@ -41,6 +44,7 @@ export async function runPhase(spec: PhaseSpec): Promise<PhaseReport> {
   const pool = new Pool(spec.pool, spec.runner);
   const lag = startLag();
   await spec.server?.stats();
+  const cpu = spec.cpuParts && watchCpu(spec.cpuParts);
   const begin = performance.now();
   const progress = startProgress(spec.name, pool, spec.sessions, begin, spec.durationMs);
   try {
@@ -52,7 +56,8 @@ export async function runPhase(spec: PhaseSpec): Promise<PhaseReport> {
     await pool.stop(spec.pool.turnTimeoutMs + STOP_GRACE_EXTRA_MS);
   }
   const seconds = (performance.now() - begin) / 1000;
-  return phaseReport(spec, pool, pool.rec, seconds, lag, await spec.server?.stats());
+  const used = cpu?.take();
+  return phaseReport(spec, pool, pool.rec, seconds, lag, await spec.server?.stats(), used);
 }
 
 /** How a capacity search steps. */
@@ -89,12 +94,14 @@ export async function findCapacity(
       pool.swap();
       const lag = startLag();
       await spec.server?.stats();
+      const cpu = spec.cpuParts && watchCpu(spec.cpuParts);
       const begin = performance.now();
       const progress = startProgress(name, pool, target, begin, capacity.stepMs);
       await sleep(capacity.stepMs);
       progress.stop();
       const rec = pool.swap();
       const seconds = (performance.now() - begin) / 1000;
+      const used = cpu?.take();
       const report = phaseReport(
         { ...spec, name, sessions: target },
         pool,
@@ -102,6 +109,7 @@ export async function findCapacity(
         seconds,
         lag,
         await spec.server?.stats(),
+        used,
       );
       phases.push(report);
       const p95 = report.metrics.addedPerDelta?.p95 ?? null;
@@ -148,6 +156,7 @@ function phaseReport(
   seconds: number,
   lag: IntervalHistogram,
   server: Awaited<ReturnType<Child['stats']>> | undefined,
+  machineCpu: CpuBudget | undefined,
 ): PhaseReport {
   lag.disable();
   const kinds = [...rec.errors];
@@ -189,6 +198,7 @@ function phaseReport(
             gc: summarizeGc(server.gc, seconds),
           },
         }),
+    ...(machineCpu === undefined ? {} : { machineCpu }),
   };
 }
 

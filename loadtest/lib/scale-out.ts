@@ -13,6 +13,7 @@ import {
   type NginxProc,
   type RedisProc,
 } from './engines.js';
+import type { CpuPart } from './process-cpu.js';
 import type { ResumeLog } from './session-client.js';
 import { percentile } from './stats.js';
 
@@ -20,6 +21,8 @@ import { percentile } from './stats.js';
 export interface ScaleOutTarget {
   /** ws://… of nginx, or of the one server. */
   url: string;
+  /** The processes: each server (its workers too), nginx and Redis. */
+  cpuParts: CpuPart[];
   /** SIGTERM to the first instance; resolves when it has exited (drained). */
   killOne(): Promise<void>;
   close(): Promise<void>;
@@ -67,8 +70,15 @@ export async function startScaleOut(options: {
     await close();
     throw err;
   }
+  const part = (name: string, proc: { child: { pid?: number } } | undefined): CpuPart[] =>
+    proc?.child.pid === undefined ? [] : [{ name, pid: proc.child.pid, tree: true }];
   return {
     url: nginx?.wsUrl ?? instances[0]!.wsUrl,
+    cpuParts: [
+      ...instances.flatMap((i, n) => part(many ? `server ${n + 1}` : 'server', i.proc)),
+      ...part('nginx', nginx?.proc),
+      ...part('redis-server', redis?.proc),
+    ],
     async killOne() {
       const victim = instances[0]!;
       console.log(`\nkill-one: SIGTERM to the instance on port ${victim.port}`);

@@ -258,6 +258,12 @@ function healthTable(phases: PhaseReport[]): string {
       server && isNum(server.cpuPercent) ? `${fixed(server.cpuPercent, 1)}%` : DASH,
       server ? slashed([server.lagP99Ms, server.lagMaxMs].map(formatMs)) : DASH,
       server && isNum(server.rssMiB) ? fixed(server.rssMiB, 1) : DASH,
+      p.machineCpu
+        ? esc(
+            `${p.machineCpu.parts.map((c) => `${c.name} ${c.percent}%`).join(', ')} · ` +
+              `${p.machineCpu.totalPercent}% of ${p.machineCpu.cores * 100}%`,
+          )
+        : DASH,
     ];
   });
   const columns = [
@@ -267,6 +273,7 @@ function healthTable(phases: PhaseReport[]): string {
     right('Server CPU'),
     right('Server lag p99 / max ms'),
     right('Server RSS MiB'),
+    'Machine CPU by process',
   ];
   return table(columns, rows);
 }

@@ -82,6 +82,22 @@ export interface PhaseReport {
     /** Garbage-collection pauses over the phase (absent in reports of older runs). */
     gc?: GcSummary;
   };
+  /**
+   * What each process on the machine used over the phase (`--sim` or
+   * `--instances`/`--workers`, on Linux): the server (its workers too), the
+   * simulator, nginx, Redis and the load test itself. On a shared machine
+   * the server's capacity is what the others leave it.
+   */
+  machineCpu?: CpuBudget;
+}
+
+/** The machine's CPU over a phase, by process. */
+export interface CpuBudget {
+  cores: number;
+  /** Each process (with what it started, for a server's workers): CPU time ÷ wall time, percent of one core. */
+  parts: Array<{ name: string; percent: number }>;
+  /** All of them together, percent of one core (the machine has `cores` × 100). */
+  totalPercent: number;
 }
 
 /** A server's garbage-collection pauses over a phase. */

@@ -1,6 +1,6 @@
 /** The load test's final table on stdout: phases, comparisons, capacity, targets. */
 import { METRICS, formatMs } from './format.js';
-import type { Distribution, GcSummary, LoadtestReport } from './model.js';
+import type { CpuBudget, Distribution, GcSummary, LoadtestReport } from './model.js';
 
 function row(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
@@ -62,6 +62,7 @@ export function printReport(report: LoadtestReport): void {
             `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB` +
             (p.server.gc === undefined ? '' : ` · ${gcLine(p.server.gc)}`)),
     );
+    if (p.machineCpu !== undefined) out.push(cpuLine(p.machineCpu));
   }
   if (report.comparisons.length > 0) {
     out.push('', 'comparisons');
@@ -108,4 +109,10 @@ export function gcLine(gc: GcSummary): string {
     `GC ${gc.pausePercent}% of the time: ${gc.minorPerS} scavenges/s of ${formatMs(gc.minorMeanMs)} ms ` +
     `(max ${formatMs(gc.minorMaxMs)}), ${gc.majorCount} major (max ${formatMs(gc.majorMaxMs)} ms)`
   );
+}
+
+/** What each process on the machine used, e.g. `machine CPU: server 29%, simulator 21%, load test 11% · 61% of 200% (2 cores)`. */
+function cpuLine(cpu: CpuBudget): string {
+  const parts = cpu.parts.map((p) => `${p.name} ${p.percent}%`).join(', ');
+  return `machine CPU: ${parts} · ${cpu.totalPercent}% of ${cpu.cores * 100}% (${cpu.cores} cores)`;
 }
