@@ -7,6 +7,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -271,11 +272,32 @@ export interface Instance {
 }
 
 /**
- * Starts `src/cli/start.ts` with these settings (PORT=0 unless given: the
- * port is read from its "server listening" / "workers ready" line).
+ * Node's arguments in `npm start` (package.json's `start` script, e.g.
+ * `--max-semi-space-size=64 --import tsx src/cli/start.ts`): an instance
+ * runs as `npm start` does (from this directory, like the start script),
+ * its young generation included, without npm's own process in between.
+ */
+export function npmStartArgs(): string[] {
+  const pkg = JSON.parse(readFileSync(path.join(process.cwd(), 'package.json'), 'utf8')) as {
+    scripts?: { start?: string };
+  };
+  const words = (pkg.scripts?.start ?? '').trim().split(/\s+/);
+  const node = words.indexOf('node');
+  if (node === -1 || !words.at(-1)?.endsWith('start.ts')) {
+    throw new Error(
+      `package.json's start script does not run node on start.ts: ${pkg.scripts?.start}`,
+    );
+  }
+  return words.slice(node + 1);
+}
+
+/**
+ * Starts `src/cli/start.ts` as `npm start` runs it, with these settings
+ * (PORT=0 unless given: the port is read from its "server listening" /
+ * "workers ready" line).
  */
 export async function startInstance(env: Record<string, string>): Promise<Instance> {
-  const proc = startProcess(process.execPath, ['--import', 'tsx', 'src/cli/start.ts'], {
+  const proc = startProcess(process.execPath, npmStartArgs(), {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
