@@ -198,8 +198,18 @@ function phaseReport(
             gc: summarizeGc(server.gc, seconds),
           },
         }),
-    ...(machineCpu === undefined ? {} : { machineCpu }),
+    ...(machineCpu === undefined
+      ? {}
+      : { machineCpu: withServersPerDelta(machineCpu, rec.deltas) }),
   };
+}
+
+/** The machine's CPU with the servers' CPU per delta (every part named `server` or `server N`). */
+function withServersPerDelta(cpu: CpuBudget, deltas: number): CpuBudget {
+  const servers = cpu.parts.filter((p) => /^server( \d+)?$/.test(p.name));
+  if (servers.length === 0) return cpu;
+  const cpuS = servers.reduce((sum, p) => sum + p.cpuS, 0);
+  return { ...cpu, serversUsPerDelta: deltas > 0 ? round((cpuS * 1e6) / deltas, 1) : null };
 }
 
 /**

@@ -100,12 +100,13 @@ export function watchCpu(parts: readonly CpuPart[]): CpuWatch {
       const shares = parts.map((part, i) => {
         let ticks = 0;
         for (const [pid, t] of now[i]!) ticks += t - (before[i]!.get(pid) ?? 0);
-        return { name: part.name, percent: round((ticks / TICKS_PER_S / seconds) * 100) };
+        const cpuS = ticks / TICKS_PER_S;
+        return { name: part.name, percent: Math.round((cpuS / seconds) * 100), cpuS };
       });
       return {
         cores: os.availableParallelism(),
         parts: shares,
-        totalPercent: round(shares.reduce((sum, s) => sum + s.percent, 0)),
+        totalPercent: shares.reduce((sum, s) => sum + s.percent, 0),
       };
     },
   };
@@ -123,8 +124,4 @@ function readTicks(parts: readonly CpuPart[]): Array<Map<number, number>> | unde
     }
     return ticks;
   });
-}
-
-function round(n: number): number {
-  return Math.round(n);
 }

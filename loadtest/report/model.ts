@@ -94,10 +94,19 @@ export interface PhaseReport {
 /** The machine's CPU over a phase, by process. */
 export interface CpuBudget {
   cores: number;
-  /** Each process (with what it started, for a server's workers): CPU time ÷ wall time, percent of one core. */
-  parts: Array<{ name: string; percent: number }>;
+  /**
+   * Each process (with what it started, for a server's workers): CPU time ÷
+   * wall time, percent of one core, and its CPU seconds.
+   */
+  parts: Array<{ name: string; percent: number; cpuS: number }>;
   /** All of them together, percent of one core (the machine has `cores` × 100). */
   totalPercent: number;
+  /**
+   * The servers' CPU time (every `server` part) ÷ text deltas the clients
+   * received, µs: the CPU per delta of a run whose servers are `npm start`
+   * processes (`--workers`, `--instances`), primary and workers together.
+   */
+  serversUsPerDelta?: number | null;
 }
 
 /** A server's garbage-collection pauses over a phase. */

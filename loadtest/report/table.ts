@@ -62,7 +62,8 @@ export function printReport(report: LoadtestReport): void {
             `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB` +
             (p.server.gc === undefined ? '' : ` · ${gcLine(p.server.gc)}`)),
     );
-    if (p.machineCpu !== undefined) out.push(cpuLine(p.machineCpu));
+    // The servers' CPU per delta, where the server line above does not give it (`--workers`, `--instances`).
+    if (p.machineCpu !== undefined) out.push(cpuLine(p.machineCpu, p.server === undefined));
   }
   if (report.comparisons.length > 0) {
     out.push('', 'comparisons');
@@ -112,7 +113,11 @@ export function gcLine(gc: GcSummary): string {
 }
 
 /** What each process on the machine used, e.g. `machine CPU: server 29%, simulator 21%, load test 11% · 61% of 200% (2 cores)`. */
-function cpuLine(cpu: CpuBudget): string {
+function cpuLine(cpu: CpuBudget, perDelta: boolean): string {
   const parts = cpu.parts.map((p) => `${p.name} ${p.percent}%`).join(', ');
-  return `machine CPU: ${parts} · ${cpu.totalPercent}% of ${cpu.cores * 100}% (${cpu.cores} cores)`;
+  const servers =
+    !perDelta || cpu.serversUsPerDelta == null
+      ? ''
+      : ` · servers ${cpu.serversUsPerDelta} µs per delta`;
+  return `machine CPU: ${parts} · ${cpu.totalPercent}% of ${cpu.cores * 100}% (${cpu.cores} cores)${servers}`;
 }

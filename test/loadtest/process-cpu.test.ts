@@ -45,6 +45,7 @@ describe.runIf(linux)('watchCpu', () => {
     const [tree, alone] = used.parts;
     // Both burned ≥ 300 ms of CPU; the tree holds the child's burn as well as the parent's.
     expect(alone!.percent).toBeGreaterThan(0);
+    expect(alone!.cpuS).toBeGreaterThanOrEqual(0.3);
     expect(tree!.percent).toBeGreaterThan(alone!.percent);
     expect(used.totalPercent).toBe(used.parts.reduce((s, p) => s + p.percent, 0));
   });
