@@ -208,15 +208,9 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
       // At the same moments on the same server: only the tools differ. The
       // server's CPU (and the machine's) covers both halves, so neither phase reports it.
       const half = Math.ceil(options.sessions / 2);
-      const { server: _tools, cpuParts: _toolsCpu, ...t } = { ...tools, sessions: half };
-      const {
-        server: _plain,
-        cpuParts: _plainCpu,
-        ...p
-      } = {
-        ...plain,
-        sessions: options.sessions - half,
-      };
+      const shared = ({ server: _server, cpuParts: _cpu, ...rest }: PhaseSpec): PhaseSpec => rest;
+      const t = { ...shared(tools), sessions: half };
+      const p = { ...shared(plain), sessions: options.sessions - half };
       phases.push(...(await Promise.all([runPhase(t), runPhase(p)])));
     } else {
       phases.push(await runPhase(tools));
