@@ -50,111 +50,78 @@ export async function streamFrames(
   let splitPending = fault?.type === 'split-utf8';
   const pacing = schedule(latency, rng);
   let lastWritten: Promise<void> = Promise.resolve();
-  const clock = streamClock(signal);
-  try {
-    for (let i = 0; i <= total; i++) {
-      if (signal.aborted) return;
-      if (i === faultAt && fault !== undefined) {
-        await lastWritten;
-        await applyStreamFault(ctx, fault);
-        return;
-      }
-      if (i === total) break;
-      const target = pacing(i);
-      // Timers run on a millisecond clock and may fire a little early:
-      // sleep again until the target really is reached.
-      if (target !== null && !(await clock.until(target))) return; // aborted
-      const written = writeFrame(ctx, frames[i] as StreamFrame, envelope, stamp, {
-        split: splitPending,
-        flushed: i === faultAt - 1,
-      });
-      if (written.split) splitPending = false;
-      if (written.flushed) lastWritten = written.flushed;
-      const ok = typeof written.ok === 'boolean' ? written.ok : await written.ok;
-      if (!ok) await waitForDrain(res, signal);
+  const until = streamClock(signal);
+
+  for (let i = 0; i <= total; i++) {
+    if (signal.aborted) return;
+    if (i === faultAt && fault !== undefined) {
+      await lastWritten;
+      await applyStreamFault(ctx, fault);
+      return;
     }
-  } finally {
-    clock.close();
+    if (i === total) break;
+    const target = pacing(i);
+    if (target !== null && !(await until(target))) return; // aborted
+    const sentAt = epochNow();
+    const frame = stamp ? stampFrame(frames[i] as StreamFrame, sentAt) : frames[i];
+    const text = `data: ${JSON.stringify({
+      id: envelope.id,
+      object: 'chat.completion.chunk',
+      created: envelope.created,
+      model: envelope.model,
+      ...frame,
+      x_sim_sent_at: sentAt,
+    })}\n\n`;
+    let ok: boolean;
+    if (splitPending && Buffer.byteLength(text) !== text.length) {
+      splitPending = false;
+      ok = await writeSplitUtf8(res, Buffer.from(text), signal);
+    } else if (i === faultAt - 1) {
+      // The fault acts on the socket; let this chunk reach it first.
+      const written = writeAndFlush(res, text);
+      ok = written.ok;
+      lastWritten = written.flushed;
+    } else {
+      ok = res.write(text);
+    }
+    record.chunksWritten++;
+    if (!ok) await waitForDrain(res, signal);
   }
   if (signal.aborted) return;
   res.end('data: [DONE]\n\n');
 }
 
-/** What writing one chunk did. */
-interface WrittenFrame {
-  /** The write's answer: false asks for a drain. */
-  ok: boolean | Promise<boolean>;
-  /** The chunk was written as two halves of a UTF-8 character (the `split-utf8` fault). */
-  split: boolean;
-  /** Resolves once the chunk reached the socket (asked for before a fault acts on it). */
-  flushed?: Promise<void>;
-}
-
-/** Writes one chunk, stamped with its send time. */
-function writeFrame(
-  ctx: ChatContext,
-  frame: StreamFrame,
-  envelope: Envelope,
-  stamp: boolean,
-  how: { split: boolean; flushed: boolean },
-): WrittenFrame {
-  const { res, record, signal } = ctx;
-  const sentAt = epochNow();
-  const body = stamp ? stampFrame(frame, sentAt) : frame;
-  const text = `data: ${JSON.stringify({
-    id: envelope.id,
-    object: 'chat.completion.chunk',
-    created: envelope.created,
-    model: envelope.model,
-    ...body,
-    x_sim_sent_at: sentAt,
-  })}\n\n`;
-  record.chunksWritten++;
-  if (how.split && Buffer.byteLength(text) !== text.length) {
-    return { ok: writeSplitUtf8(res, Buffer.from(text), signal), split: true };
-  }
-  if (how.flushed) {
-    // The fault acts on the socket; let this chunk reach it first.
-    const written = writeAndFlush(res, text);
-    return { ok: written.ok, split: false, flushed: written.flushed };
-  }
-  return { ok: res.write(text), split: false };
-}
-
 /**
  * Waits on a stream's timeline: one timer at a time and one abort listener
- * for the whole stream (not one per chunk), in whole milliseconds so that
- * the streams' timers share Node's timer lists (a fractional delay makes a
- * list of its own).
+ * for the whole stream (the request's signal, which ends with it), not one
+ * per chunk; in whole milliseconds, so that the streams' timers share Node's
+ * timer lists (a fractional delay makes a list of its own). The returned
+ * wait resolves true once `performance.now()` has reached `target`, false
+ * if the request was aborted first.
  */
-function streamClock(signal: AbortSignal): {
-  /** Resolves true once `performance.now()` has reached `target`, false if aborted first. */
-  until(target: number): Promise<boolean>;
-  close(): void;
-} {
+function streamClock(signal: AbortSignal): (target: number) => Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   let wake: ((reached: boolean) => void) | undefined;
-  const onAbort = (): void => {
-    clearTimeout(timer);
-    wake?.(false);
-  };
-  signal.addEventListener('abort', onAbort, { once: true });
+  signal.addEventListener(
+    'abort',
+    () => {
+      clearTimeout(timer);
+      wake?.(false);
+    },
+    { once: true },
+  );
   const sleep = (ms: number): Promise<boolean> =>
     new Promise((resolve) => {
       wake = resolve;
       timer = setTimeout(resolve, ms, true);
     });
-  return {
-    async until(target) {
-      for (let wait = target - performance.now(); wait > 0; wait = target - performance.now()) {
-        if (signal.aborted || !(await sleep(Math.max(1, Math.ceil(wait))))) return false;
-      }
-      return !signal.aborted;
-    },
-    close() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    },
+  return async (target) => {
+    // Timers run on a millisecond clock and may fire a little early:
+    // sleep again until the target really is reached.
+    for (let wait = target - performance.now(); wait > 0; wait = target - performance.now()) {
+      if (signal.aborted || !(await sleep(Math.max(1, Math.ceil(wait))))) return false;
+    }
+    return !signal.aborted;
   };
 }
 
