@@ -1,5 +1,6 @@
 import { Client, type Dispatcher } from 'undici';
 import { LlmStreamError } from '../errors.js';
+import { QuietClock } from './quiet-clock.js';
 
 /** Receives an exchange's body as it comes. */
 export interface BodySink {
@@ -91,8 +92,8 @@ export class Exchange implements Dispatcher.DispatchHandlers {
   /** Why the exchange was stopped before undici connected it. */
   #stopped: Error | undefined;
   #silence: LlmStreamError | undefined;
-  #heardAt = 0;
-  #idle: NodeJS.Timeout | undefined;
+  /** `timeoutMs` for the headers, then without a chunk. */
+  readonly #quiet: QuietClock;
   #total: NodeJS.Timeout | undefined;
   #ended: (() => void) | undefined;
 
@@ -101,7 +102,7 @@ export class Exchange implements Dispatcher.DispatchHandlers {
     this.answered = new Promise((resolve, reject) => (this.#answer = { resolve, reject }));
     // Nobody may be waiting yet (a reader that leaves during a notice).
     this.answered.catch(() => {});
-    this.#idle = setTimeout(this.#headersLate, options.timeoutMs);
+    this.#quiet = new QuietClock(options.timeoutMs, () => this.#expire(this.#silentFor()));
     if (options.totalMs > 0) this.#total = setTimeout(this.#tooLong, options.totalMs);
     options.signal.addEventListener('abort', this.#onAbort);
   }
@@ -113,14 +114,14 @@ export class Exchange implements Dispatcher.DispatchHandlers {
 
   /** A chunk came at `at` (`performance.now()`): the silence starts again. */
   heard(at: number): void {
-    this.#heardAt = at;
+    this.#quiet.heard(at);
   }
 
   /** Stops the deadlines (the answer is read, or given up); the turn's signal still stops it. */
   stop(): void {
-    clearTimeout(this.#idle);
+    this.#quiet.stop();
     clearTimeout(this.#total);
-    this.#idle = this.#total = undefined;
+    this.#total = undefined;
   }
 
   /**
@@ -184,11 +185,8 @@ export class Exchange implements Dispatcher.DispatchHandlers {
       }
     }
     this.headers = headers;
-    // From here only chunks count as news. The clock is looked at when its
-    // timer fires (and set again for the rest), not reset per chunk.
-    clearTimeout(this.#idle);
-    this.#heardAt = performance.now();
-    this.#idle = setTimeout(this.#checkSilence, this.#options.timeoutMs);
+    // From here only chunks count as news.
+    this.#quiet.heard(performance.now());
     this.#answer.resolve(this);
     return true;
   }
@@ -245,15 +243,6 @@ export class Exchange implements Dispatcher.DispatchHandlers {
       detail: `${where} sent no chunk for ${timeoutMs} ms`,
     });
   }
-
-  #headersLate = (): void => this.#expire(this.#silentFor());
-
-  #checkSilence = (): void => {
-    const quiet = performance.now() - this.#heardAt;
-    const { timeoutMs } = this.#options;
-    if (quiet >= timeoutMs) this.#expire(this.#silentFor());
-    else this.#idle = setTimeout(this.#checkSilence, timeoutMs - quiet);
-  };
 
   #tooLong = (): void => {
     const { totalMs, where } = this.#options;

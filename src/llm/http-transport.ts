@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
 import { LLM_SILENT, type ChunkLike } from './chunk.js';
 import { Connections, Exchange, type BodySink } from './http-exchange.js';
+import { QuietClock } from './quiet-clock.js';
 import { requestBody } from './request-body.js';
 import { SseParser } from './sse.js';
 
@@ -232,26 +233,25 @@ function hasFinish(chunk: ChunkLike): boolean {
 
 /**
  * Slow notices: due each time `ms` pass without a chunk (counted from the
- * request, then from the last chunk or notice). One timer, looked at when it
- * fires and set again for the rest: a chunk only notes the time.
+ * request, then from the last chunk or notice).
  */
 class SilenceWatch {
   /** A notice is due and not yet taken. */
   due = false;
   /** Called when a notice falls due. */
   onDue: (() => void) | undefined;
-  readonly #ms: number;
-  #since = performance.now();
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: QuietClock;
 
   constructor(ms: number) {
-    this.#ms = ms;
-    this.#timer = setTimeout(this.#check, ms);
+    this.#clock = new QuietClock(ms, () => {
+      this.due = true;
+      this.onDue?.();
+    });
   }
 
   /** A chunk came: the silence starts again. */
   heard(at: number): void {
-    this.#since = at;
+    this.#clock.heard(at);
   }
 
   /** Takes the due notice, if any. */
@@ -262,23 +262,9 @@ class SilenceWatch {
   }
 
   stop(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#clock.stop();
     this.onDue = undefined;
   }
-
-  #check = (): void => {
-    const now = performance.now();
-    const quiet = now - this.#since;
-    if (quiet < this.#ms) {
-      this.#timer = setTimeout(this.#check, this.#ms - quiet);
-      return;
-    }
-    this.#since = now;
-    this.due = true;
-    this.#timer = setTimeout(this.#check, this.#ms);
-    this.onDue?.();
-  };
 }
 
 /**
