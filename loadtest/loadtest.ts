@@ -119,7 +119,8 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
     LLM_BASE_URL: sim.url,
     CHARACTERS_DIR: 'characters',
     CHARACTERS_WATCH: 'false',
-    LOG_LEVEL: 'warn',
+    // What `npm start` logs (a line a turn), as the scale-out servers do.
+    LOG_LEVEL: 'info',
     MAX_SESSIONS: String(most * 2 + 10),
     STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
     TTS_PROVIDER: voice ? 'espeak' : 'none',

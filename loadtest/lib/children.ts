@@ -73,13 +73,16 @@ export function startFloorChild(llmUrl: string, cpuProfDir?: string): Promise<Ch
 async function startChild(file: string, init: unknown, execArgv: string[] = []): Promise<Child> {
   const child: ChildProcess = fork(path.join(HERE, file), [JSON.stringify(init)], {
     execArgv: ['--import', 'tsx', ...execArgv],
-    stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    // Its log lines are read (as a log collector would) and dropped.
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
-  let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+  let output = '';
+  const keep = (d: string): void => {
     // Keep the tail only: enough to explain a failure.
-    stderr = (stderr + d).slice(-4000);
-  });
+    output = (output + d).slice(-4000);
+  };
+  child.stdout?.setEncoding('utf8').on('data', keep);
+  child.stderr?.setEncoding('utf8').on('data', keep);
   const killOnExit = (): void => {
     child.kill('SIGKILL');
   };
@@ -96,7 +99,7 @@ async function startChild(file: string, init: unknown, execArgv: string[] = []):
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         waiting.delete(answer);
-        reject(new Error(`${file} sent no ${answer} within ${ms} ms; its stderr: ${stderr}`));
+        reject(new Error(`${file} sent no ${answer} within ${ms} ms; its output: ${output}`));
       }, ms);
       waiting.set(answer, (m) => {
         clearTimeout(timer);
@@ -109,7 +112,7 @@ async function startChild(file: string, init: unknown, execArgv: string[] = []):
   const ready = await Promise.race([
     request({ type: 'init' }, 'ready', READY_TIMEOUT_MS),
     exited.then((code) => {
-      throw new Error(`${file} exited (code ${code}) before it was ready; its stderr: ${stderr}`);
+      throw new Error(`${file} exited (code ${code}) before it was ready; its output: ${output}`);
     }),
   ]);
   if (ready.type !== 'ready') throw new Error(`${file} answered ${ready.type} instead of ready`);
