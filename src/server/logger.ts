@@ -2,6 +2,7 @@
  * The server's pino logger. Messages are fixed strings; data goes in fields.
  * User and model text only appears when `LOG_CONTENT` is on (sessions check it).
  */
+import { writeSync } from 'node:fs';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import * as sonicBoom from 'sonic-boom';
 import type { LogConfig } from '../config/index.js';
@@ -17,6 +18,14 @@ export interface LoggerFormat {
 export const LOG_BUFFER_MAX_BYTES = 8 * 1024 * 1024;
 /** How long exit waits to write the last held lines to a stalled reader. */
 export const LOG_EXIT_FLUSH_MS = 500;
+/**
+ * How long a line may wait for others to leave with it: each write to stdout
+ * costs a hand-over to a writer thread and a wake-up of the reader, and
+ * lines leave in one write per batch (at most this late) rather than one each.
+ */
+export const LOG_BATCH_MS = 20;
+/** A batch this large leaves at once. */
+export const LOG_BATCH_BYTES = 16 * 1024;
 
 /**
  * Creates the root logger (JSON lines on stdout, or `destination`).
@@ -61,20 +70,25 @@ let stdout: DestinationStream | undefined;
 /** Whether a line handed to stdout may not be written yet; who waits for it. */
 let pending = false;
 const waiting: Array<() => void> = [];
+/** Hands the lines of the batch under way to the writer at once. */
+let sendBatch = (): void => {};
 
 /**
  * Stdout as a log destination that never holds the process: writes are
  * asynchronous, at most {@link LOG_BUFFER_MAX_BYTES} wait for a reader that
  * stopped reading (`npm start | slow-reader`; later lines are dropped), a
  * closed pipe ends logging, and at exit the held lines get
- * {@link LOG_EXIT_FLUSH_MS} to go out. One per process.
+ * {@link LOG_EXIT_FLUSH_MS} to go out. Lines leave in batches (at most
+ * {@link LOG_BATCH_MS} late): one write for a busy server's many lines. One
+ * per process.
  */
 export function stdoutDestination(): DestinationStream {
   if (stdout) return stdout;
   let exitDeadline: number | undefined;
   let gone = false;
+  const fd = process.stdout.fd ?? 1;
   const stream = new SonicBoom({
-    fd: process.stdout.fd ?? 1,
+    fd,
     sync: false,
     maxLength: LOG_BUFFER_MAX_BYTES,
     // A full pipe: retry later while running; at exit, only until the deadline.
@@ -84,11 +98,24 @@ export function stdoutDestination(): DestinationStream {
     // EPIPE (the reader is gone) or worse: logging stops, the process does not.
     gone = true;
   });
+  let batch = '';
+  let batchTimer: NodeJS.Timeout | undefined;
+  sendBatch = () => {
+    clearTimeout(batchTimer);
+    batchTimer = undefined;
+    if (batch === '' || gone) return;
+    const lines = batch;
+    batch = '';
+    stream.write(lines);
+  };
   process.once('exit', () => {
+    clearTimeout(batchTimer);
     if (gone) return;
     exitDeadline = performance.now() + LOG_EXIT_FLUSH_MS;
     try {
       stream.flushSync();
+      // Not through the stream: an exit does not wait for its writer thread.
+      if (batch !== '') writeAllSync(fd, batch, exitDeadline);
     } catch {
       // The reader did not take the rest in time: it is dropped.
     }
@@ -96,6 +123,7 @@ export function stdoutDestination(): DestinationStream {
   // A line handed over is written by a thread of its own: the process must
   // not exit before 'drain' says every line so far is out (see logsWritten).
   stream.on('drain', () => {
+    if (batch !== '') return;
     pending = false;
     for (const wake of waiting.splice(0)) wake();
   });
@@ -103,10 +131,26 @@ export function stdoutDestination(): DestinationStream {
     write(line: string) {
       if (gone) return;
       pending = true;
-      stream.write(line);
+      batch += line;
+      if (batch.length >= LOG_BATCH_BYTES) sendBatch();
+      // Unref'd: a batch does not keep the process alive; exit sends it.
+      else batchTimer ??= setTimeout(sendBatch, LOG_BATCH_MS).unref();
     },
   };
   return stdout;
+}
+
+/** Writes all of `text` now, a full pipe tried again until `until` (`performance.now()` time). */
+function writeAllSync(fd: number, text: string, until: number): void {
+  let rest = Buffer.from(text);
+  while (rest.length > 0) {
+    try {
+      rest = rest.subarray(writeSync(fd, rest));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || performance.now() >= until) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+  }
 }
 
 /**
@@ -117,6 +161,7 @@ export function stdoutDestination(): DestinationStream {
  * @example await server.shutdown(); await logsWritten(); process.exit(0);
  */
 export function logsWritten(ms = LOG_EXIT_FLUSH_MS): Promise<void> {
+  sendBatch();
   if (!pending) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);

@@ -39,6 +39,35 @@ describe('the server logger', () => {
     }
   });
 
+  it('writes the lines of a server that logs and goes quiet (they leave in batches, not at exit)', async () => {
+    const proc = spawn('node', ['--import', 'tsx', 'test/server/fixtures/log-exit.ts', '--stay'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    child = proc;
+    let out = '';
+    await new Promise<void>((resolve) =>
+      proc.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('"msg":"last line"')) resolve();
+      }),
+    );
+    expect(out.split('"msg":"burst line"').length - 1).toBe(200);
+  });
+
+  it('writes the lines still waiting for their batch when the process exits', async () => {
+    const proc = spawn(
+      'node',
+      ['--import', 'tsx', 'test/server/fixtures/log-exit.ts', '--lines', '20', '--no-wait'],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    child = proc;
+    let out = '';
+    proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    await new Promise((resolve) => proc.on('close', resolve));
+    expect(out.split('"msg":"burst line"').length - 1).toBe(20);
+    expect(out).toContain('"msg":"last line"');
+  });
+
   it('redacts credentials whatever field a caller puts them in', () => {
     const lines: string[] = [];
     const log = createLogger({ level: 'info', content: false }, { write: (l) => lines.push(l) });
