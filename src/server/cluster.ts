@@ -22,6 +22,7 @@ import {
   ResumeStoreError,
   type RecordUpdate,
   type ResumeStore,
+  type SaveResult,
 } from './resume-store.js';
 import type { ClusterView } from './index.js';
 import { logsWritten } from './logger.js';
@@ -36,15 +37,15 @@ const CRASH_WINDOW_MS = 60_000;
 type ToPrimary =
   | { troupe: 'ready'; url: string }
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
-  | {
-      troupe: 'store';
-      id: number;
-      op: 'save' | 'claim';
-      key: string;
-      update?: RecordUpdate;
-      ttlS: number;
-    }
+  | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
+  | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
   | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean };
+/** One save as it crosses to the primary. */
+interface QueuedSave {
+  key: string;
+  update: RecordUpdate;
+  ttlS: number;
+}
 type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'status?'; id: number }
@@ -112,8 +113,8 @@ export function runPrimary(options: PrimaryOptions): void {
         void worker.send({ troupe: 'answer', id: m.id, value });
       if (!store) return answer(undefined);
       answer(
-        m.op === 'save'
-          ? await store.save(m.key, m.update!, m.ttlS)
+        m.op === 'saves'
+          ? await Promise.all(m.saves.map((q) => store.save(q.key, q.update, q.ttlS)))
           : await store.claim(m.key, m.ttlS),
       );
     }
@@ -278,6 +279,24 @@ export function linkWorker(registry: Registry): WorkerLink {
       });
     }
   };
+  // Saves made in one turn of the event loop cross together: one message
+  // (one wake-up of the primary) for all of them.
+  let queued: Array<QueuedSave & { done: (result: SaveResult | Error) => void }> = [];
+  const sendSaves = (): void => {
+    if (queued.length === 0) return;
+    const batch = queued;
+    queued = [];
+    storeOp<SaveResult[] | undefined>({
+      op: 'saves',
+      saves: batch.map(({ key, update, ttlS }) => ({ key, update, ttlS })),
+    }).then(
+      (results) =>
+        batch.forEach((q, i) =>
+          q.done(results?.[i] ?? new ResumeStoreError('the primary did not answer this save')),
+        ),
+      (err: Error) => batch.forEach((q) => q.done(err)),
+    );
+  };
   return {
     view: {
       workers: () => ask<unknown[]>({ troupe: 'ask', what: 'workers' }),
@@ -285,7 +304,17 @@ export function linkWorker(registry: Registry): WorkerLink {
     },
     store: {
       kind: 'cluster',
-      save: (key, update, ttlS) => storeOp({ op: 'save', key, update, ttlS }),
+      save: (key, update, ttlS) =>
+        new Promise((resolve, reject) => {
+          if (queued.length === 0) setImmediate(sendSaves);
+          queued.push({
+            key,
+            update,
+            ttlS,
+            done: (r) => (r instanceof Error ? reject(r) : resolve(r)),
+          });
+        }),
+      sendNow: sendSaves,
       claim: (key, ttlS) => storeOp({ op: 'claim', key, ttlS }),
       health: () => Promise.resolve({ ok: process.connected }),
       close: () => Promise.resolve(),

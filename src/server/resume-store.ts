@@ -64,6 +64,13 @@ export interface ResumeStore {
   readonly kind: 'memory' | 'redis' | 'cluster';
   /** Applies `update` under `key` for `ttlS` seconds, unless the key was claimed. */
   save(key: string, update: RecordUpdate, ttlS: number): Promise<SaveResult>;
+  /**
+   * A store that sends the saves of one turn of the event loop together has
+   * this: it sends what it holds now (before the caller goes on, say, to
+   * tell a client its turn ended). Writers then send their pending saves
+   * with another's rather than each on its own.
+   */
+  sendNow?(): void;
   /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
   claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
   /** Whether the store answers now. */

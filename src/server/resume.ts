@@ -137,10 +137,13 @@ function sameHash(a: string | null, b: string | null): boolean {
  */
 export function createResumer(options: ResumerOptions): Resumer {
   const { store } = options;
+  /** Sessions whose write waits for its delay, for a store that sends saves together. */
+  const waiting = new Set<() => void>();
   return {
     store,
     claim: (token, auth) => claimRecord(options, token, auth),
-    track: (sessionId, source, auth, log) => trackSession(options, sessionId, source, auth, log),
+    track: (sessionId, source, auth, log) =>
+      trackSession(options, waiting, sessionId, source, auth, log),
     close: () => store.close(),
   };
 }
@@ -209,6 +212,7 @@ async function claimRecord(
 /** Writes one session's changes to the store; see {@link Resumer.track}. */
 function trackSession(
   options: ResumerOptions,
+  waiting: Set<() => void>,
   sessionId: string,
   source: SessionStateSource,
   auth: string | undefined,
@@ -247,6 +251,7 @@ function trackSession(
   };
   const write = async (): Promise<void> => {
     timer = undefined;
+    waiting.delete(writeEarly);
     if (stopped) return;
     dirty = false;
     const started = performance.now();
@@ -315,26 +320,40 @@ function trackSession(
     return { head: JSON.stringify(record), parts: [] };
   };
 
+  /** Writes now what waits for its delay: it leaves with another session's flush. */
+  const writeEarly = (): void => {
+    clearTimeout(timer);
+    void run();
+  };
+
   return {
     token,
     changed() {
       dirty = true;
       if (stopped || timer !== undefined) return;
       timer = setTimeout(() => void run(), options.saveDelayMs);
+      if (store.sendNow) waiting.add(writeEarly);
     },
     async flush() {
       if (stopped) return;
       clearTimeout(timer);
       timer = undefined;
+      waiting.delete(writeEarly);
       if (dirty) {
         again = false;
         void begin();
+        if (store.sendNow) {
+          // The sessions whose writes wait for their delay send them with this one.
+          for (const early of [...waiting]) early();
+          store.sendNow();
+        }
       }
       while (writing) await writing;
     },
     stop() {
       stopped = true;
       clearTimeout(timer);
+      waiting.delete(writeEarly);
     },
   };
 }

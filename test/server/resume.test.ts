@@ -119,6 +119,60 @@ describe('resume tokens', () => {
     });
   });
 
+  it("send the writes waiting for their delay with another session's flush, to a store that sends saves together", async () => {
+    const inner = createMemoryResumeStore();
+    const sent: string[][] = [];
+    let held: string[] = [];
+    const gathering: ResumeStore = {
+      ...inner,
+      kind: 'cluster',
+      save(key, update, ttlS) {
+        held.push((JSON.parse(update.head) as { session: string }).session);
+        return inner.save(key, update, ttlS);
+      },
+      sendNow() {
+        sent.push(held);
+        held = [];
+      },
+    };
+    // A delay no test waits for: only the flush can send a's and c's writes.
+    const r = createResumer({
+      store: gathering,
+      ttlS: 60,
+      saveDelayMs: 600_000,
+      loadTimeoutMs: 2_000,
+      log,
+    });
+    const [a, b, c] = ['sess_a', 'sess_b', 'sess_c'].map((id) =>
+      r.track(id, { snapshot: () => ({ id }) }, undefined, log),
+    );
+    a!.changed();
+    c!.changed();
+    expect(held).toEqual([]);
+    await b!.flush();
+    expect(sent).toEqual([['sess_b', 'sess_a', 'sess_c']]);
+    // Written early, they have nothing left to write.
+    await a!.flush();
+    await c!.flush();
+    expect(sent).toHaveLength(1);
+    expect(held).toEqual([]);
+    for (const t of [a, b, c]) t!.stop();
+  });
+
+  it("leave another session's writes to their delay with a store that saves each at once", async () => {
+    const store = spyStore();
+    const r = createResumer({ store, ttlS: 60, saveDelayMs: 600_000, loadTimeoutMs: 2_000, log });
+    const a = r.track('sess_a', { snapshot: () => 'a' }, undefined, log);
+    const b = r.track('sess_b', { snapshot: () => 'b' }, undefined, log);
+    a.changed();
+    await b.flush();
+    expect(store.saves.map((h) => (JSON.parse(h) as { session: string }).session)).toEqual([
+      'sess_b',
+    ]);
+    a.stop();
+    b.stop();
+  });
+
   it('send only the parts that changed, and give them all back on a claim', async () => {
     const inner = createMemoryResumeStore();
     const updates: RecordUpdate[] = [];
