@@ -103,10 +103,9 @@ export function stdoutDestination(): DestinationStream {
   sendBatch = () => {
     clearTimeout(batchTimer);
     batchTimer = undefined;
-    if (batch === '' || gone) return;
     const lines = batch;
     batch = '';
-    stream.write(lines);
+    if (lines !== '' && !gone) stream.write(lines);
   };
   process.once('exit', () => {
     clearTimeout(batchTimer);
