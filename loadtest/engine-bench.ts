@@ -1022,7 +1022,12 @@ async function main(): Promise<void> {
   process.stderr.write('engine-bench: 2/3 tool round overhead (in-process simulator)…\n');
   const inProcess = await overheadInProcess();
 
-  const sim = await startSimChild({ profile: 'openai', script: BENCH_SCRIPT });
+  const sim = await startSimChild({
+    profile: 'openai',
+    script: BENCH_SCRIPT,
+    // The overhead is read from the whole log of its turns (two requests a turn).
+    keepRequests: (OVERHEAD_WARMUP_TURNS + OVERHEAD_TURNS) * 2 + 10,
+  });
   let child: Awaited<ReturnType<typeof overheadChild>>;
   let h2h: Awaited<ReturnType<typeof headToHead>>;
   try {

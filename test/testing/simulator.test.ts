@@ -671,6 +671,27 @@ describe('endpoints', () => {
   });
 });
 
+describe('the request log', () => {
+  it('keeps only the latest requests (keepRequests), so a long run holds a bounded log', async () => {
+    const small = await startSimulator({ keepRequests: 3 });
+    try {
+      for (let i = 0; i < 5; i++) await streamChat(small, { messages: ask(`line ${i}`) });
+      expect(small.requests.map((r) => (r.body as { messages: unknown }).messages)).toEqual([
+        ask('line 2'),
+        ask('line 3'),
+        ask('line 4'),
+      ]);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('refuses a keepRequests that is not a whole number >= 0', async () => {
+    await expect(startSimulator({ keepRequests: -1 })).rejects.toThrow(/keepRequests/);
+    await expect(startSimulator({ keepRequests: 1.5 })).rejects.toThrow(/keepRequests/);
+  });
+});
+
 describe('the request log over HTTP', () => {
   it('lists when each request arrived for clients in another process, and clears on DELETE', async () => {
     const root = sim.url.replace(/\/v1$/, '');

@@ -16,8 +16,9 @@ import type { ChatContext, RecordedRequest, RequestOutcome, SimFault } from './t
 /** What the routes read and change; owned by the simulator. */
 export interface RouterState {
   readonly models: readonly string[];
-  /** Every request received, in order. */
+  /** The requests received, in order: the latest `keepRequests`. */
   readonly requests: RecordedRequest[];
+  readonly keepRequests: number;
   /** One-shot faults for the next chat requests, in order. */
   readonly faults: SimFault[];
   readonly inflight: Inflight;
@@ -28,7 +29,7 @@ export interface RouterState {
 export function createRouter(
   state: RouterState,
 ): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
-  const { models, requests, faults, inflight, settings } = state;
+  const { models, requests, keepRequests, faults, inflight, settings } = state;
   let chatCount = 0;
 
   return async function handleRequest(req, res) {
@@ -44,6 +45,7 @@ export function createRouter(
       outcome: 'pending',
     };
     requests.push(record);
+    if (requests.length > keepRequests) requests.splice(0, requests.length - keepRequests);
     res.on('error', () => undefined);
 
     const raw = await readBody(req);

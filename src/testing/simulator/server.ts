@@ -30,6 +30,8 @@ export const DEFAULT_PROFILE: ProfileName = 'openai';
 export const DEFAULT_HOST = '127.0.0.1';
 /** Default list of models served by `GET /v1/models`. */
 export const DEFAULT_MODELS: readonly string[] = ['sim-model'];
+/** Requests kept for `requests` and `GET /sim/requests` by default: the latest this many. */
+export const DEFAULT_KEEP_REQUESTS = 1000;
 
 /**
  * Starts a simulator on loopback.
@@ -58,6 +60,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Si
   const handleRequest = createRouter({
     models: [...(options.models ?? DEFAULT_MODELS)],
     requests,
+    keepRequests: checkKeep(options.keepRequests ?? DEFAULT_KEEP_REQUESTS),
     faults,
     inflight,
     settings,
@@ -138,6 +141,13 @@ function checkProfile(name: string): ProfileName {
     );
   }
   return name;
+}
+
+function checkKeep(keep: number): number {
+  if (!Number.isInteger(keep) || keep < 0) {
+    throw new ConfigError(`Simulator keepRequests must be a whole number >= 0 (got ${keep}).`);
+  }
+  return keep;
 }
 
 function checkLatency(latency: SimLatency): Required<SimLatency> {

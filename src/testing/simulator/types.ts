@@ -39,6 +39,12 @@ export interface SimulatorOptions {
    * a load-test client can measure what the server in between adds. @defaultValue false
    */
   stamp?: boolean;
+  /**
+   * How many of the latest requests `requests` (and `GET /sim/requests`)
+   * keep: older ones are dropped, so a simulator that runs for hours (the
+   * demo, a load test) holds a bounded log. @defaultValue 1000
+   */
+  keepRequests?: number;
 }
 
 /** A one-shot fault for the next chat request; several queue up in order. */
@@ -94,7 +100,7 @@ export interface Simulator {
   /** Base URL ending in /v1, e.g. http://127.0.0.1:PORT/v1. */
   url: string;
   port: number;
-  /** Every request received, in order (including GET /v1/models). */
+  /** The requests received, in order (including GET /v1/models): the latest `keepRequests`. */
   requests: RecordedRequest[];
   setScript(script: SimScript): void;
   setProfile(profile: ProfileName): void;
