@@ -168,7 +168,9 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
   });
   // What each process on the machine uses, the load test's own included.
   const cpuParts: CpuPart[] = [
-    ...(target.server ? [{ name: 'server', pid: target.server.pid, tree: false }] : []),
+    ...(target.server
+      ? [{ name: 'server', pid: target.server.pid, tree: false, server: true }]
+      : []),
     ...(target.scaleOut?.cpuParts ?? []),
     ...(target.sim ? [{ name: 'simulator', pid: target.sim.pid, tree: false }] : []),
     { name: 'load test', pid: process.pid, tree: false },

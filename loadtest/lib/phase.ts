@@ -204,9 +204,9 @@ function phaseReport(
   };
 }
 
-/** The machine's CPU with the servers' CPU per delta (every part named `server` or `server N`). */
+/** The machine's CPU with the servers' CPU per delta (every part marked `server`). */
 function withServersPerDelta(cpu: CpuBudget, deltas: number): CpuBudget {
-  const servers = cpu.parts.filter((p) => /^server( \d+)?$/.test(p.name));
+  const servers = cpu.parts.filter((p) => p.server === true);
   if (servers.length === 0) return cpu;
   const cpuS = servers.reduce((sum, p) => sum + p.cpuS, 0);
   return { ...cpu, serversUsPerDelta: deltas > 0 ? round((cpuS * 1e6) / deltas, 1) : null };

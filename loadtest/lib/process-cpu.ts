@@ -18,6 +18,8 @@ export interface CpuPart {
   pid: number;
   /** Count the processes it started too (a server's workers). */
   tree: boolean;
+  /** A Troupe server: counted in the servers' CPU per delta. */
+  server?: boolean;
 }
 
 /** Reads what the parts used; `take()` gives the use since the last call and restarts. */
@@ -101,7 +103,8 @@ export function watchCpu(parts: readonly CpuPart[]): CpuWatch {
         let ticks = 0;
         for (const [pid, t] of now[i]!) ticks += t - (before[i]!.get(pid) ?? 0);
         const cpuS = ticks / TICKS_PER_S;
-        return { name: part.name, percent: Math.round((cpuS / seconds) * 100), cpuS };
+        const percent = Math.round((cpuS / seconds) * 100);
+        return { name: part.name, percent, cpuS, ...(part.server ? { server: true } : {}) };
       });
       return {
         cores: os.availableParallelism(),

@@ -70,12 +70,16 @@ export async function startScaleOut(options: {
     await close();
     throw err;
   }
-  const part = (name: string, proc: { child: { pid?: number } } | undefined): CpuPart[] =>
-    proc?.child.pid === undefined ? [] : [{ name, pid: proc.child.pid, tree: true }];
+  const part = (
+    name: string,
+    proc: { child: { pid?: number } } | undefined,
+    server = false,
+  ): CpuPart[] =>
+    proc?.child.pid === undefined ? [] : [{ name, pid: proc.child.pid, tree: true, server }];
   return {
     url: nginx?.wsUrl ?? instances[0]!.wsUrl,
     cpuParts: [
-      ...instances.flatMap((i, n) => part(many ? `server ${n + 1}` : 'server', i.proc)),
+      ...instances.flatMap((i, n) => part(many ? `server ${n + 1}` : 'server', i.proc, true)),
       ...part('nginx', nginx?.proc),
       ...part('redis-server', redis?.proc),
     ],

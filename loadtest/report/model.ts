@@ -98,11 +98,11 @@ export interface CpuBudget {
    * Each process (with what it started, for a server's workers): CPU time ÷
    * wall time, percent of one core, and its CPU seconds.
    */
-  parts: Array<{ name: string; percent: number; cpuS: number }>;
+  parts: Array<{ name: string; percent: number; cpuS: number; server?: boolean }>;
   /** All of them together, percent of one core (the machine has `cores` × 100). */
   totalPercent: number;
   /**
-   * The servers' CPU time (every `server` part) ÷ text deltas the clients
+   * The servers' CPU time (every part marked `server`) ÷ text deltas the clients
    * received, µs: the CPU per delta of a run whose servers are `npm start`
    * processes (`--workers`, `--instances`), primary and workers together.
    */
