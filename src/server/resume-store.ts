@@ -56,6 +56,9 @@ export interface RecordUpdate {
   after: number | null;
 }
 
+/** Writes a record from a session's live state (see {@link ResumeStore.hold}). */
+export type RecordReader = () => StoredRecord;
+
 /** What a save did: `claimed` means another connection took the conversation over. */
 export type SaveResult = 'saved' | 'claimed' | 'stale';
 
@@ -71,6 +74,15 @@ export interface ResumeStore {
    * with another's rather than each on its own.
    */
   sendNow?(): void;
+  /**
+   * A store in this process's memory has this: it keeps `read`, which
+   * writes the session's record from its live state, and calls it only if
+   * the record is claimed. A change then costs nothing to save; a claim
+   * gets the state as it is at that moment. The writer saves the record as
+   * text when its session ends (and the reader is let go). `claimed`: as
+   * for {@link save}.
+   */
+  hold?(key: string, read: RecordReader, ttlS: number): 'saved' | 'claimed';
   /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
   claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
   /** Whether the store answers now. */
@@ -101,7 +113,9 @@ export function createMemoryResumeStore(): ResumeStore & {
   readonly size: number;
 } {
   type Held = { record: StoredRecord & { seq: number }; expiresAt: number };
-  const records = new Map<string, Held | { record: typeof TOMBSTONE; expiresAt: number }>();
+  type Live = { read: RecordReader; expiresAt: number };
+  type Claimed = { record: typeof TOMBSTONE; expiresAt: number };
+  const records = new Map<string, Held | Live | Claimed>();
   const live = (key: string) => {
     const r = records.get(key);
     if (r === undefined) return undefined;
@@ -109,7 +123,7 @@ export function createMemoryResumeStore(): ResumeStore & {
       records.delete(key);
       return undefined;
     }
-    return r.record;
+    return r;
   };
   const sweep = setInterval(() => {
     const now = Date.now();
@@ -121,8 +135,11 @@ export function createMemoryResumeStore(): ResumeStore & {
       return records.size;
     },
     save(key, update, ttlS) {
-      const held = live(key);
-      if (held === TOMBSTONE) return Promise.resolve('claimed');
+      const r = live(key);
+      if (r !== undefined && 'record' in r && r.record === TOMBSTONE) {
+        return Promise.resolve('claimed');
+      }
+      const held = r !== undefined && 'record' in r ? (r.record as Held['record']) : undefined;
       const expiresAt = Date.now() + ttlS * 1000;
       if (update.keep > 0) {
         if (held === undefined || held.seq !== update.after || update.keep > held.parts.length) {
@@ -139,11 +156,27 @@ export function createMemoryResumeStore(): ResumeStore & {
       records.set(key, { record, expiresAt });
       return Promise.resolve('saved');
     },
+    hold(key, read, ttlS) {
+      const r = live(key);
+      if (r !== undefined && 'record' in r && r.record === TOMBSTONE) return 'claimed';
+      records.set(key, { read, expiresAt: Date.now() + ttlS * 1000 });
+      return 'saved';
+    },
     claim(key, ttlS) {
-      const held = live(key);
-      if (held === undefined || held === TOMBSTONE) return Promise.resolve(undefined);
+      const r = live(key);
+      if (r === undefined || ('record' in r && r.record === TOMBSTONE)) {
+        return Promise.resolve(undefined);
+      }
+      let record: StoredRecord;
+      try {
+        // A live session's record is written now.
+        record = 'record' in r ? { head: r.record.head, parts: r.record.parts } : r.read();
+      } catch (err) {
+        // The record stays: the claim failed, as a store that did not answer.
+        return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
       records.set(key, { record: TOMBSTONE, expiresAt: Date.now() + ttlS * 1000 });
-      return Promise.resolve({ head: held.head, parts: held.parts });
+      return Promise.resolve(record);
     },
     health() {
       return Promise.resolve({ ok: true });

@@ -12,7 +12,12 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
-import type { RecordUpdate, ResumeStore, StoredRecord } from './resume-store.js';
+import {
+  wholeRecord,
+  type RecordUpdate,
+  type ResumeStore,
+  type StoredRecord,
+} from './resume-store.js';
 
 /** The record format; others are refused. */
 const RECORD_VERSION = 1;
@@ -326,6 +331,11 @@ function trackSession(
     void run();
   };
 
+  if (store.hold)
+    return holdSession(options, store.hold.bind(store), { token, key, log }, () =>
+      recordParts(source),
+    );
+
   return {
     token,
     changed() {
@@ -354,6 +364,48 @@ function trackSession(
       stopped = true;
       clearTimeout(timer);
       waiting.delete(writeEarly);
+    },
+  };
+}
+
+/**
+ * A session's link to a store that keeps a reader of its live state
+ * ({@link ResumeStore.hold}): a change is a note that the record is good
+ * until now, and the record is written as text once, when the session ends.
+ */
+function holdSession(
+  options: ResumerOptions,
+  hold: NonNullable<ResumeStore['hold']>,
+  at: { token: string; key: string; log: Logger },
+  read: () => StoredRecord,
+): ResumeTracker {
+  const { store, ttlS } = options;
+  let stopped = false;
+  const held = (): void => {
+    if (stopped) return;
+    if (hold(at.key, read, ttlS) === 'claimed') {
+      // Another connection resumed this conversation: it is theirs now.
+      stopped = true;
+      at.log.info({}, 'resume taken over');
+    }
+  };
+  return {
+    token: at.token,
+    changed: held,
+    flush() {
+      held();
+      return Promise.resolve();
+    },
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      // The session is over: its record as text, and the session let go.
+      try {
+        const { head, parts } = read();
+        void store.save(at.key, wholeRecord(head, parts), ttlS);
+      } catch (err) {
+        at.log.warn({ err: (err as Error).message }, 'resume save failed');
+      }
     },
   };
 }

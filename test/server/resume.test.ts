@@ -20,6 +20,8 @@ function spyStore(): ResumeStore & { saves: string[]; claims: string[] } {
   const claims: string[] = [];
   return {
     ...inner,
+    // Written as text at each save, as Redis and the cluster store are.
+    hold: undefined,
     kind: 'memory',
     saves,
     claims,
@@ -70,6 +72,81 @@ describe('resume tokens', () => {
     // The session that is still closing cannot bring the record back.
     await tracker.flush();
     expect(await r.claim(tracker.token, undefined)).toMatchObject({ ok: false });
+  });
+
+  it('with the memory store, read a live session only when its record is claimed', async () => {
+    const r = resumer(createMemoryResumeStore());
+    let reads = 0;
+    let state = { items: ['a'] };
+    const source = {
+      snapshot: () => {
+        reads++;
+        return state;
+      },
+    };
+    const tracker = r.track('sess_live', source, undefined, log);
+    await tracker.flush();
+    for (let i = 0; i < 50; i++) tracker.changed();
+    await tracker.flush();
+    expect(reads).toBe(0);
+    state = { items: ['a', 'b'] };
+    // The claim gets the state as it is now, read once.
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: true,
+      sessionId: 'sess_live',
+      state: { items: ['a', 'b'] },
+    });
+    expect(reads).toBe(1);
+    // The session's next change learns that it was taken over: no more reads or writes.
+    tracker.changed();
+    tracker.stop();
+    expect(reads).toBe(1);
+  });
+
+  it('with the memory store, write the record as text when the session ends, and let the session go', async () => {
+    const r = resumer(createMemoryResumeStore());
+    let reads = 0;
+    let state = { items: ['a'] };
+    const source = {
+      snapshot: () => {
+        reads++;
+        return state;
+      },
+    };
+    const tracker = r.track('sess_end', source, undefined, log);
+    tracker.changed();
+    tracker.stop();
+    expect(reads).toBe(1);
+    // Later changes to the old session's objects are not the record's.
+    state = { items: ['changed after the end'] };
+    tracker.changed();
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: true,
+      state: { items: ['a'] },
+    });
+    expect(reads).toBe(1);
+  });
+
+  it('with the memory store, answer a claim whose session cannot be read as a store failure, and keep the record', async () => {
+    const r = resumer(createMemoryResumeStore());
+    let broken = true;
+    const source = {
+      snapshot: () => {
+        if (broken) throw new Error('not serialisable');
+        return { items: ['a'] };
+      },
+    };
+    const tracker = r.track('sess_bad', source, undefined, log);
+    await tracker.flush();
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: false,
+      reason: 'store_unavailable',
+    });
+    broken = false;
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: true,
+      state: { items: ['a'] },
+    });
   });
 
   it('write a burst of changes once, after the delay, off the caller', async () => {
@@ -125,6 +202,7 @@ describe('resume tokens', () => {
     let held: string[] = [];
     const gathering: ResumeStore = {
       ...inner,
+      hold: undefined,
       kind: 'cluster',
       save(key, update, ttlS) {
         held.push((JSON.parse(update.head) as { session: string }).session);
@@ -179,6 +257,7 @@ describe('resume tokens', () => {
     let lose = false;
     const store: ResumeStore = {
       ...inner,
+      hold: undefined,
       kind: 'memory',
       save(key, update, ttlS) {
         updates.push(update);
