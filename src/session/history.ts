@@ -58,6 +58,8 @@ export class History {
   /** What the messages weigh (their JSON), as they were when they joined. */
   #bytes = 0;
   #sizes = new WeakMap<ChatMessage, number>();
+  /** Each message's estimated tokens ({@link trim} weighs every message at every request). */
+  #tokens = new WeakMap<ChatMessage, number>();
   /** The group each item is in. */
   #groupOf = new Map<string, HistoryGroup>();
   /**
@@ -67,6 +69,12 @@ export class History {
    * place (a cut to what was heard).
    */
   #json = new WeakMap<HistoryGroup, string>();
+  /**
+   * Where the messages of {@link #single} are ({@link toState}), kept while
+   * the history only grows at its ends; undefined after a change that may
+   * move them (a deletion, a trim, results put between messages).
+   */
+  #places: HistoryState['singles'] | undefined = [];
 
   /**
    * Checks every cached group JSON against a fresh serialisation: a
@@ -81,6 +89,7 @@ export class History {
   static fromState(state: HistoryState): History {
     const history = new History();
     history.#groups = state.groups;
+    history.#places = undefined;
     for (const g of state.groups) history.#indexGroup(g, g.items, g.messages);
     for (const s of state.singles) {
       const message = state.groups[s.group]?.messages[s.message];
@@ -116,7 +125,10 @@ export class History {
     const group = this.#groupOf.get(itemId);
     if (!group) return;
     this.#json.delete(group);
-    for (const m of group.messages) keepMessageJson(m, JSON.stringify(m));
+    for (const m of group.messages) {
+      keepMessageJson(m, JSON.stringify(m));
+      this.#tokens.set(m, estimateTokens(m));
+    }
   }
 
   /** Every group as JSON, oldest first: cached for the groups no change has touched. */
@@ -148,6 +160,7 @@ export class History {
       const json = JSON.stringify(m);
       keepMessageJson(m, json);
       this.#sizes.set(m, json.length);
+      this.#tokens.set(m, estimateTokens(m));
       this.#bytes += json.length;
     }
   }
@@ -164,11 +177,26 @@ export class History {
   /**
    * The history as data (messages that stand for one item are told by
    * place). Such a message is in its item's group: only the groups are
-   * numbered, not every message (this runs at every resume store write).
+   * numbered, not every message, and the places are kept between calls
+   * (this runs at every resume store write).
    */
   toState(): HistoryState {
+    let places = this.#places;
+    if (places !== undefined && History.verifyJson) {
+      const fresh = JSON.stringify(this.#findPlaces());
+      if (JSON.stringify(places) !== fresh) {
+        History.staleJson.push(`single messages moved without a reset: ${JSON.stringify(places)}`);
+        places = undefined;
+      }
+    }
+    places ??= this.#places = this.#findPlaces();
+    return { groups: this.#groups, singles: places };
+  }
+
+  /** Every message of {@link #single} by place, worked out from the groups. */
+  #findPlaces(): HistoryState['singles'] {
     const singles: HistoryState['singles'] = [];
-    if (this.#single.size === 0) return { groups: this.#groups, singles };
+    if (this.#single.size === 0) return singles;
     const numbers = new Map<HistoryGroup, number>();
     for (const [i, g] of this.#groups.entries()) numbers.set(g, i);
     for (const [item, message] of this.#single) {
@@ -178,7 +206,7 @@ export class History {
       const at = g.messages.indexOf(message);
       if (at !== -1) singles.push({ item, group, message: at });
     }
-    return { groups: this.#groups, singles };
+    return singles;
   }
 
   /** Where a message is: its group and index. */
@@ -233,6 +261,12 @@ export class History {
     group.messages.push(message);
     this.#single.set(item.id, message);
     this.#indexGroup(group, [item], [message]);
+    const places = this.#places;
+    if (places === undefined) return;
+    const at =
+      this.#groups.at(-1) === group ? this.#groups.length - 1 : this.#groups.indexOf(group);
+    if (at === -1) this.#places = undefined;
+    else places.push({ item: item.id, group: at, message: group.messages.length - 1 });
   }
 
   /** Finds an item by id. */
@@ -252,6 +286,7 @@ export class History {
     messages: readonly ChatMessage[],
     owner?: ChatMessage,
   ): string | null {
+    this.#places = undefined;
     for (const g of this.#groups) {
       let at = g.messages.findIndex(
         (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === callId),
@@ -284,6 +319,20 @@ export class History {
     return previous;
   }
 
+  /** A message's estimated tokens, as it was when it joined or was last touched. */
+  #weigh(m: ChatMessage): number {
+    let tokens = this.#tokens.get(m);
+    if (tokens !== undefined && History.verifyJson && tokens !== estimateTokens(m)) {
+      History.staleJson.push(`a message changed without touch(): ${JSON.stringify(m)}`);
+      tokens = undefined;
+    }
+    if (tokens === undefined) {
+      tokens = estimateTokens(m);
+      this.#tokens.set(m, tokens);
+    }
+    return tokens;
+  }
+
   /** The id of the item before position `index` of group `g`, looking into earlier groups. */
   #itemBefore(g: HistoryGroup, index: number): string | null {
     if (index > 0) return g.items[index - 1]!.id;
@@ -302,6 +351,7 @@ export class History {
   delete(id: string): boolean {
     const message = this.#single.get(id);
     if (message === undefined) return false;
+    this.#places = undefined;
     for (const g of this.#groups) {
       const i = g.items.findIndex((it) => it.id === id);
       if (i === -1) continue;
@@ -320,6 +370,7 @@ export class History {
   clear(): Item[] {
     const items = this.items;
     this.#groups = [];
+    this.#places = [];
     this.#single.clear();
     this.#byId.clear();
     this.#groupOf.clear();
@@ -334,7 +385,7 @@ export class History {
    * always kept, even alone over budget: the model's error then says so.
    */
   trim(budgetTokens: number, reservedTokens: number): TrimResult {
-    const sizes = this.#groups.map((g) => g.messages.reduce((n, m) => n + estimateTokens(m), 0));
+    const sizes = this.#groups.map((g) => g.messages.reduce((n, m) => n + this.#weigh(m), 0));
     let total = reservedTokens + sizes.reduce((a, b) => a + b, 0);
     let drop = 0;
     let droppedItems = 0;
@@ -346,7 +397,10 @@ export class History {
       this.#unindexGroup(g.items, g.messages);
       drop++;
     }
-    if (drop > 0) this.#groups.splice(0, drop);
+    if (drop > 0) {
+      this.#groups.splice(0, drop);
+      this.#places = undefined;
+    }
     return {
       messages: this.#groups.flatMap((g) => g.messages),
       estimatedTokens: total,

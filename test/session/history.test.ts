@@ -294,6 +294,51 @@ describe('History.toState and fromState', () => {
     ]);
   });
 
+  it('keeps the places of single messages through every change History makes', () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'hi'), { role: 'user', content: 'hi' });
+    h.addItems(g, [callItem('c1', 'call_1')], [toolCalls('call_1')]);
+    const g2 = h.startGroup();
+    h.addMessageItem(g2, text('u2', 'user', 'again'), { role: 'user', content: 'again' });
+    h.addMessageItem(g2, text('u3', 'user', 'and again'), { role: 'user', content: 'and again' });
+    expect(h.toState().singles).toEqual([
+      { item: 'u1', group: 0, message: 0 },
+      { item: 'u2', group: 1, message: 0 },
+      { item: 'u3', group: 1, message: 1 },
+    ]);
+    // Taken out: those after it in its group move up.
+    expect(h.delete('u2')).toBe(true);
+    expect(h.toState().singles).toEqual([
+      { item: 'u1', group: 0, message: 0 },
+      { item: 'u3', group: 1, message: 0 },
+    ]);
+    h.addMessageItem(h.startGroup(), text('u4', 'user', 'last'), { role: 'user', content: 'last' });
+    // The oldest group dropped: every group's number falls by one.
+    h.trim(estimateTokens({ role: 'user', content: 'and again' }) * 2 + 1, 0);
+    expect(h.toState().singles).toEqual([
+      { item: 'u3', group: 0, message: 0 },
+      { item: 'u4', group: 1, message: 0 },
+    ]);
+    expect(History.staleJson).toEqual([]);
+  });
+
+  it('weighs a message changed in place anew once touched', () => {
+    const h = new History();
+    const item = text('a1', 'assistant', 'x'.repeat(400)) as Extract<Item, { type: 'message' }>;
+    const message: ChatMessage = { role: 'assistant', content: 'x'.repeat(400) };
+    h.addItems(h.startGroup(), [item], [message]);
+    expect(h.trim(1e9, 0).estimatedTokens).toBe(estimateTokens(message));
+    // Cut to what was heard, as a truncate does.
+    message.content = 'x'.repeat(40);
+    h.touch('a1');
+    expect(h.trim(1e9, 0).estimatedTokens).toBe(estimateTokens(message));
+    // Changed without touch(): verifying notes it and weighs it fresh.
+    message.content = 'x';
+    expect(h.trim(1e9, 0).estimatedTokens).toBe(estimateTokens(message));
+    expect(History.staleJson.splice(0)).toEqual([expect.stringContaining('without touch()')]);
+  });
+
   it('tells where a message is and finds it there again', () => {
     const h = new History();
     addTurn(h, 1);
