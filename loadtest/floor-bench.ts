@@ -32,6 +32,9 @@ const USAGE = `npm run bench:floor -- [options]
   --think MS     pause between a reply and the next line (default 1000)
   --ttft MS      simulator time to first token (default 200)
   --tps N        simulator tokens per second per stream (default 50)
+  --reply-words N  every reply N words (default: the load test's conversation); with
+                 one word a turn is one delta, and the CPU per turn is what a turn
+                 costs beside its deltas
   --only T       run one target only: floor or troupe
   --cpu-prof DIR write a V8 CPU profile of each server process into DIR/<target>-<round>`;
 
@@ -44,6 +47,7 @@ const { values } = parseArgs({
     think: { type: 'string', default: '1000' },
     ttft: { type: 'string', default: '200' },
     tps: { type: 'string', default: '50' },
+    'reply-words': { type: 'string' },
     only: { type: 'string' },
     'cpu-prof': { type: 'string' },
     help: { type: 'boolean' },
@@ -66,6 +70,11 @@ const SECONDS = count('seconds');
 const WARMUP = count('warmup');
 const ROUNDS = count('rounds');
 const THINK_MS = count('think');
+const REPLY_WORDS = values['reply-words'] === undefined ? undefined : count('reply-words');
+if (REPLY_WORDS !== undefined && !Number.isInteger(REPLY_WORDS)) {
+  console.error(`--reply-words must be a whole number, got ${REPLY_WORDS}.\n${USAGE}`);
+  process.exit(2);
+}
 /** Sessions open over this long at the start of a phase. */
 const RAMP_MS = 5_000;
 const TARGETS = (['floor', 'troupe'] as const).filter(
@@ -94,8 +103,11 @@ interface Phase {
   round: number;
   deltas: number;
   deltasPerS: number;
+  /** Replies ended (response.done) over the measured seconds. */
+  turns: number;
   cpuPercent: number;
   usPerDelta: number;
+  usPerTurn: number;
   /** Added latency per delta (ms): the simulator's send → the client's receipt. */
   added: Quantiles;
   /** Time to first token (ms): the client's response.create → the first delta. */
@@ -109,12 +121,14 @@ interface Phase {
 /** Drives `SESSIONS` scripted conversations against `url` until `stop` is called. */
 function drive(url: string): {
   deltas: () => number;
+  turns: () => number;
   errors: () => number;
   /** Added latencies and times to first token (ms) from now on. */
   measure: () => { added: number[]; ttft: number[] };
   stop: () => Promise<void>;
 } {
   let deltas = 0;
+  let turns = 0;
   let samples: { added: number[]; ttft: number[] } | undefined;
   let errors = 0;
   let stopping = false;
@@ -153,8 +167,10 @@ function drive(url: string): {
             }
             askedAt = undefined;
           } else if (type === 'session.created') ask();
-          else if (type === 'response.done') setTimeout(ask, THINK_MS);
-          else if (type === 'error') errors++;
+          else if (type === 'response.done') {
+            turns++;
+            setTimeout(ask, THINK_MS);
+          } else if (type === 'error') errors++;
         });
         ws.on('error', () => errors++);
       },
@@ -164,6 +180,7 @@ function drive(url: string): {
   }
   return {
     deltas: () => deltas,
+    turns: () => turns,
     errors: () => errors,
     measure: () => (samples = { added: [], ttft: [] }),
     async stop() {
@@ -205,19 +222,23 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
     await sleep(RAMP_MS + WARMUP * 1000);
     await child.stats();
     const from = run.deltas();
+    const fromTurns = run.turns();
     const samples = run.measure();
     const load = os.loadavg()[0]!;
     await sleep(SECONDS * 1000);
     const stats = await child.stats();
     const deltas = run.deltas() - from;
+    const turns = run.turns() - fromTurns;
     await run.stop();
     return {
       target,
       round,
       deltas,
       deltasPerS: deltas / SECONDS,
+      turns,
       cpuPercent: stats.cpuPercent,
       usPerDelta: deltas > 0 ? (stats.cpuS * 1e6) / deltas : NaN,
+      usPerTurn: turns > 0 ? (stats.cpuS * 1e6) / turns : NaN,
       added: quantiles(samples.added),
       ttft: quantiles(samples.ttft),
       errors: run.errors(),
@@ -229,8 +250,18 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
   }
 }
 
+/** `--reply-words`: one reply to every line, of that many words. */
+const script =
+  REPLY_WORDS === undefined
+    ? LOADTEST_SCRIPT
+    : {
+        rules: [],
+        fallback: {
+          parts: [{ text: Array.from({ length: REPLY_WORDS }, (_, i) => `word${i}`).join(' ') }],
+        },
+      };
 const sim = await startSimChild({
-  script: LOADTEST_SCRIPT,
+  script,
   latency: { ttftMs: count('ttft'), tokensPerSec: count('tps') },
   // As in the load test: every fragment carries its send time, and each delta's added latency is measured.
   stamp: true,
@@ -243,6 +274,7 @@ try {
       phases.push(p);
       console.log(
         `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta · ` +
+          `${p.usPerTurn.toFixed(0)} µs per turn (${(p.deltas / p.turns).toFixed(1)} deltas) · ` +
           `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
           `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +
           `TTFT p50 ${p.ttft.p50.toFixed(1)} p95 ${p.ttft.p95.toFixed(1)} ms · ` +
@@ -254,22 +286,28 @@ try {
   await sim.close();
 }
 
-const median = (target: TargetName): number =>
+const median = (target: TargetName, of: (p: Phase) => number = (p) => p.usPerDelta): number =>
   percentile(
     phases
       .filter((p) => p.target === target)
-      .map((p) => p.usPerDelta)
+      .map(of)
       .sort((a, b) => a - b),
     0.5,
   ) ?? NaN;
 const floor = median('floor');
 const troupe = median('troupe');
+const perTurn = (p: Phase): number => p.usPerTurn;
+const floorTurn = median('floor', perTurn);
+const troupeTurn = median('troupe', perTurn);
 console.log(
   `\nserver CPU per delta, median of ${ROUNDS} (${SESSIONS} sessions, think ${THINK_MS} ms, ${os.cpus().length} × ${os.cpus()[0]?.model.trim() ?? 'CPU'}, Node ${process.version})`,
 );
 console.log(`  floor (undici + ws, nothing else)     ${floor.toFixed(1)} µs`);
 console.log(`  Troupe                                ${troupe.toFixed(1)} µs`);
 console.log(`  Troupe's own (Troupe − floor)         ${(troupe - floor).toFixed(1)} µs`);
+console.log(
+  `server CPU per turn: floor ${floorTurn.toFixed(0)} µs, Troupe ${troupeTurn.toFixed(0)} µs, Troupe's own ${(troupeTurn - floorTurn).toFixed(0)} µs`,
+);
 const out = path.join('loadtest', 'reports', 'floor-bench.json');
 await mkdir(path.dirname(out), { recursive: true });
 await writeFile(
@@ -279,7 +317,10 @@ await writeFile(
       sessions: SESSIONS,
       seconds: SECONDS,
       thinkMs: THINK_MS,
+      replyWords: REPLY_WORDS ?? null,
       phases,
+      floorPerTurn: floorTurn,
+      troupePerTurn: troupeTurn,
       floor,
       troupe,
       own: troupe - floor,
