@@ -80,6 +80,8 @@ async function holdConversations(): Promise<{
   const latest = new Map<string, { head: string; parts: string[] }>();
   const store: ResumeStore = {
     ...memory,
+    // Written as text at every change, as Redis is (the memory store alone would hold the live session).
+    hold: undefined,
     save(key, update, ttlS) {
       writes++;
       const held = latest.get(key) ?? { head: '', parts: [] };
