@@ -227,6 +227,8 @@ function trackSession(
   const token = newResumeToken();
   const key = tokenKey(token);
   const hashed = authHash(auth);
+  const read = (): StoredRecord => writeRecord(sessionId, hashed, source);
+  if (store.hold) return holdSession(options, store.hold.bind(store), { token, key, log }, read);
   let timer: NodeJS.Timeout | undefined;
   let writing: Promise<void> | undefined;
   let again = false;
@@ -239,7 +241,7 @@ function trackSession(
   let seq = 0;
   /** The next save: the head and the parts that changed since the last one sent. */
   const nextUpdate = (): RecordUpdate => {
-    const { head, parts } = recordParts(source);
+    const { head, parts } = read();
     let keep = 0;
     const common = Math.min(sent.length, parts.length);
     while (keep < common && sent[keep] === parts[keep]) keep++;
@@ -307,34 +309,11 @@ function trackSession(
     return begin();
   };
 
-  /** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
-  const recordParts = (from: SessionStateSource): { head: string; parts: string[] } => {
-    const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
-    if (from.snapshotParts) {
-      const split = from.snapshotParts();
-      return { head: `${head}${split.head}}`, parts: split.parts };
-    }
-    if (from.snapshotText) return { head: `${head}${from.snapshotText()}}`, parts: [] };
-    const record: ResumeRecord = {
-      v: RECORD_VERSION,
-      session: sessionId,
-      auth: hashed,
-      savedAt: Date.now(),
-      state: from.snapshot(),
-    };
-    return { head: JSON.stringify(record), parts: [] };
-  };
-
   /** Writes now what waits for its delay: it leaves with another session's flush. */
   const writeEarly = (): void => {
     clearTimeout(timer);
     void run();
   };
-
-  if (store.hold)
-    return holdSession(options, store.hold.bind(store), { token, key, log }, () =>
-      recordParts(source),
-    );
 
   return {
     token,
@@ -366,6 +345,28 @@ function trackSession(
       waiting.delete(writeEarly);
     },
   };
+}
+
+/** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
+function writeRecord(
+  sessionId: string,
+  hashed: string | null,
+  from: SessionStateSource,
+): StoredRecord {
+  const head = `{"v":${RECORD_VERSION},"session":${JSON.stringify(sessionId)},"auth":${JSON.stringify(hashed)},"savedAt":${Date.now()},"state":`;
+  if (from.snapshotParts) {
+    const split = from.snapshotParts();
+    return { head: `${head}${split.head}}`, parts: split.parts };
+  }
+  if (from.snapshotText) return { head: `${head}${from.snapshotText()}}`, parts: [] };
+  const record: ResumeRecord = {
+    v: RECORD_VERSION,
+    session: sessionId,
+    auth: hashed,
+    savedAt: Date.now(),
+    state: from.snapshot(),
+  };
+  return { head: JSON.stringify(record), parts: [] };
 }
 
 /**
