@@ -11,7 +11,9 @@
  * once: claiming replaces it with a tombstone for the rest of its TTL, and
  * later saves under that key are refused, so a session that is still
  * closing on one instance can never bring back a conversation another
- * connection has taken over.
+ * connection has taken over. The in-memory store can also hold a reader of
+ * a live session rather than its text (`hold`): it reads it only if the
+ * record is claimed.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';

@@ -3,7 +3,9 @@
  * → `session.troupe.resume_token`); its conversation is written to the
  * resume store after each change that matters (debounced, off the delta
  * path, never awaited by the session), and a client that reconnects with
- * `?resume=TOKEN` — to any instance sharing the store — gets it back.
+ * `?resume=TOKEN` — to any instance sharing the store — gets it back. A
+ * store in the session's own process reads the live session instead, only
+ * when the record is claimed, and gets its text once, when it ends.
  *
  * A token is spent when used: the resumed session gets a new one, and the
  * old record becomes a tombstone, so a token opens one conversation at most

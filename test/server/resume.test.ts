@@ -74,57 +74,56 @@ describe('resume tokens', () => {
     expect(await r.claim(tracker.token, undefined)).toMatchObject({ ok: false });
   });
 
-  it('with the memory store, read a live session only when its record is claimed', async () => {
-    const r = resumer(createMemoryResumeStore());
-    let reads = 0;
-    let state = { items: ['a'] };
+  /** A session's state source that counts its reads; `state` is what it reads. */
+  const countedSource = () => {
     const source = {
+      reads: 0,
+      state: { items: ['a'] } as unknown,
       snapshot: () => {
-        reads++;
-        return state;
+        source.reads++;
+        return source.state;
       },
     };
+    return source;
+  };
+
+  it('with the memory store, read a live session only when its record is claimed', async () => {
+    const r = resumer(createMemoryResumeStore());
+    const source = countedSource();
     const tracker = r.track('sess_live', source, undefined, log);
     await tracker.flush();
     for (let i = 0; i < 50; i++) tracker.changed();
     await tracker.flush();
-    expect(reads).toBe(0);
-    state = { items: ['a', 'b'] };
+    expect(source.reads).toBe(0);
+    source.state = { items: ['a', 'b'] };
     // The claim gets the state as it is now, read once.
     expect(await r.claim(tracker.token, undefined)).toMatchObject({
       ok: true,
       sessionId: 'sess_live',
       state: { items: ['a', 'b'] },
     });
-    expect(reads).toBe(1);
+    expect(source.reads).toBe(1);
     // The session's next change learns that it was taken over: no more reads or writes.
     tracker.changed();
     tracker.stop();
-    expect(reads).toBe(1);
+    expect(source.reads).toBe(1);
   });
 
   it('with the memory store, write the record as text when the session ends, and let the session go', async () => {
     const r = resumer(createMemoryResumeStore());
-    let reads = 0;
-    let state = { items: ['a'] };
-    const source = {
-      snapshot: () => {
-        reads++;
-        return state;
-      },
-    };
+    const source = countedSource();
     const tracker = r.track('sess_end', source, undefined, log);
     tracker.changed();
     tracker.stop();
-    expect(reads).toBe(1);
+    expect(source.reads).toBe(1);
     // Later changes to the old session's objects are not the record's.
-    state = { items: ['changed after the end'] };
+    source.state = { items: ['changed after the end'] };
     tracker.changed();
     expect(await r.claim(tracker.token, undefined)).toMatchObject({
       ok: true,
       state: { items: ['a'] },
     });
-    expect(reads).toBe(1);
+    expect(source.reads).toBe(1);
   });
 
   it('with the memory store, answer a claim whose session cannot be read as a store failure, and keep the record', async () => {
