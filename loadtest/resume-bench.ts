@@ -74,14 +74,13 @@ async function holdConversations(): Promise<{
     script: LOADTEST_SCRIPT,
     latency: { ttftMs: 0, tokensPerSec: 2_000 },
   });
-  const memory = createMemoryResumeStore();
+  // Written as text at every change, as Redis is.
+  const memory = createMemoryResumeStore({ readsLive: false });
   let writes = 0;
   /** Each key's record as the writes built it: the head and the parts. */
   const latest = new Map<string, { head: string; parts: string[] }>();
   const store: ResumeStore = {
     ...memory,
-    // Written as text at every change, as Redis is (the memory store alone would hold the live session).
-    hold: undefined,
     save(key, update, ttlS) {
       writes++;
       const held = latest.get(key) ?? { head: '', parts: [] };

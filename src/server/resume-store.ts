@@ -105,20 +105,33 @@ export class ResumeStoreError extends TroupeError {
   }
 }
 
+/** Options of {@link createMemoryResumeStore}. */
+export interface MemoryResumeStoreOptions {
+  /**
+   * Hold a reader of each live session ({@link ResumeStore.hold}) rather
+   * than the text of its every change. `false` gives a store that is
+   * written as Redis and the cluster store are (for tests and benches of
+   * that path). @defaultValue true
+   */
+  readsLive?: boolean;
+}
+
 /**
  * A store in this process's memory: a conversation resumes on this process only.
  *
  * @example const store = createMemoryResumeStore();
  */
-export function createMemoryResumeStore(): ResumeStore & {
+export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}): ResumeStore & {
   /** Records held now (tombstones included). */
   readonly size: number;
 } {
-  type Held = { record: StoredRecord & { seq: number }; expiresAt: number };
-  type Live = { read: RecordReader; expiresAt: number };
-  type Claimed = { record: typeof TOMBSTONE; expiresAt: number };
-  const records = new Map<string, Held | Live | Claimed>();
-  const live = (key: string) => {
+  type Entry = { expiresAt: number } & (
+    | { kind: 'text'; record: StoredRecord & { seq: number } }
+    | { kind: 'live'; read: RecordReader }
+    | { kind: 'claimed' }
+  );
+  const records = new Map<string, Entry>();
+  const live = (key: string): Entry | undefined => {
     const r = records.get(key);
     if (r === undefined) return undefined;
     if (r.expiresAt <= Date.now()) {
@@ -131,6 +144,11 @@ export function createMemoryResumeStore(): ResumeStore & {
     const now = Date.now();
     for (const [key, r] of records) if (r.expiresAt <= now) records.delete(key);
   }, SWEEP_MS).unref();
+  const hold: NonNullable<ResumeStore['hold']> = (key, read, ttlS) => {
+    if (live(key)?.kind === 'claimed') return 'claimed';
+    records.set(key, { kind: 'live', read, expiresAt: Date.now() + ttlS * 1000 });
+    return 'saved';
+  };
   return {
     kind: 'memory',
     get size() {
@@ -138,10 +156,8 @@ export function createMemoryResumeStore(): ResumeStore & {
     },
     save(key, update, ttlS) {
       const r = live(key);
-      if (r !== undefined && 'record' in r && r.record === TOMBSTONE) {
-        return Promise.resolve('claimed');
-      }
-      const held = r !== undefined && 'record' in r ? (r.record as Held['record']) : undefined;
+      if (r?.kind === 'claimed') return Promise.resolve('claimed');
+      const held = r?.kind === 'text' ? r.record : undefined;
       const expiresAt = Date.now() + ttlS * 1000;
       if (update.keep > 0) {
         if (held === undefined || held.seq !== update.after || update.keep > held.parts.length) {
@@ -151,33 +167,26 @@ export function createMemoryResumeStore(): ResumeStore & {
         held.parts.push(...update.parts);
         held.head = update.head;
         held.seq = update.seq;
-        records.set(key, { record: held, expiresAt });
+        records.set(key, { kind: 'text', record: held, expiresAt });
         return Promise.resolve('saved');
       }
       const record = { head: update.head, parts: update.parts.slice(), seq: update.seq };
-      records.set(key, { record, expiresAt });
+      records.set(key, { kind: 'text', record, expiresAt });
       return Promise.resolve('saved');
     },
-    hold(key, read, ttlS) {
-      const r = live(key);
-      if (r !== undefined && 'record' in r && r.record === TOMBSTONE) return 'claimed';
-      records.set(key, { read, expiresAt: Date.now() + ttlS * 1000 });
-      return 'saved';
-    },
+    ...(options.readsLive === false ? {} : { hold }),
     claim(key, ttlS) {
       const r = live(key);
-      if (r === undefined || ('record' in r && r.record === TOMBSTONE)) {
-        return Promise.resolve(undefined);
-      }
+      if (r === undefined || r.kind === 'claimed') return Promise.resolve(undefined);
       let record: StoredRecord;
       try {
         // A live session's record is written now.
-        record = 'record' in r ? { head: r.record.head, parts: r.record.parts } : r.read();
+        record = r.kind === 'text' ? { head: r.record.head, parts: r.record.parts } : r.read();
       } catch (err) {
         // The record stays: the claim failed, as a store that did not answer.
         return Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }
-      records.set(key, { record: TOMBSTONE, expiresAt: Date.now() + ttlS * 1000 });
+      records.set(key, { kind: 'claimed', expiresAt: Date.now() + ttlS * 1000 });
       return Promise.resolve(record);
     },
     health() {

@@ -11,13 +11,11 @@ import { within } from '../helpers/wait.js';
 /** A grace no turn here outlasts on any machine: it bounds a hang, it is not a race. */
 const GRACE_MS = 600_000;
 
-/** A memory store that counts its writes. */
+/** A memory store written as text at every save (as Redis is) that counts its writes. */
 function countingStore(): ResumeStore & { saves: number } {
-  const inner = createMemoryResumeStore();
+  const inner = createMemoryResumeStore({ readsLive: false });
   const store = {
     ...inner,
-    // Written as text at each save, as Redis and the cluster store are.
-    hold: undefined,
     kind: 'memory' as const,
     saves: 0,
     save(key: string, update: RecordUpdate, ttlS: number) {
@@ -76,13 +74,12 @@ describe('resume across a drain', () => {
 
   it('refuses, rather than drops, what a client sends while its stopped session is being written', async () => {
     // A store whose writes wait while the gate is shut: the shutdown's last write takes that long.
-    const inner = createMemoryResumeStore();
+    const inner = createMemoryResumeStore({ readsLive: false });
     let open = true;
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const store: ResumeStore = {
       ...inner,
-      hold: undefined,
       async save(key, update, ttlS) {
         if (!open) await gate;
         return inner.save(key, update, ttlS);

@@ -13,15 +13,13 @@ import { startTestServer, type TestServer } from '../helpers/server.js';
 
 const log = createLogger({ level: 'silent', content: false });
 
-/** A memory store that records every call. */
+/** A memory store written as text at every save (as Redis is) that records every call. */
 function spyStore(): ResumeStore & { saves: string[]; claims: string[] } {
-  const inner = createMemoryResumeStore();
+  const inner = createMemoryResumeStore({ readsLive: false });
   const saves: string[] = [];
   const claims: string[] = [];
   return {
     ...inner,
-    // Written as text at each save, as Redis and the cluster store are.
-    hold: undefined,
     kind: 'memory',
     saves,
     claims,
@@ -196,12 +194,11 @@ describe('resume tokens', () => {
   });
 
   it("send the writes waiting for their delay with another session's flush, to a store that sends saves together", async () => {
-    const inner = createMemoryResumeStore();
+    const inner = createMemoryResumeStore({ readsLive: false });
     const sent: string[][] = [];
     let held: string[] = [];
     const gathering: ResumeStore = {
       ...inner,
-      hold: undefined,
       kind: 'cluster',
       save(key, update, ttlS) {
         held.push((JSON.parse(update.head) as { session: string }).session);
@@ -251,12 +248,11 @@ describe('resume tokens', () => {
   });
 
   it('send only the parts that changed, and give them all back on a claim', async () => {
-    const inner = createMemoryResumeStore();
+    const inner = createMemoryResumeStore({ readsLive: false });
     const updates: RecordUpdate[] = [];
     let lose = false;
     const store: ResumeStore = {
       ...inner,
-      hold: undefined,
       kind: 'memory',
       save(key, update, ttlS) {
         updates.push(update);
