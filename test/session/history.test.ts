@@ -47,8 +47,11 @@ function addTurn(h: History, n: number, reply = 40): void {
     role: 'user',
     content: `question ${n}`,
   });
-  g.items.push(text(`a${n}`, 'assistant', 'x'.repeat(reply)));
-  g.messages.push({ role: 'assistant', content: 'x'.repeat(reply) });
+  h.addItems(
+    g,
+    [text(`a${n}`, 'assistant', 'x'.repeat(reply))],
+    [{ role: 'assistant', content: 'x'.repeat(reply) }],
+  );
 }
 
 /** A user turn whose reply calls a tool: user, assistant{tool_calls}, tool, assistant. */
@@ -58,14 +61,16 @@ function addToolTurn(h: History, n: number): void {
     role: 'user',
     content: `tool question ${n}`,
   });
-  g.items.push(callItem(`c${n}`, `call_${n}`), outputItem(`o${n}`, `call_${n}`, '12:00'));
-  g.messages.push(toolCalls(`call_${n}`), {
-    role: 'tool',
-    tool_call_id: `call_${n}`,
-    content: '12:00',
-  });
-  g.items.push(text(`a${n}`, 'assistant', 'It is noon.'));
-  g.messages.push({ role: 'assistant', content: 'It is noon.' });
+  h.addItems(
+    g,
+    [callItem(`c${n}`, `call_${n}`), outputItem(`o${n}`, `call_${n}`, '12:00')],
+    [toolCalls(`call_${n}`), { role: 'tool', tool_call_id: `call_${n}`, content: '12:00' }],
+  );
+  h.addItems(
+    g,
+    [text(`a${n}`, 'assistant', 'It is noon.')],
+    [{ role: 'assistant', content: 'It is noon.' }],
+  );
 }
 
 /** Messages in short: text, `calls:ids` for tool calls, `tool:id` for results. */
@@ -154,16 +159,11 @@ describe('History.insertToolResults', () => {
     const h = new History();
     const g = h.startGroup();
     h.addMessageItem(g, text('u1', 'user', 'time?'), { role: 'user', content: 'time?' });
-    g.items.push(
-      callItem('c1', 'call_a'),
-      callItem('c2', 'call_b'),
-      outputItem('o1', 'call_a', 'A'),
+    h.addItems(
+      g,
+      [callItem('c1', 'call_a'), callItem('c2', 'call_b'), outputItem('o1', 'call_a', 'A')],
+      [toolCalls('call_a', 'call_b'), { role: 'tool', tool_call_id: 'call_a', content: 'A' }],
     );
-    g.messages.push(toolCalls('call_a', 'call_b'), {
-      role: 'tool',
-      tool_call_id: 'call_a',
-      content: 'A',
-    });
     // The client added a message before sending its output.
     const next = h.startGroup();
     h.addMessageItem(next, text('u2', 'user', 'and?'), { role: 'user', content: 'and?' });
@@ -192,8 +192,7 @@ describe('History.insertToolResults', () => {
       content: null,
       function_call: { name: 'get_time', arguments: '{}' },
     };
-    g.items.push(callItem('c1', 'call_x'));
-    g.messages.push(owner);
+    h.addItems(g, [callItem('c1', 'call_x')], [owner]);
     const next = h.startGroup();
     h.addMessageItem(next, text('u2', 'user', 'and?'), { role: 'user', content: 'and?' });
 
@@ -337,6 +336,40 @@ describe('History.toState and fromState', () => {
     message.content = 'x';
     expect(h.trim(1e9, 0).estimatedTokens).toBe(estimateTokens(message));
     expect(History.staleJson.splice(0)).toEqual([expect.stringContaining('without touch()')]);
+  });
+
+  it('keeps its token estimate summed through every change History makes', () => {
+    const h = new History();
+    const counted = () => h.trim(1e9, 0).messages.reduce((n, m) => n + estimateTokens(m), 0);
+    // The running sum itself, not the fresh count the suite's check gives.
+    const total = () => {
+      History.verifyJson = false;
+      try {
+        return h.trim(1e9, 0).estimatedTokens;
+      } finally {
+        History.verifyJson = true;
+      }
+    };
+    addTurn(h, 1);
+    addToolTurn(h, 2);
+    expect(total()).toBe(counted());
+    h.insertToolResults('call_2', outputItem('o2b', 'call_2', 'late'), [
+      { role: 'tool', tool_call_id: 'call_2', content: 'a late result' },
+    ]);
+    expect(total()).toBe(counted());
+    const reply = h.find('a1') as Extract<Item, { type: 'message' }>;
+    const message = h.trim(1e9, 0).messages[1]!;
+    message.content = 'cut';
+    reply.content = [{ type: 'output_text', text: 'cut' }];
+    h.touch('a1');
+    expect(total()).toBe(counted());
+    expect(h.delete('u2')).toBe(true);
+    expect(total()).toBe(counted());
+    addTurn(h, 3, 400);
+    expect(h.trim(150, 0).droppedGroups).toBeGreaterThan(0);
+    expect(total()).toBe(counted());
+    h.clear();
+    expect(total()).toBe(0);
   });
 
   it('tells where a message is and finds it there again', () => {
