@@ -200,14 +200,22 @@ function phaseReport(
         }),
     ...(machineCpu === undefined
       ? {}
-      : { machineCpu: withServersPerDelta(machineCpu, rec.deltas) }),
+      : { machineCpu: withServersPerDelta(machineCpu, rec.deltas, spec.scenario) }),
   };
 }
 
-/** The machine's CPU with the servers' CPU per delta (every part marked `server`). */
-function withServersPerDelta(cpu: CpuBudget, deltas: number): CpuBudget {
+/**
+ * The machine's CPU with the servers' CPU per delta (every part marked
+ * `server`). Not for the direct phase: its deltas never pass through the
+ * servers, which sit idle meanwhile.
+ */
+export function withServersPerDelta(
+  cpu: CpuBudget,
+  deltas: number,
+  scenario: PhaseReport['scenario'],
+): CpuBudget {
   const servers = cpu.parts.filter((p) => p.server === true);
-  if (servers.length === 0) return cpu;
+  if (servers.length === 0 || scenario === 'direct') return cpu;
   const cpuS = servers.reduce((sum, p) => sum + p.cpuS, 0);
   return { ...cpu, serversUsPerDelta: deltas > 0 ? round((cpuS * 1e6) / deltas, 1) : null };
 }

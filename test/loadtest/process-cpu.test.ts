@@ -1,11 +1,14 @@
 /**
  * The machine's CPU by process (loadtest/lib/process-cpu.ts): read from
- * /proc for a real process and the one it starts, counted once each.
+ * /proc for a real process and the one it starts, counted once each; and
+ * the servers' part of it per delta.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
+import { withServersPerDelta } from '../../loadtest/lib/phase.js';
 import { watchCpu } from '../../loadtest/lib/process-cpu.js';
+import type { CpuBudget } from '../../loadtest/report/model.js';
 
 const linux = process.platform === 'linux';
 
@@ -61,5 +64,25 @@ describe.runIf(linux)('watchCpu', () => {
     await once(proc, 'exit');
     const second = watch.take()!;
     expect(second.parts[0]!.percent).toBe(0);
+  });
+});
+
+describe('withServersPerDelta', () => {
+  const cpu: CpuBudget = {
+    cores: 2,
+    parts: [
+      { name: 'server', percent: 40, cpuS: 2, server: true },
+      { name: 'simulator', percent: 20, cpuS: 1 },
+    ],
+    totalPercent: 60,
+  };
+
+  it("divides the servers' CPU by the deltas of a phase that went through them", () => {
+    expect(withServersPerDelta(cpu, 40_000, 'text').serversUsPerDelta).toBe(50);
+    expect(withServersPerDelta(cpu, 0, 'text').serversUsPerDelta).toBeNull();
+  });
+
+  it('gives none for the direct phase, whose deltas skip the servers', () => {
+    expect(withServersPerDelta(cpu, 40_000, 'direct')).not.toHaveProperty('serversUsPerDelta');
   });
 });
