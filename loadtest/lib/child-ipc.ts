@@ -32,15 +32,16 @@ export interface GcStats {
   minorCount: number;
   minorMeanMs: number;
   minorMaxMs: number;
-  /** Mark-sweep-compact and incremental marking steps. */
+  /** Mark-sweep-compact collections (their incremental marking steps are not counted again). */
   majorCount: number;
+  /** The longest pause of a major collection's work: its last pause or one of its steps. */
   majorMaxMs: number;
   /** All pauses together. */
   totalMs: number;
 }
 
-/** Counts GC pauses from now on; `take()` returns and restarts the interval's counts. */
-function watchGc(): { take(): GcStats } {
+/** Counts GC pauses from now on; `take()` returns and restarts the interval's counts, `stop()` ends it. */
+export function watchGc(): { take(): GcStats; stop(): void } {
   const fresh = (): GcStats & { minorMs: number } => ({
     minorCount: 0,
     minorMeanMs: 0,
@@ -60,7 +61,9 @@ function watchGc(): { take(): GcStats } {
         now.minorMs += entry.duration;
         now.minorMaxMs = Math.max(now.minorMaxMs, entry.duration);
       } else {
-        now.majorCount++;
+        // Node reports a major collection's incremental marking and weak
+        // callbacks as entries of their own: one collection, several entries.
+        if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) now.majorCount++;
         now.majorMaxMs = Math.max(now.majorMaxMs, entry.duration);
       }
     }
@@ -73,6 +76,7 @@ function watchGc(): { take(): GcStats } {
       now = fresh();
       return stats;
     },
+    stop: () => observer.disconnect(),
   };
 }
 
