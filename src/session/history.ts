@@ -128,9 +128,7 @@ export class History {
     this.#json.delete(group);
     for (const m of group.messages) {
       keepMessageJson(m, JSON.stringify(m));
-      const tokens = estimateTokens(m);
-      this.#tokenTotal += tokens - (this.#tokens.get(m) ?? 0);
-      this.#tokens.set(m, tokens);
+      this.#weighAnew(m);
     }
   }
 
@@ -163,9 +161,7 @@ export class History {
       const json = JSON.stringify(m);
       keepMessageJson(m, json);
       this.#sizes.set(m, json.length);
-      const tokens = estimateTokens(m);
-      this.#tokens.set(m, tokens);
-      this.#tokenTotal += tokens;
+      this.#weighAnew(m);
       this.#bytes += json.length;
     }
   }
@@ -329,17 +325,20 @@ export class History {
 
   /** A message's estimated tokens, as it was when it joined or was last touched. */
   #weigh(m: ChatMessage): number {
-    let tokens = this.#tokens.get(m);
-    if (tokens !== undefined && History.verifyJson && tokens !== estimateTokens(m)) {
+    const tokens = this.#tokens.get(m);
+    if (tokens === undefined) return this.#weighAnew(m);
+    if (History.verifyJson && tokens !== estimateTokens(m)) {
       History.staleJson.push(`a message changed without touch(): ${JSON.stringify(m)}`);
-      this.#tokenTotal -= tokens;
-      tokens = undefined;
+      return this.#weighAnew(m);
     }
-    if (tokens === undefined) {
-      tokens = estimateTokens(m);
-      this.#tokens.set(m, tokens);
-      this.#tokenTotal += tokens;
-    }
+    return tokens;
+  }
+
+  /** Estimates a message's tokens now, keeps the estimate and moves the sum by the change. */
+  #weighAnew(m: ChatMessage): number {
+    const tokens = estimateTokens(m);
+    this.#tokenTotal += tokens - (this.#tokens.get(m) ?? 0);
+    this.#tokens.set(m, tokens);
     return tokens;
   }
 
