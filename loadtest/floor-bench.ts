@@ -18,11 +18,12 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { epochNow, readStamps } from '../src/testing/simulator/stamp.js';
-import { summarizeGc, type GcStats } from './lib/child-ipc.js';
+import { splitPerDelta, summarizeGc, type GcStats } from './lib/child-ipc.js';
 import { startFloorChild, startServerChild, startSimChild, type Child } from './lib/children.js';
 import { CONVERSATION, LOADTEST_SCRIPT } from './lib/scenarios.js';
 import { percentile } from './lib/stats.js';
-import { gcLine } from './report/table.js';
+import type { CpuSplit } from './report/model.js';
+import { gcLine, splitText } from './report/table.js';
 
 const USAGE = `npm run bench:floor -- [options]
   --sessions N   concurrent sessions (default 200)
@@ -107,6 +108,8 @@ interface Phase {
   turns: number;
   cpuPercent: number;
   usPerDelta: number;
+  /** `usPerDelta` split: user and system, and off the main thread (null without deltas). */
+  split: CpuSplit | null;
   usPerTurn: number;
   /** Added latency per delta (ms): the simulator's send → the client's receipt. */
   added: Quantiles;
@@ -238,6 +241,7 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
       turns,
       cpuPercent: stats.cpuPercent,
       usPerDelta: deltas > 0 ? (stats.cpuS * 1e6) / deltas : NaN,
+      split: deltas > 0 ? splitPerDelta(stats, deltas) : null,
       usPerTurn: turns > 0 ? (stats.cpuS * 1e6) / turns : NaN,
       added: quantiles(samples.added),
       ttft: quantiles(samples.ttft),
@@ -273,7 +277,7 @@ try {
       const p = await phase(target, round, sim);
       phases.push(p);
       console.log(
-        `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta · ` +
+        `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta${splitText(p.split ?? undefined)} · ` +
           `${p.usPerTurn.toFixed(0)} µs per turn (${(p.deltas / p.turns).toFixed(1)} deltas) · ` +
           `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
           `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +

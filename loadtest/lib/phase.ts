@@ -6,7 +6,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CapacityResult, CapacityStep, CpuBudget, PhaseReport } from '../report/model.js';
-import { LAG_RESOLUTION_MS, lagMs, summarizeGc } from './child-ipc.js';
+import { LAG_RESOLUTION_MS, lagMs, splitPerDelta, summarizeGc } from './child-ipc.js';
 import type { Child } from './children.js';
 import { Pool, type PoolOptions, type SessionRunner } from './pool.js';
 import { watchCpu, type CpuPart } from './process-cpu.js';
@@ -192,6 +192,7 @@ function phaseReport(
             cpuPercent: round(server.cpuPercent, 0),
             // The measure of the hot path: server CPU seconds ÷ deltas forwarded.
             cpuUsPerDelta: rec.deltas > 0 ? round((server.cpuS * 1e6) / rec.deltas, 1) : null,
+            ...(rec.deltas > 0 ? { cpuSplit: splitPerDelta(server, rec.deltas) } : {}),
             lagP99Ms: round(server.lagP99Ms, 2),
             lagMaxMs: round(server.lagMaxMs, 2),
             rssMiB: round(server.rssMiB, 0),

@@ -49,7 +49,19 @@ function readProcs(): Map<number, ProcStat> | undefined {
   return procs;
 }
 
-/** `/proc/PID/stat`: the command name may hold spaces and parentheses, so fields count from its last `)`. */
+/**
+ * CPU seconds (user + system) the main thread of process `pid` has used, or
+ * undefined off Linux: the rest of the process's time is V8's helper threads
+ * (concurrent marking, parallel scavenges) and libuv's pool.
+ *
+ * @example const before = mainThreadCpuS(process.pid);
+ */
+export function mainThreadCpuS(pid: number): number | undefined {
+  const stat = parseStat(`${pid}/task/${pid}`);
+  return stat === undefined ? undefined : stat.ticks / TICKS_PER_S;
+}
+
+/** `/proc/PID/stat` (or a thread's, `PID/task/TID`): the command name may hold spaces and parentheses, so fields count from its last `)`. */
 function parseStat(pid: string): ProcStat | undefined {
   let text: string;
   try {

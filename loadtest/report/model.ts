@@ -76,6 +76,8 @@ export interface PhaseReport {
     cpuPercent: number;
     /** Server CPU time ÷ text deltas the clients received, µs (null without deltas). */
     cpuUsPerDelta?: number | null;
+    /** The same split: user and system, and what ran off the main thread (absent in older reports, and without deltas). */
+    cpuSplit?: CpuSplit;
     lagP99Ms: number;
     lagMaxMs: number;
     rssMiB: number;
@@ -89,6 +91,13 @@ export interface PhaseReport {
    * the server's capacity is what the others leave it.
    */
   machineCpu?: CpuBudget;
+}
+
+/** A server's CPU per delta, µs, split: `userUs` + `systemUs` is the whole; `offMainUs` is the part of it off the main thread (Linux only). */
+export interface CpuSplit {
+  userUs: number;
+  systemUs: number;
+  offMainUs?: number;
 }
 
 /** The machine's CPU over a phase, by process. */

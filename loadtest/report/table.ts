@@ -1,6 +1,6 @@
 /** The load test's final table on stdout: phases, comparisons, capacity, targets. */
 import { METRICS, formatMs } from './format.js';
-import type { CpuBudget, Distribution, GcSummary, LoadtestReport } from './model.js';
+import type { CpuBudget, CpuSplit, Distribution, GcSummary, LoadtestReport } from './model.js';
 
 function row(cells: string[], widths: number[]): string {
   return cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
@@ -58,7 +58,9 @@ export function printReport(report: LoadtestReport): void {
         (p.server === undefined
           ? ''
           : ` · server CPU ${p.server.cpuPercent}%` +
-            (p.server.cpuUsPerDelta == null ? '' : ` (${p.server.cpuUsPerDelta} µs per delta)`) +
+            (p.server.cpuUsPerDelta == null
+              ? ''
+              : ` (${p.server.cpuUsPerDelta} µs per delta${splitText(p.server.cpuSplit)})`) +
             `, lag p99 ${formatMs(p.server.lagP99Ms)} ms, ${p.server.rssMiB} MiB` +
             (p.server.gc === undefined ? '' : ` · ${gcLine(p.server.gc)}`)),
     );
@@ -110,6 +112,16 @@ export function gcLine(gc: GcSummary): string {
     `GC ${gc.pausePercent}% of the time: ${gc.minorPerS} scavenges/s of ${formatMs(gc.minorMeanMs)} ms ` +
     `(max ${formatMs(gc.minorMaxMs)}), ${gc.majorCount} major (max ${formatMs(gc.majorMaxMs)} ms)`
   );
+}
+
+/**
+ * The split of a server's CPU per delta, e.g. `: 70.1 user + 18.2 system, 9.4 off the main thread`
+ * (empty for reports without it).
+ */
+export function splitText(split: CpuSplit | undefined): string {
+  if (split === undefined) return '';
+  const off = split.offMainUs === undefined ? '' : `, ${split.offMainUs} off the main thread`;
+  return `: ${split.userUs} user + ${split.systemUs} system${off}`;
 }
 
 /** What each process on the machine used, e.g. `machine CPU: server 29%, simulator 21%, load test 11% · 61% of 200% (2 cores)`. */

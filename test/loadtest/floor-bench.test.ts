@@ -24,7 +24,7 @@ describe('npm run bench:floor -- --reply-words 1', () => {
       for (const target of ['floor', 'troupe']) {
         expect(stdout).toMatch(
           new RegExp(
-            `round 1 ${target} +[\\d.]+ µs per delta · \\d+ µs per turn \\(1\\.0 deltas\\)`,
+            `round 1 ${target} +[\\d.]+ µs per delta: [\\d.]+ user \\+ [\\d.]+ system(, [\\d.]+ off the main thread)? · \\d+ µs per turn \\(1\\.0 deltas\\)`,
           ),
         );
       }

@@ -6,8 +6,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
+import { splitPerDelta } from '../../loadtest/lib/child-ipc.js';
 import { withServersPerDelta } from '../../loadtest/lib/phase.js';
-import { watchCpu } from '../../loadtest/lib/process-cpu.js';
+import { mainThreadCpuS, watchCpu } from '../../loadtest/lib/process-cpu.js';
 import type { CpuBudget } from '../../loadtest/report/model.js';
 
 const linux = process.platform === 'linux';
@@ -64,6 +65,71 @@ describe.runIf(linux)('watchCpu', () => {
     await once(proc, 'exit');
     const second = watch.take()!;
     expect(second.parts[0]!.percent).toBe(0);
+  });
+});
+
+/**
+ * A node process whose worker thread burns `workerMs` of CPU while the main
+ * thread waits (blocked, using none), then its main thread burns `mainMs`;
+ * says `done` and waits to be killed.
+ */
+function threadBurner(workerMs: number, mainMs: number): ChildProcess {
+  const burn = (ms: number): string =>
+    `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${ms});`;
+  const worker =
+    `const {workerData}=require('node:worker_threads');${burn(workerMs)}` +
+    `const a=new Int32Array(workerData);Atomics.store(a,0,1);Atomics.notify(a,0);`;
+  const script =
+    `const {Worker}=require('node:worker_threads');const sab=new SharedArrayBuffer(4);` +
+    `new Worker(${JSON.stringify(worker)},{eval:true,workerData:sab});` +
+    `Atomics.wait(new Int32Array(sab),0,0);${burn(mainMs)}` +
+    `process.stdout.write('done\\n');setInterval(()=>{},1e6);`;
+  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+describe.runIf(linux)('mainThreadCpuS', () => {
+  let proc: ChildProcess | undefined;
+  afterEach(() => {
+    proc?.kill();
+  });
+
+  it("reads the main thread's CPU apart from the process's other threads", async () => {
+    proc = threadBurner(300, 100);
+    const watch = watchCpu([{ name: 'all', pid: proc.pid!, tree: false }]);
+    await once(proc.stdout!, 'data');
+    const all = watch.take()!.parts[0]!.cpuS;
+    const main = mainThreadCpuS(proc.pid!)!;
+    expect(main).toBeGreaterThanOrEqual(0.1);
+    // The worker's burn is in the process's time and not in the main thread's.
+    expect(all - main).toBeGreaterThanOrEqual(0.1);
+  });
+
+  it('gives undefined for a process that is not there', () => {
+    expect(mainThreadCpuS(2 ** 30)).toBeUndefined();
+  });
+});
+
+describe('splitPerDelta', () => {
+  const stats = {
+    cpuPercent: 50,
+    cpuS: 10,
+    systemS: 2,
+    lagP99Ms: 1,
+    lagMaxMs: 2,
+    rssMiB: 100,
+    gc: { minorCount: 0, minorMeanMs: 0, minorMaxMs: 0, majorCount: 0, majorMaxMs: 0, totalMs: 0 },
+  };
+
+  it('splits CPU per delta into user and system, and what ran off the main thread', () => {
+    expect(splitPerDelta({ ...stats, mainThreadS: 9 }, 100_000)).toEqual({
+      userUs: 80,
+      systemUs: 20,
+      offMainUs: 10,
+    });
+  });
+
+  it('says nothing of threads where the main thread could not be read', () => {
+    expect(splitPerDelta(stats, 100_000)).toEqual({ userUs: 80, systemUs: 20 });
   });
 });
 

@@ -91,6 +91,17 @@ describe('npm run loadtest -- --sim (smoke)', () => {
       pausePercent: expect.any(Number),
     });
     expect(stdout).toMatch(/GC [\d.]+% of the time: [\d.]+ scavenges\/s/);
+    // Its CPU per delta, split: user + system is the whole; part of it ran off the main thread.
+    const server = report.phases[0]!.server!;
+    const split = server.cpuSplit!;
+    expect(split.userUs + split.systemUs).toBeCloseTo(server.cpuUsPerDelta!, 0);
+    if (process.platform === 'linux') {
+      expect(split.offMainUs).toBeGreaterThanOrEqual(0);
+      expect(split.offMainUs).toBeLessThan(server.cpuUsPerDelta!);
+    }
+    expect(stdout).toMatch(
+      /µs per delta: [\d.]+ user \+ [\d.]+ system(, [\d.]+ off the main thread)?\)/,
+    );
     expect(report.targets.map((t) => t.name)).toContain('errors (tools, 20 sessions)');
   });
 
