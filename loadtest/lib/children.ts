@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { SimulatorOptions } from '../../src/testing/simulator/index.js';
 import type { ChildStats, FromChild, ToChild } from './child-ipc.js';
+import { npmStartFlags } from './engines.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 /** How long a child may take to say it is ready. */
@@ -50,8 +51,8 @@ export function startSimChild(options: SimulatorOptions): Promise<Child> {
  * @example const server = await startServerChild({ env: { LLM_BASE_URL: sim.url } });
  */
 export function startServerChild(options: ServerChildOptions): Promise<Child> {
-  // The young generation `npm start` gives the server (fewer scavenges per delta).
-  const execArgv = ['--max-semi-space-size=64'];
+  // The heap `npm start` gives the server (fewer collections per delta).
+  const execArgv = npmStartFlags();
   if (options.cpuProfDir !== undefined) {
     execArgv.push('--cpu-prof', `--cpu-prof-dir=${options.cpuProfDir}`);
   }
@@ -65,7 +66,8 @@ export function startServerChild(options: ServerChildOptions): Promise<Child> {
  * @example const floor = await startFloorChild(sim.url);
  */
 export function startFloorChild(llmUrl: string, cpuProfDir?: string): Promise<Child> {
-  const execArgv = ['--max-semi-space-size=64'];
+  // The same heap as Troupe's server: the two differ in their code alone.
+  const execArgv = npmStartFlags();
   if (cpuProfDir !== undefined) execArgv.push('--cpu-prof', `--cpu-prof-dir=${cpuProfDir}`);
   return startChild('floor-child.ts', { llmUrl }, execArgv);
 }

@@ -273,9 +273,9 @@ export interface Instance {
 
 /**
  * Node's arguments in `npm start` (package.json's `start` script, e.g.
- * `--max-semi-space-size=64 --import tsx src/cli/start.ts`): an instance
- * runs as `npm start` does (from this directory, like the start script),
- * its young generation included, without npm's own process in between.
+ * `--max-semi-space-size=64 --heap-growing-percent=100 --import tsx src/cli/start.ts`):
+ * an instance runs as `npm start` does (from this directory, like the start
+ * script), its heap settings included, without npm's own process in between.
  */
 export function npmStartArgs(): string[] {
   const pkg = JSON.parse(readFileSync(path.join(process.cwd(), 'package.json'), 'utf8')) as {
@@ -289,6 +289,17 @@ export function npmStartArgs(): string[] {
     );
   }
   return words.slice(node + 1);
+}
+
+/**
+ * Node's and V8's flags in `npm start` (those before `--import`), e.g.
+ * `['--max-semi-space-size=64', '--heap-growing-percent=100']`: the load
+ * test's own server process and `bench:floor`'s get the same heap.
+ */
+export function npmStartFlags(): string[] {
+  const args = npmStartArgs();
+  const end = args.indexOf('--import');
+  return args.slice(0, end === -1 ? -1 : end);
 }
 
 /**

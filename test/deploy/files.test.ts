@@ -26,7 +26,7 @@ describe('deploy/Dockerfile', () => {
     expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
     // Exec form, Node itself: no shell or npm in between to swallow SIGTERM.
     expect(text).toMatch(
-      /^CMD \["node", "--max-semi-space-size=64", "--import", "tsx", "src\/cli\/start.ts"\]$/m,
+      /^CMD \["node", "--max-semi-space-size=64", "--heap-growing-percent=100", "--import", "tsx", "src\/cli\/start.ts"\]$/m,
     );
   });
 });
