@@ -13,23 +13,43 @@ import type { CpuBudget } from '../../loadtest/report/model.js';
 
 const linux = process.platform === 'linux';
 
+/** Script that burns `ms` of the process's CPU (user + system), then goes on. */
+const burn = (ms: number): string =>
+  `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${ms});`;
+
 /**
  * A node process that starts a child; each burns CPU until it has used
  * `ms` of it, then says `done` and waits to be killed (no clock involved:
  * the CPU used is what both report).
  */
 function burner(ms: number): ChildProcess {
-  const burn = `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${ms});`;
-  const child = `${burn}process.stdout.write('done\\n');setInterval(()=>{},1e6);`;
+  const child = `${burn(ms)}process.stdout.write('done\\n');setInterval(()=>{},1e6);`;
   const parent =
     `const {spawn}=require('node:child_process');` +
     `const c=spawn(process.execPath,['-e',${JSON.stringify(child)}],{stdio:['ignore','pipe','inherit']});` +
-    `c.stdout.once('data',()=>{${burn}process.stdout.write('done\\n');});` +
+    `c.stdout.once('data',()=>{${burn(ms)}process.stdout.write('done\\n');});` +
     `process.on('SIGTERM',()=>{c.kill();process.exit(0);});setInterval(()=>{},1e6);`;
   return spawn(process.execPath, ['-e', parent], { stdio: ['ignore', 'pipe', 'inherit'] });
 }
 
-describe.runIf(linux)('watchCpu', () => {
+/**
+ * A node process whose worker thread burns `workerMs` of CPU while the main
+ * thread waits (blocked, using none), then its main thread burns `mainMs`;
+ * says `done` and waits to be killed.
+ */
+function threadBurner(workerMs: number, mainMs: number): ChildProcess {
+  const worker =
+    `const {workerData}=require('node:worker_threads');${burn(workerMs)}` +
+    `const a=new Int32Array(workerData);Atomics.store(a,0,1);Atomics.notify(a,0);`;
+  const script =
+    `const {Worker}=require('node:worker_threads');const sab=new SharedArrayBuffer(4);` +
+    `new Worker(${JSON.stringify(worker)},{eval:true,workerData:sab});` +
+    `Atomics.wait(new Int32Array(sab),0,0);${burn(mainMs)}` +
+    `process.stdout.write('done\\n');setInterval(()=>{},1e6);`;
+  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+describe.runIf(linux)('watchCpu and mainThreadCpuS', () => {
   let proc: ChildProcess | undefined;
   afterEach(() => {
     proc?.kill();
@@ -65,32 +85,6 @@ describe.runIf(linux)('watchCpu', () => {
     await once(proc, 'exit');
     const second = watch.take()!;
     expect(second.parts[0]!.percent).toBe(0);
-  });
-});
-
-/**
- * A node process whose worker thread burns `workerMs` of CPU while the main
- * thread waits (blocked, using none), then its main thread burns `mainMs`;
- * says `done` and waits to be killed.
- */
-function threadBurner(workerMs: number, mainMs: number): ChildProcess {
-  const burn = (ms: number): string =>
-    `const t=process.cpuUsage();while((process.cpuUsage(t).user+process.cpuUsage(t).system)/1000<${ms});`;
-  const worker =
-    `const {workerData}=require('node:worker_threads');${burn(workerMs)}` +
-    `const a=new Int32Array(workerData);Atomics.store(a,0,1);Atomics.notify(a,0);`;
-  const script =
-    `const {Worker}=require('node:worker_threads');const sab=new SharedArrayBuffer(4);` +
-    `new Worker(${JSON.stringify(worker)},{eval:true,workerData:sab});` +
-    `Atomics.wait(new Int32Array(sab),0,0);${burn(mainMs)}` +
-    `process.stdout.write('done\\n');setInterval(()=>{},1e6);`;
-  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-}
-
-describe.runIf(linux)('mainThreadCpuS', () => {
-  let proc: ChildProcess | undefined;
-  afterEach(() => {
-    proc?.kill();
   });
 
   it("reads the main thread's CPU apart from the process's other threads", async () => {
