@@ -203,8 +203,11 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
   // turns (the session keys items and client outputs by call id).
   const promptIds = `prompt_call_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   const slowMs = options.slowNoticeMs ?? llm.slowNoticeMs ?? DEFAULT_SLOW_NOTICE_MS;
-  const usedIds = callIdsOf(options.messages);
-  const idTaken = (id: string): boolean => usedIds.has(id) || (options.callIdTaken?.(id) ?? false);
+  // Read from the history only when a call's id is checked: most turns call nothing,
+  // and the list is as long as the conversation.
+  let usedIds: Set<string> | undefined;
+  const used = (): Set<string> => (usedIds ??= callIdsOf(options.messages));
+  const idTaken = (id: string): boolean => used().has(id) || (options.callIdTaken?.(id) ?? false);
 
   for (let round = 0; ; round++) {
     if (signal.aborted) return yield* finish(turn.summarize('cancelled', 'cancelled'));
@@ -290,7 +293,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     }
 
     for (const call of calls) {
-      usedIds.add(call.id);
+      used().add(call.id);
       yield { type: 'tool_call.done', round, call };
     }
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
