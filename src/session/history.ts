@@ -174,7 +174,9 @@ export class History {
     }
     for (const m of messages) {
       this.#bytes -= this.#sizes.get(m) ?? 0;
+      // A kept estimate is one in the sum: a message that joined again would otherwise count only its change.
       this.#tokenTotal -= this.#tokens.get(m) ?? 0;
+      this.#tokens.delete(m);
     }
   }
 
@@ -385,6 +387,7 @@ export class History {
     this.#groupOf.clear();
     this.#callIds.clear();
     this.#bytes = 0;
+    this.#tokens = new WeakMap();
     this.#tokenTotal = 0;
     return items;
   }

@@ -372,6 +372,22 @@ describe('History.toState and fromState', () => {
     expect(total()).toBe(0);
   });
 
+  it('counts a message that leaves and joins again at its whole estimate', () => {
+    const h = new History();
+    addTurn(h, 1);
+    const message = h.messageOf('u1')!;
+    const item = h.find('u1')!;
+    expect(h.delete('u1')).toBe(true);
+    h.addMessageItem(h.startGroup(), item, message);
+    History.verifyJson = false;
+    try {
+      const { messages, estimatedTokens } = h.trim(1e9, 0);
+      expect(estimatedTokens).toBe(messages.reduce((n, m) => n + estimateTokens(m), 0));
+    } finally {
+      History.verifyJson = true;
+    }
+  });
+
   it('tells where a message is and finds it there again', () => {
     const h = new History();
     addTurn(h, 1);
