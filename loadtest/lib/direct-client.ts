@@ -6,6 +6,7 @@
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
+import { sessionSignal } from './pool.js';
 import type { ClientContext } from './session-client.js';
 import { CONVERSATION } from './scenarios.js';
 
@@ -23,19 +24,23 @@ export async function runDirectSession(ctx: ClientContext, index: number): Promi
   const messages: Message[] = [
     { role: 'system', content: 'You are a helpful, concise assistant.' },
   ];
+  const own = sessionSignal(ctx.signal);
   ctx.opened();
   try {
     for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
       const line = (index + t) % CONVERSATION.length;
       messages.push({ role: 'user', content: CONVERSATION[line]!.user });
       ctx.turnsInFlight(1);
-      const text = await directTurn(ctx, messages, line).finally(() => ctx.turnsInFlight(-1));
+      const text = await directTurn(ctx, own.signal, messages, line).finally(() =>
+        ctx.turnsInFlight(-1),
+      );
       if (text === null) return;
       messages.push({ role: 'assistant', content: text });
       if (ctx.stopping) break;
-      await sleep(ctx.thinkMs, undefined, { signal: ctx.signal }).catch(() => undefined);
+      await sleep(ctx.thinkMs, undefined, { signal: own.signal }).catch(() => undefined);
     }
   } finally {
+    own.release();
     ctx.closed();
   }
 }
@@ -43,6 +48,7 @@ export async function runDirectSession(ctx: ClientContext, index: number): Promi
 /** One streamed completion; the reply's text, or null when it failed (counted). */
 async function directTurn(
   ctx: ClientContext,
+  signal: AbortSignal,
   messages: readonly Message[],
   line: number,
 ): Promise<string | null> {
@@ -58,7 +64,7 @@ async function directTurn(
         method: 'POST',
         agent,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-        signal: AbortSignal.any([ctx.signal, AbortSignal.timeout(ctx.turnTimeoutMs)]),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(ctx.turnTimeoutMs)]),
       },
       (res) => {
         if (res.statusCode !== 200) {

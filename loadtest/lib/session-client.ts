@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
 import { encodePcm16Base64 } from '../../src/voice/audio/pcm.js';
 import type { Recorder } from './recorder.js';
+import { sessionSignal } from './pool.js';
 import { CONVERSATION } from './scenarios.js';
 
 /** Audio frames a spoken session sends, like a microphone: 20 ms each. */
@@ -153,10 +154,20 @@ interface ServerEventLite {
  * @example await runSession(ctx, 3);
  */
 export async function runSession(ctx: ClientContext, index: number): Promise<void> {
+  const own = sessionSignal(ctx.signal);
+  try {
+    await converse(ctx, own.signal, index);
+  } finally {
+    own.release();
+  }
+}
+
+/** {@link runSession}'s conversation, reconnecting with its resume token when it may. */
+async function converse(ctx: ClientContext, signal: AbortSignal, index: number): Promise<void> {
   let resume: { token: string; turn: number; asked: boolean; at: number } | undefined;
   let opened = false;
   for (let attempt = 0; ; attempt++) {
-    const client = new SessionClient(ctx, resume);
+    const client = new SessionClient(ctx, signal, resume);
     try {
       await client.run(index, resume?.turn ?? 0, resume?.asked ?? false);
       return;
@@ -180,7 +191,7 @@ export async function runSession(ctx: ClientContext, index: number): Promise<voi
           // Refused before its session opened: again with the same token, after a pause.
           ctx.resume.retries++;
           const pause = Math.min(RESUME_RETRY_MAX_MS, RESUME_RETRY_MS * 2 ** attempt);
-          await sleep(pause, undefined, { signal: ctx.signal }).catch(() => undefined);
+          await sleep(pause, undefined, { signal }).catch(() => undefined);
         }
         continue;
       }
@@ -212,6 +223,8 @@ class SessionError extends Error {
 
 class SessionClient {
   readonly #ctx: ClientContext;
+  /** The session's own signal, aborted with the pool's (see {@link sessionSignal}). */
+  readonly #signal: AbortSignal;
   #ws: WebSocket | undefined;
   #turn: Turn | undefined;
   #opened = false;
@@ -238,8 +251,9 @@ class SessionClient {
   /** Whether this turn's line was sent (typed): a resumed session has it and only asks for the reply. */
   asked = false;
 
-  constructor(ctx: ClientContext, resume?: { token: string; at: number }) {
+  constructor(ctx: ClientContext, signal: AbortSignal, resume?: { token: string; at: number }) {
     this.#ctx = ctx;
+    this.#signal = signal;
     this.#resume = resume;
     this.#resumeAt = resume?.at;
     // It carries on the session its predecessor opened (and counts its close).
@@ -296,7 +310,7 @@ class SessionClient {
       this.turn = t + 1;
       this.asked = false;
       if (ctx.stopping) break;
-      await Promise.race([sleep(ctx.thinkMs, undefined, { signal: ctx.signal }), lost]).catch(
+      await Promise.race([sleep(ctx.thinkMs, undefined, { signal: this.#signal }), lost]).catch(
         (err: unknown) => {
           if (err instanceof SessionError) throw err;
         },
@@ -407,11 +421,11 @@ class SessionClient {
     const timedOut = new Promise<null | 'aborted'>((resolve) => {
       timer = setTimeout(() => resolve(null), ctx.turnTimeoutMs);
       onAbort = () => resolve('aborted');
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      this.#signal.addEventListener('abort', onAbort, { once: true });
     });
     const done = await Promise.race([turnDone, timedOut]);
     clearTimeout(timer);
-    ctx.signal.removeEventListener('abort', onAbort!);
+    this.#signal.removeEventListener('abort', onAbort!);
     this.#turn = undefined;
     // Cut off by the end of the run: neither a success nor a failure.
     if (done === 'aborted') return;
@@ -590,7 +604,7 @@ class SessionClient {
       const wait = due - performance.now();
       if (wait > 0) {
         try {
-          await sleep(wait, undefined, { signal: ctx.signal });
+          await sleep(wait, undefined, { signal: this.#signal });
         } catch {
           return;
         }
