@@ -233,6 +233,12 @@ class SessionClient {
   /** Resolvers of `session.created`/`session.updated` and of an unexpected close. */
   #waiting = new Map<string, (e: ServerEventLite) => void>();
   #lost: ((err: SessionError) => void) | undefined;
+  /**
+   * Settles when the connection is lost: the turn under way stops waiting.
+   * A resumed session asks it again, and a session that is not resumed
+   * counts the close; the lost connection's turn counts as neither.
+   */
+  #cut: Promise<'lost'> = new Promise(() => {});
   /** The server refused the session before it opened (its `error` code): counted once, as `refused:CODE`. */
   #refused: string | undefined;
   /** Spoken sessions: the line being spoken and how far, in samples. */
@@ -271,6 +277,10 @@ class SessionClient {
       this.#lost = reject;
     });
     lost.catch(() => undefined);
+    this.#cut = lost.then(
+      () => 'lost' as const,
+      () => 'lost' as const,
+    );
     const created = await Promise.race([this.#connect(), lost]);
     this.#opened = true;
     this.#everOpened = true;
@@ -423,12 +433,12 @@ class SessionClient {
       onAbort = () => resolve('aborted');
       this.#signal.addEventListener('abort', onAbort, { once: true });
     });
-    const done = await Promise.race([turnDone, timedOut]);
+    const done = await Promise.race([turnDone, timedOut, this.#cut]);
     clearTimeout(timer);
     this.#signal.removeEventListener('abort', onAbort!);
     this.#turn = undefined;
-    // Cut off by the end of the run: neither a success nor a failure.
-    if (done === 'aborted') return;
+    // Cut off by the end of the run, or by the connection's loss: neither a success nor a failure.
+    if (done === 'aborted' || done === 'lost') return;
     if (done === null) {
       ctx.rec.turnsFailed++;
       // The session's state is unknown now: leave rather than talk over it.
