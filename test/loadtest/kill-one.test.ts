@@ -5,61 +5,30 @@
  * timeout after the stop, so a turn the stopped connection left waiting
  * would be counted as failed if nothing ended it.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadtestReport } from '../../loadtest/report/model.js';
 import { needs } from '../deploy/processes.js';
 import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
+import { FAST_SIM, runLoadtest, type LoadtestRun } from './run-loadtest.js';
 
-const run = promisify(execFile);
 const SESSIONS = 10;
 
 describe.runIf(needs('nginx') && needs('redis-server'))(
   'npm run loadtest -- --sim --instances 2 --kill-one',
   () => {
-    let dir: string;
+    let run: LoadtestRun | undefined;
     let report: LoadtestReport;
 
     beforeAll(async () => {
-      dir = await mkdtemp(join(tmpdir(), 'troupe-kill-one-'));
-      const args = [
-        '--import',
-        'tsx',
-        'loadtest/loadtest.ts',
-        '--sim',
-        '--instances',
-        '2',
-        '--kill-one',
-        '--sessions',
-        String(SESSIONS),
-        '--ramp',
-        '1s',
-        // The stop comes at 8 s; a turn left waiting then would time out at ~13 s.
-        '--duration',
-        '16s',
-        '--turn-timeout',
-        '5s',
-        '--think',
-        '200ms',
-        '--sim-ttft',
-        '20ms',
-        '--sim-tps',
-        '200',
-        '--out',
-        dir,
-        '--name',
-        'kill-one',
-      ];
-      await run(process.execPath, args, { timeout: TEST_TIMEOUT_MS - 30_000 });
-      report = JSON.parse(await readFile(join(dir, 'kill-one.json'), 'utf8')) as LoadtestReport;
+      const args = ['--sim', '--instances', '2', '--kill-one', '--sessions', String(SESSIONS)];
+      // The stop comes at 8 s; a turn left waiting then would time out at ~13 s.
+      args.push('--ramp', '1s', '--duration', '16s', '--turn-timeout', '5s', ...FAST_SIM);
+      run = await runLoadtest('kill-one', args);
+      report = run.report;
     }, TEST_TIMEOUT_MS);
 
     afterAll(async () => {
-      if (dir) await rm(dir, { recursive: true, force: true });
+      await run?.remove();
     });
 
     it("resumes the stopped instance's sessions and counts no turn of theirs as failed", () => {

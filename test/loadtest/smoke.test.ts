@@ -5,56 +5,29 @@
  * what happened. Numbers are not judged here (a busy machine moves them);
  * that every session ran and nothing went wrong is.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadtestReport } from '../../loadtest/report/model.js';
 import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
+import { FAST_SIM, runLoadtest, type LoadtestRun } from './run-loadtest.js';
 
-const run = promisify(execFile);
 const SESSIONS = 20;
 
-let dir: string;
+let smoke: LoadtestRun | undefined;
 let report: LoadtestReport;
 let html: string;
 let stdout: string;
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'troupe-loadtest-'));
-  const args = [
-    '--import',
-    'tsx',
-    'loadtest/loadtest.ts',
-    '--sim',
-    '--scenario',
-    'tools',
-    '--sessions',
-    String(SESSIONS),
-    '--ramp',
-    '1s',
-    '--duration',
-    '5s',
-    '--think',
-    '200ms',
-    '--sim-ttft',
-    '20ms',
-    '--sim-tps',
-    '200',
-    '--out',
-    dir,
-    '--name',
-    'smoke',
-  ];
-  ({ stdout } = await run(process.execPath, args, { timeout: TEST_TIMEOUT_MS - 30_000 }));
-  report = JSON.parse(await readFile(join(dir, 'smoke.json'), 'utf8')) as LoadtestReport;
-  html = await readFile(join(dir, 'smoke.html'), 'utf8');
+  const args = ['--sim', '--scenario', 'tools', '--sessions', String(SESSIONS)];
+  smoke = await runLoadtest('smoke', [...args, '--ramp', '1s', '--duration', '5s', ...FAST_SIM]);
+  ({ report, stdout } = smoke);
+  html = await readFile(join(smoke.dir, 'smoke.html'), 'utf8');
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await smoke?.remove();
 });
 
 describe('npm run loadtest -- --sim (smoke)', () => {
@@ -117,23 +90,17 @@ describe('npm run loadtest -- --sim (smoke)', () => {
 
 describe('npm run loadtest -- --sim with DELTA_BATCH_MS (joined deltas)', () => {
   let joined: LoadtestReport;
-  let joinedDir: string;
+  let run: LoadtestRun | undefined;
 
   beforeAll(async () => {
-    joinedDir = await mkdtemp(join(tmpdir(), 'troupe-loadtest-joined-'));
-    const args = ['--import', 'tsx', 'loadtest/loadtest.ts', '--sim', '--sessions', '5'];
-    args.push('--ramp', '500ms', '--duration', '4s', '--think', '200ms', '--sim-ttft', '20ms');
-    args.push('--sim-tps', '200', '--out', joinedDir, '--name', 'joined');
+    const args = ['--sim', '--sessions', '5', '--ramp', '500ms', '--duration', '4s', ...FAST_SIM];
     // A window longer than a reply: every delta after an item's first is joined.
-    await run(process.execPath, args, {
-      timeout: TEST_TIMEOUT_MS - 30_000,
-      env: { ...process.env, DELTA_BATCH_MS: '1000' },
-    });
-    joined = JSON.parse(await readFile(join(joinedDir, 'joined.json'), 'utf8')) as LoadtestReport;
+    run = await runLoadtest('joined', args, { ...process.env, DELTA_BATCH_MS: '1000' });
+    joined = run.report;
   }, TEST_TIMEOUT_MS);
 
   afterAll(async () => {
-    if (joinedDir) await rm(joinedDir, { recursive: true, force: true });
+    await run?.remove();
   });
 
   it('counts each of the LLM’s deltas a frame carries, with its own latency, and loses no text', () => {

@@ -1,0 +1,43 @@
+/**
+ * Runs the load test as a user would (`npm run loadtest -- …`), in a
+ * temporary folder of its own, for the tests that check it end to end.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { LoadtestReport } from '../../loadtest/report/model.js';
+import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
+
+const run = promisify(execFile);
+
+/** A fast simulator and short think times: many turns in a few seconds. */
+export const FAST_SIM = ['--think', '200ms', '--sim-ttft', '20ms', '--sim-tps', '200'];
+
+/** One finished run: its report, what it printed, and where its files are. */
+export interface LoadtestRun {
+  report: LoadtestReport;
+  stdout: string;
+  /** The run's folder (`<name>.json`, `<name>.html`): {@link LoadtestRun.remove} it when done. */
+  dir: string;
+  remove(): Promise<void>;
+}
+
+/**
+ * Runs `loadtest/loadtest.ts` with `args`, writing its reports as `name`
+ * into a fresh temporary folder, and reads the JSON report back.
+ *
+ * @example const { report, remove } = await runLoadtest('smoke', ['--sim', '--sessions', '5']);
+ */
+export async function runLoadtest(
+  name: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<LoadtestRun> {
+  const dir = await mkdtemp(join(tmpdir(), `troupe-loadtest-${name}-`));
+  const argv = ['--import', 'tsx', 'loadtest/loadtest.ts', ...args, '--out', dir, '--name', name];
+  const { stdout } = await run(process.execPath, argv, { timeout: TEST_TIMEOUT_MS - 30_000, env });
+  const report = JSON.parse(await readFile(join(dir, `${name}.json`), 'utf8')) as LoadtestReport;
+  return { report, stdout, dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
