@@ -205,6 +205,7 @@ async function converse(ctx: ClientContext, signal: AbortSignal, index: number):
       ) {
         ctx.resume.failed++;
       }
+      if (client.turnCut) ctx.rec.turnsFailed++;
       ctx.rec.error(kind);
       if (!opened) ctx.failedUnopened();
       return;
@@ -235,8 +236,8 @@ class SessionClient {
   #lost: ((err: SessionError) => void) | undefined;
   /**
    * Settles when the connection is lost: the turn under way stops waiting.
-   * A resumed session asks it again, and a session that is not resumed
-   * counts the close; the lost connection's turn counts as neither.
+   * A resumed session asks it again; one that is not resumed counts it as
+   * failed ({@link turnCut}) beside the close.
    */
   #cut: Promise<'lost'> = new Promise(() => {});
   /** The server refused the session before it opened (its `error` code): counted once, as `refused:CODE`. */
@@ -256,6 +257,8 @@ class SessionClient {
   turn = 0;
   /** Whether this turn's line was sent (typed): a resumed session has it and only asks for the reply. */
   asked = false;
+  /** The connection was lost during a turn: failed, unless a resumed session asks it again. */
+  turnCut = false;
 
   constructor(ctx: ClientContext, signal: AbortSignal, resume?: { token: string; at: number }) {
     this.#ctx = ctx;
@@ -274,7 +277,10 @@ class SessionClient {
   async run(index: number, firstTurn = 0, askedAlready = false): Promise<void> {
     const ctx = this.#ctx;
     const lost = new Promise<never>((_, reject) => {
-      this.#lost = reject;
+      this.#lost = (err) => {
+        if (this.#turn !== undefined) this.turnCut = true;
+        reject(err);
+      };
     });
     lost.catch(() => undefined);
     this.#cut = lost.then(
@@ -437,7 +443,8 @@ class SessionClient {
     clearTimeout(timer);
     this.#signal.removeEventListener('abort', onAbort!);
     this.#turn = undefined;
-    // Cut off by the end of the run, or by the connection's loss: neither a success nor a failure.
+    // Cut off by the end of the run: neither a success nor a failure. Cut
+    // off by the connection's loss: counted where the session goes on or ends.
     if (done === 'aborted' || done === 'lost') return;
     if (done === null) {
       ctx.rec.turnsFailed++;

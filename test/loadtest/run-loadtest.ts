@@ -26,7 +26,9 @@ export interface LoadtestRun {
 
 /**
  * Runs `loadtest/loadtest.ts` with `args`, writing its reports as `name`
- * into a fresh temporary folder, and reads the JSON report back.
+ * into a fresh temporary folder, and reads the JSON report back. With
+ * `allowFailure`, a run that exits non-zero (its report counts errors) is
+ * read all the same.
  *
  * @example const { report, remove } = await runLoadtest('smoke', ['--sim', '--sessions', '5']);
  */
@@ -34,10 +36,18 @@ export async function runLoadtest(
   name: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
+  { allowFailure = false }: { allowFailure?: boolean } = {},
 ): Promise<LoadtestRun> {
   const dir = await mkdtemp(join(tmpdir(), `troupe-loadtest-${name}-`));
   const argv = ['--import', 'tsx', 'loadtest/loadtest.ts', ...args, '--out', dir, '--name', name];
-  const { stdout } = await run(process.execPath, argv, { timeout: TEST_TIMEOUT_MS - 30_000, env });
+  const options = { timeout: TEST_TIMEOUT_MS - 30_000, env };
+  // The exit code says whether the run worked: a run with errors exits non-zero after its report.
+  const { stdout } = await run(process.execPath, argv, options).catch((err: unknown) => {
+    if (allowFailure && typeof (err as { code?: unknown }).code === 'number') {
+      return { stdout: String((err as { stdout?: unknown }).stdout ?? '') };
+    }
+    throw err;
+  });
   const report = JSON.parse(await readFile(join(dir, `${name}.json`), 'utf8')) as LoadtestReport;
   return { report, stdout, dir, remove: () => rm(dir, { recursive: true, force: true }) };
 }
