@@ -4,36 +4,29 @@
  * takes one, and the two it turns away are counted once each, under the
  * reason the server gave.
  */
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadtestReport } from '../../loadtest/report/model.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { TEST_TIMEOUT_MS } from '../helpers/wait.js';
-
-const run = promisify(execFile);
+import { runLoadtest, type LoadtestRun } from './run-loadtest.js';
 
 let t: TestServer;
-let dir: string;
+let run: LoadtestRun | undefined;
 let report: LoadtestReport;
 
 beforeAll(async () => {
   t = await startTestServer({ env: { MAX_SESSIONS: '1' } });
-  dir = await mkdtemp(join(tmpdir(), 'troupe-loadtest-refused-'));
-  const args = ['--import', 'tsx', 'loadtest/loadtest.ts', '--url', t.wsUrl];
-  args.push('--sessions', '3', '--ramp', '300ms', '--duration', '3s', '--think', '200ms');
-  args.push('--out', dir, '--name', 'refused');
+  const args = ['--url', t.wsUrl, '--sessions', '3', '--ramp', '300ms', '--duration', '3s'];
   // The load test's exit code says whether the run worked: errors make it non-zero.
-  await run(process.execPath, args, { timeout: TEST_TIMEOUT_MS - 30_000 }).catch(() => undefined);
-  report = JSON.parse(await readFile(join(dir, 'refused.json'), 'utf8')) as LoadtestReport;
+  run = await runLoadtest('refused', [...args, '--think', '200ms'], process.env, {
+    allowFailure: true,
+  });
+  report = run.report;
 }, TEST_TIMEOUT_MS);
 
 afterAll(async () => {
   await t?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
+  await run?.remove();
 });
 
 describe('load test: sessions the server refuses', () => {
