@@ -6,7 +6,6 @@
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
-import { sessionSignal } from './pool.js';
 import type { ClientContext } from './session-client.js';
 import { CONVERSATION } from './scenarios.js';
 
@@ -18,29 +17,31 @@ type Message = { role: 'system' | 'user' | 'assistant'; content: string };
 /**
  * Runs one direct session until the pool stops. Never throws.
  *
- * @example await runDirectSession(ctx, 3);
+ * @example await runDirectSession(ctx, 3, signal);
  */
-export async function runDirectSession(ctx: ClientContext, index: number): Promise<void> {
+export async function runDirectSession(
+  ctx: ClientContext,
+  index: number,
+  signal: AbortSignal,
+): Promise<void> {
   const messages: Message[] = [
     { role: 'system', content: 'You are a helpful, concise assistant.' },
   ];
-  const own = sessionSignal(ctx.signal);
   ctx.opened();
   try {
     for (let t = 0; !ctx.stopping && !ctx.signal.aborted; t++) {
       const line = (index + t) % CONVERSATION.length;
       messages.push({ role: 'user', content: CONVERSATION[line]!.user });
       ctx.turnsInFlight(1);
-      const text = await directTurn(ctx, own.signal, messages, line).finally(() =>
+      const text = await directTurn(ctx, signal, messages, line).finally(() =>
         ctx.turnsInFlight(-1),
       );
       if (text === null) return;
       messages.push({ role: 'assistant', content: text });
       if (ctx.stopping) break;
-      await sleep(ctx.thinkMs, undefined, { signal: own.signal }).catch(() => undefined);
+      await sleep(ctx.thinkMs, undefined, { signal }).catch(() => undefined);
     }
   } finally {
-    own.release();
     ctx.closed();
   }
 }

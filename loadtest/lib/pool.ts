@@ -7,8 +7,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Recorder } from './recorder.js';
 import type { ClientContext, ResumeLog, SessionSettings, Utterance } from './session-client.js';
 
-/** Runs one simulated user until the pool stops; never throws. */
-export type SessionRunner = (ctx: ClientContext, index: number) => Promise<void>;
+/**
+ * Runs one simulated user until the pool stops; never throws. `signal` is
+ * the session's own, aborted with the pool's ({@link sessionSignal}): its
+ * per-turn waits listen on it.
+ */
+export type SessionRunner = (
+  ctx: ClientContext,
+  index: number,
+  signal: AbortSignal,
+) => Promise<void>;
 
 /** Options of a {@link Pool}: how its sessions talk. */
 export type PoolOptions = SessionSettings;
@@ -81,7 +89,8 @@ export class Pool implements ClientContext {
       const due = begin + (n <= 1 ? 0 : (rampMs * i) / (n - 1));
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
-      this.#running.push(this.#runner(this, this.started++));
+      const own = sessionSignal(this.#abort.signal);
+      this.#running.push(this.#runner(this, this.started++, own.signal).finally(own.release));
     }
   }
 
@@ -114,12 +123,12 @@ export class Pool implements ClientContext {
  * listens on the pool's signal once, and its per-turn waits listen on this
  * one: an `EventTarget` walks all its listeners at every add and remove, so
  * per-turn listeners on the signal every session shares cost each turn as
- * much as there are sessions (~5 µs a turn at 1000). Call `release` when the
- * session ends.
+ * much as there are sessions (~5 µs a turn at 1000). The pool makes one per
+ * session and calls `release` when the session ends.
  *
  * @example
- * const own = sessionSignal(ctx.signal);
- * try { await sleep(ms, undefined, { signal: own.signal }); } finally { own.release(); }
+ * const own = sessionSignal(pool.signal);
+ * runner(pool, index, own.signal).finally(own.release);
  */
 export function sessionSignal(shared: AbortSignal): { signal: AbortSignal; release(): void } {
   const own = new AbortController();

@@ -8,7 +8,6 @@ import WebSocket from 'ws';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
 import { encodePcm16Base64 } from '../../src/voice/audio/pcm.js';
 import type { Recorder } from './recorder.js';
-import { sessionSignal } from './pool.js';
 import { CONVERSATION } from './scenarios.js';
 
 /** Audio frames a spoken session sends, like a microphone: 20 ms each. */
@@ -151,19 +150,13 @@ interface ServerEventLite {
  * Runs one session until the pool stops: connect, converse, leave. Never
  * throws: what goes wrong is counted as an error of its kind.
  *
- * @example await runSession(ctx, 3);
+ * @example await runSession(ctx, 3, signal);
  */
-export async function runSession(ctx: ClientContext, index: number): Promise<void> {
-  const own = sessionSignal(ctx.signal);
-  try {
-    await converse(ctx, own.signal, index);
-  } finally {
-    own.release();
-  }
-}
-
-/** {@link runSession}'s conversation, reconnecting with its resume token when it may. */
-async function converse(ctx: ClientContext, signal: AbortSignal, index: number): Promise<void> {
+export async function runSession(
+  ctx: ClientContext,
+  index: number,
+  signal: AbortSignal,
+): Promise<void> {
   let resume: { token: string; turn: number; asked: boolean; at: number } | undefined;
   let opened = false;
   for (let attempt = 0; ; attempt++) {
@@ -224,7 +217,7 @@ class SessionError extends Error {
 
 class SessionClient {
   readonly #ctx: ClientContext;
-  /** The session's own signal, aborted with the pool's (see {@link sessionSignal}). */
+  /** The session's own signal, aborted with the pool's (the pool's `sessionSignal`). */
   readonly #signal: AbortSignal;
   #ws: WebSocket | undefined;
   #turn: Turn | undefined;
