@@ -80,3 +80,12 @@ export interface AssistantToolCall {
  * (again each time as long).
  */
 export const LLM_SILENT: unique symbol = Symbol('llm silent');
+
+/**
+ * Takes a chunk where the transport reads it, with no async step between
+ * the socket and the reader: true when it handled the chunk whole, false
+ * when the stream should yield the chunk as usual (the sink may have begun
+ * it and kept the rest for the reader, which knows). It must not throw: a
+ * failure of its own is kept for the reader too.
+ */
+export type ChunkSink = (chunk: ChunkLike) => boolean;

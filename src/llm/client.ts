@@ -8,7 +8,7 @@ import {
   redactUrl,
 } from '../errors.js';
 import type { ToolLogger } from '../tools/types.js';
-import type { ChatMessage, ChunkLike, LLM_SILENT } from './chunk.js';
+import type { ChatMessage, ChunkLike, ChunkSink, LLM_SILENT } from './chunk.js';
 import { createHttpTransport } from './http-transport.js';
 
 /**
@@ -83,8 +83,12 @@ export interface LlmClient {
   readonly toolFormat?: ToolFormat;
   /** Silence after which a turn reports `llm.slow` (0 = never); see {@link LlmClientOptions.slowNoticeMs}. */
   readonly slowNoticeMs?: number;
-  /** Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}. */
-  stream(request: ChatRequest, signal: AbortSignal): AsyncIterable<ChunkLike>;
+  /**
+   * Streams raw chunks; throws {@link LlmStreamError} or {@link TurnAbortedError}.
+   * A transport may hand chunks to `sink` as it reads them and yield only
+   * those the sink declines; one that ignores `sink` yields them all.
+   */
+  stream(request: ChatRequest, signal: AbortSignal, sink?: ChunkSink): AsyncIterable<ChunkLike>;
   /**
    * Like `stream`, with `LLM_SILENT` among the chunks each time `slowNoticeMs`
    * pass without one, kept by the transport's own clock (no timer race per
@@ -94,6 +98,7 @@ export interface LlmClient {
     request: ChatRequest,
     signal: AbortSignal,
     slowNoticeMs: number,
+    sink?: ChunkSink,
   ): AsyncIterable<ChunkLike | typeof LLM_SILENT>;
 }
 
@@ -159,9 +164,10 @@ export async function createLlmClient(options: LlmClientOptions): Promise<LlmCli
     return {
       ...backend,
       // Without a notice interval the transport puts no LLM_SILENT in.
-      stream: (request, signal) => transport(bodyOf(request), signal) as AsyncIterable<ChunkLike>,
-      streamWatched: (request, signal, slowNoticeMs) =>
-        transport(bodyOf(request), signal, slowNoticeMs),
+      stream: (request, signal, sink) =>
+        transport(bodyOf(request), signal, 0, sink) as AsyncIterable<ChunkLike>,
+      streamWatched: (request, signal, slowNoticeMs, sink) =>
+        transport(bodyOf(request), signal, slowNoticeMs, sink),
     };
   }
 

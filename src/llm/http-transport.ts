@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
-import { LLM_SILENT, type ChunkLike } from './chunk.js';
+import { LLM_SILENT, type ChunkLike, type ChunkSink } from './chunk.js';
 import { Connections, Exchange, type BodySink } from './http-exchange.js';
 import { QuietClock } from './quiet-clock.js';
 import { requestBody } from './request-body.js';
@@ -28,11 +28,14 @@ export interface HttpTransportOptions {
 /**
  * Streams the chunks of one chat-completions request; with `slowNoticeMs`
  * (> 0), {@link LLM_SILENT} each time that long passes without a chunk.
+ * With `sink`, each chunk of the event stream goes to it as it is parsed,
+ * and only those it declines are yielded.
  */
 export type StreamChat = (
   body: object,
   signal: AbortSignal,
   slowNoticeMs?: number,
+  sink?: ChunkSink,
 ) => AsyncGenerator<ChunkLike | typeof LLM_SILENT, void, undefined>;
 
 /** Statuses worth another try: rate limits, timeouts, conflicts, server errors. */
@@ -101,7 +104,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
     return exchange.answered;
   }
 
-  return async function* streamChat(body, signal, slowNoticeMs = 0) {
+  return async function* streamChat(body, signal, slowNoticeMs = 0, sink) {
     const payload = requestBody(body);
     // Slow notices: from the request on, through retries, until the last chunk.
     const watch = slowNoticeMs > 0 ? new SilenceWatch(slowNoticeMs) : undefined;
@@ -119,18 +122,17 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
         yield completionToChunk(JSON.parse(await readAll(exchange)) as Record<string, unknown>);
       } else {
         // Parsed as the bytes arrive rather than through readSseChunks or an
-        // async iterator: one async step per chunk on the hot path, and the
+        // async iterator, and handed to the sink as they are parsed while the
+        // reader waits (no async step at all per chunk then), and the
         // silence clocks keep a timestamp instead of resetting a timer per
         // chunk. Not destroyed when the reader stops at [DONE]: the
         // connection goes back to the pool.
         const parser = new SseParser({ maxLineBytes: options.maxLineBytes });
-        const inbox = new ChunkInbox(exchange, parser, watch);
-        let finished = false;
+        const inbox = new ChunkInbox(exchange, parser, watch, sink);
         try {
           for (;;) {
             const next = inbox.take();
             if (next !== undefined) {
-              if (next !== LLM_SILENT) finished ||= hasFinish(next);
               yield next;
               continue;
             }
@@ -142,6 +144,7 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
           inbox.close();
         }
         const sawDone = parser.done;
+        let finished = inbox.finished;
         for (const chunk of parser.end()) {
           finished ||= hasFinish(chunk);
           yield chunk;
@@ -314,31 +317,51 @@ class ChunkInbox implements BodySink {
   failure: unknown = undefined;
   /** No chunk will come any more. */
   ended = false;
+  /** A chunk with a `finish_reason` came (the stream was complete, [DONE] or not). */
+  finished = false;
   #chunks: ChunkLike[] = [];
   #head = 0;
+  /** Offered to the sink as it came and declined: the reader's next chunk. */
+  #declined: ChunkLike | undefined;
   #wake: (() => void) | undefined;
   readonly #exchange: Exchange;
   readonly #parser: SseParser;
   readonly #watch: SilenceWatch | undefined;
+  readonly #sink: ChunkSink | undefined;
 
-  constructor(exchange: Exchange, parser: SseParser, watch: SilenceWatch | undefined) {
+  constructor(
+    exchange: Exchange,
+    parser: SseParser,
+    watch: SilenceWatch | undefined,
+    sink: ChunkSink | undefined,
+  ) {
     this.#exchange = exchange;
     this.#parser = parser;
     this.#watch = watch;
+    this.#sink = sink;
     if (watch) watch.onDue = this.#notify;
     exchange.attach(this);
   }
 
-  /** The next chunk, else a due notice, else undefined (then see `failure` and `ended`). */
+  /**
+   * The next chunk the sink declined or (without a sink) the next chunk,
+   * else a due notice, else undefined (then see `failure` and `ended`).
+   */
   take(): ChunkLike | typeof LLM_SILENT | undefined {
-    if (this.#head < this.#chunks.length) {
+    const declined = this.#declined;
+    if (declined !== undefined) {
+      this.#declined = undefined;
+      return declined;
+    }
+    while (this.#head < this.#chunks.length) {
       const chunk = this.#chunks[this.#head]!;
       this.#chunks[this.#head++] = undefined as never;
       if (this.#head === this.#chunks.length) {
         this.#chunks.length = 0;
         this.#head = 0;
       }
-      return chunk;
+      // Chunks that came while the reader was busy: offered now, in order.
+      if (this.#sink?.(chunk) !== true) return chunk;
     }
     if (this.#watch?.take()) return LLM_SILENT;
     return undefined;
@@ -363,11 +386,25 @@ class ChunkInbox implements BodySink {
       const now = performance.now();
       this.#exchange.heard(now);
       this.#watch?.heard(now);
-      for (const chunk of chunks) this.#chunks.push(chunk);
+      // A reader waiting with nothing left to take has handled every chunk
+      // before these: the sink takes them here, in order, up to one it declines.
+      // A chunk it declines was offered: it goes to the reader as it is.
+      let sinking = this.#sink !== undefined && this.#wake !== undefined;
+      for (const chunk of chunks) {
+        this.finished ||= hasFinish(chunk);
+        if (sinking) {
+          sinking = this.#sink!(chunk);
+          if (!sinking) this.#declined = chunk;
+        } else {
+          this.#chunks.push(chunk);
+        }
+      }
     }
     // [DONE] or a bad event: the rest of the body carries nothing.
     if (this.#parser.done) this.ended = true;
-    if (chunks.length > 0 || this.ended) this.#notify();
+    if (this.#declined !== undefined || this.#head < this.#chunks.length || this.ended) {
+      this.#notify();
+    }
   }
 
   end(): void {

@@ -9,12 +9,13 @@ import type {
   ToolLogger,
   ToolResult,
 } from '../tools/types.js';
-import { StreamAssembler, type AssembledCall } from './assembler.js';
+import type { AssembledCall } from './assembler.js';
 import {
   LLM_SILENT,
   type AssistantToolCall,
   type ChatMessage,
   type ChunkLike,
+  type ChunkSink,
   type UsageLike,
 } from './chunk.js';
 import type { ChatRequest, LlmClient, ToolFormat, ToolMode } from './client.js';
@@ -25,11 +26,11 @@ import {
   PROMPT_MODE_FINAL_NOTE,
 } from './constants.js';
 import {
-  PromptToolCallFilter,
   promptToolResultsMessage,
   promptToolsInstructions,
   type PromptCall,
 } from './prompt-tools.js';
+import { RoundReader } from './round-reader.js';
 import { TurnState, epochNow } from './turn-state.js';
 
 /** Options of {@link runTurn}. */
@@ -218,13 +219,20 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     yield { type: 'round.start', round, final };
 
     const timing = turn.startRound();
-    const asm = new StreamAssembler({ idTaken });
-    const filter = toolMode === 'prompt' && hasTools ? new PromptToolCallFilter() : undefined;
-    const promptCalls: PromptCall[] = [];
+    const reader = new RoundReader({
+      turn,
+      round,
+      timing,
+      signal,
+      idTaken,
+      promptTools: toolMode === 'prompt' && hasTools,
+      textTaken: options.onTextDelta !== undefined,
+    });
+    const { filter, promptCalls } = reader;
     let failure: unknown;
 
     try {
-      for await (const chunk of chunksOf(llm, request, signal, slowMs)) {
+      for await (const chunk of chunksOf(llm, request, signal, slowMs, reader.sink)) {
         if (chunk === LLM_SILENT) {
           yield {
             type: 'llm.slow',
@@ -233,34 +241,12 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
           };
           continue;
         }
-        timing.lastChunkAt = epochNow();
-        if (signal.aborted) break;
-        const events = asm.push(chunk);
-        // The first token, not the first chunk: servers open with a role-only chunk.
-        if (events.length > 0) timing.firstTokenAt ??= timing.lastChunkAt;
-        for (const ev of events) {
-          switch (ev.type) {
-            case 'text': {
-              let visible = ev.delta;
-              if (filter) {
-                const out = filter.push(ev.delta);
-                visible = out.text;
-                promptCalls.push(...out.calls);
-              }
-              const event = turn.say(round, visible);
-              if (event) yield event;
-              break;
-            }
-            case 'reasoning':
-              yield { type: 'reasoning.delta', round, delta: ev.delta };
-              break;
-            case 'tool_call.start':
-              yield { type: 'tool_call.start', round, callId: ev.id, name: ev.name };
-              break;
-            case 'tool_call.arguments':
-              yield { type: 'tool_call.arguments.delta', round, callId: ev.id, delta: ev.delta };
-              break;
-          }
+        const begun = reader.begin(chunk);
+        if (begun === null) break;
+        if (begun.first) yield begun.first;
+        for (const ev of begun.rest) {
+          const event = reader.event(ev);
+          if (event) yield event;
         }
       }
     } catch (err) {
@@ -269,7 +255,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     // The SDK ends an aborted stream quietly, so the signal is the truth here.
     if (failure === undefined && signal.aborted) failure = new TurnAbortedError();
     timing.lastChunkAt = epochNow();
-    const done = asm.finish();
+    const done = reader.asm.finish();
     if (filter) {
       const out = filter.end();
       promptCalls.push(...out.calls);
@@ -546,9 +532,11 @@ function chunksOf(
   request: ChatRequest,
   signal: AbortSignal,
   slowMs: number,
+  sink: ChunkSink | undefined,
 ): AsyncIterable<ChunkLike | typeof LLM_SILENT> {
-  if (slowMs <= 0) return llm.stream(request, signal);
-  if (llm.streamWatched) return llm.streamWatched(request, signal, slowMs);
+  if (slowMs <= 0) return llm.stream(request, signal, sink);
+  if (llm.streamWatched) return llm.streamWatched(request, signal, slowMs, sink);
+  // The watch must see every chunk to know the stream is not silent: no sink.
   return withSlowNotices(llm.stream(request, signal), slowMs);
 }
 

@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LlmStreamError, TurnAbortedError } from '../../src/errors.js';
+import { LlmStreamError, LlmTruncatedError, TurnAbortedError } from '../../src/errors.js';
+import type { ChunkLike } from '../../src/llm/chunk.js';
 import { completionToChunk, createHttpTransport } from '../../src/llm/http-transport.js';
 import { startSimulator, type Simulator } from '../../src/testing/simulator/index.js';
 
@@ -52,6 +53,84 @@ describe('http transport', () => {
     const stream = createHttpTransport({ baseURL: url });
     for (let i = 0; i < 3; i++) await drain(stream(body, new AbortController().signal));
     expect(ports.size).toBe(1);
+  });
+
+  it('hands each chunk to the sink as it is read and yields only those it declines', async () => {
+    const ports = new Set<number>();
+    const url = await serve((req, res) => {
+      ports.add(req.socket.remotePort!);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const text of ['a', 'b', 'c']) {
+        res.write(`data: {"choices":[{"delta":{"content":"${text}"}}]}\n\n`);
+      }
+      res.end('data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n');
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    const content = (c: ChunkLike) =>
+      c.choices?.[0]?.delta?.content ?? c.choices?.[0]?.finish_reason;
+    const sunk: unknown[] = [];
+    const yielded = await drain(
+      stream(body, new AbortController().signal, 0, (chunk) => {
+        sunk.push(content(chunk));
+        return content(chunk) !== 'b';
+      }),
+    );
+    expect(sunk).toEqual(['a', 'b', 'c', 'stop']);
+    expect(yielded.map((c) => content(c as ChunkLike))).toEqual(['b']);
+    // A stream the sink took whole, its finish included, still ends complete
+    // and gives its connection back.
+    await expect(drain(stream(body, new AbortController().signal, 0, () => true))).resolves.toEqual(
+      [],
+    );
+    expect(ports.size).toBe(1);
+  });
+
+  it('tells a stream cut short from one the sink took whole', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    await expect(
+      drain(stream(body, new AbortController().signal, 0, () => true)),
+    ).rejects.toBeInstanceOf(LlmTruncatedError);
+  });
+
+  it('stops cleanly when the sink aborts the request while it is being read', async () => {
+    const ports: number[] = [];
+    const url = await serve((req, res) => {
+      ports.push(req.socket.remotePort!);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"delta":{"content":"a"}}]}\n\n');
+      // Two chunks in one piece, then more that must not be read.
+      setImmediate(() => {
+        res.write(
+          'data: {"choices":[{"delta":{"content":"b"}}]}\n\ndata: {"choices":[{"delta":{"content":"c"}}]}\n\n',
+        );
+        setImmediate(() =>
+          res.end('data: {"choices":[{"delta":{"content":"d"}}]}\n\ndata: [DONE]\n\n'),
+        );
+      });
+    });
+    const stream = createHttpTransport({ baseURL: url });
+    const turn = new AbortController();
+    const sunk: unknown[] = [];
+    const failure = drain(
+      stream(body, turn.signal, 0, (chunk) => {
+        // As the turn's sink does: a stopped turn takes nothing more.
+        if (turn.signal.aborted) return false;
+        const text = chunk.choices?.[0]?.delta?.content;
+        sunk.push(text);
+        // As a session closed by its client's slow reading would, from inside the read.
+        if (text === 'b') turn.abort(new Error('closed'));
+        return !turn.signal.aborted;
+      }),
+    );
+    await expect(failure).rejects.toBeInstanceOf(TurnAbortedError);
+    expect(sunk).toEqual(['a', 'b']);
+    // The stopped answer's connection is not reused; the next request gets a new one.
+    await expect(drain(stream(body, new AbortController().signal))).resolves.toHaveLength(4);
+    expect(new Set(ports).size).toBe(2);
   });
 
   it('does not wait on a server that holds the stream open after [DONE], and does not reuse that connection', async () => {
