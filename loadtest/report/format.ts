@@ -66,3 +66,18 @@ export function formatMs(value: number | null | undefined): string {
   const size = Math.abs(value);
   return fixed(value, size < 1 ? 3 : size < 100 ? 2 : size < 1000 ? 1 : 0);
 }
+
+/** Escapes text for HTML element content and quoted attribute values. */
+export function escapeHtml(text: string): string {
+  return String(text)
+    .replaceAll('&', '&amp;')
+    .replaceAll('<', '&lt;')
+    .replaceAll('>', '&gt;')
+    .replaceAll('"', '&quot;')
+    .replaceAll("'", '&#39;');
+}
+
+/** A whole number, or {@link DASH} when there is none. */
+export function formatInt(value: number | null | undefined): string {
+  return isNum(value) ? fixed(value, 0) : DASH;
+}
