@@ -93,9 +93,11 @@ export interface TurnOptions {
   background?: BackgroundStarter;
   /**
    * Takes the turn's `text.delta` events as they come, instead of the event
-   * stream: one async step less per chunk on the hot path. Called while the
-   * turn runs, after every event yielded before it was handled (the stream's
-   * reader handles an event before asking for the next).
+   * stream: no async step per chunk on the hot path (a transport that takes
+   * a sink calls it from its read of the body). Called while the turn runs,
+   * after every event yielded before it was handled (the stream's reader
+   * handles an event before asking for the next). What it throws ends the
+   * turn as failed, as a broken stream does.
    */
   onTextDelta?: (event: Extract<TurnEvent, { type: 'text.delta' }>) => void;
 }
