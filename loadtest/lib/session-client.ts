@@ -275,11 +275,8 @@ class SessionClient {
         reject(err);
       };
     });
-    lost.catch(() => undefined);
-    this.#cut = lost.then(
-      () => 'lost' as const,
-      () => 'lost' as const,
-    );
+    // Also what keeps the loss from being an unhandled rejection.
+    this.#cut = lost.catch(() => 'lost' as const);
     const created = await Promise.race([this.#connect(), lost]);
     this.#opened = true;
     this.#everOpened = true;
