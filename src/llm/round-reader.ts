@@ -81,7 +81,7 @@ export class RoundReader {
       if ('failure' in left) throw left.failure;
       return { first: left.event, rest: left.rest };
     }
-    this.#o.timing.lastChunkAt = epochNow();
+    // Stopped: the turn stamps the round's end itself.
     if (this.#o.signal.aborted) return null;
     return { rest: this.#open(chunk) };
   }
@@ -108,10 +108,11 @@ export class RoundReader {
     }
   }
 
-  /** The chunk's output; its time is stamped before. */
+  /** The chunk's output, its arrival stamped. */
   #open(chunk: ChunkLike): AssemblerEvent[] {
-    const events = this.asm.push(chunk);
     const timing = this.#o.timing;
+    timing.lastChunkAt = epochNow();
+    const events = this.asm.push(chunk);
     // The first token, not the first chunk: servers open with a role-only chunk.
     if (events.length > 0) timing.firstTokenAt ??= timing.lastChunkAt;
     return events;
@@ -121,7 +122,6 @@ export class RoundReader {
   #take = (chunk: ChunkLike): boolean => {
     if (this.#o.signal.aborted) return false;
     try {
-      this.#o.timing.lastChunkAt = epochNow();
       const events = this.#open(chunk);
       for (let i = 0; i < events.length; i++) {
         const event = this.event(events[i]!);
