@@ -145,6 +145,10 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
         metrics.server.rejected.inc({ reason: 'shutting_down' });
         return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
       }
+      if (connections.size >= limits.maxSessions) {
+        metrics.server.rejected.inc({ reason: 'full' });
+        return refuseUpgrade(socket, '503 Service Unavailable', fullReason(limits.maxSessions));
+      }
       const overloaded = ctx.overload?.check();
       if (overloaded) {
         const refusal = overloadRefusal(overloaded);
@@ -217,6 +221,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 }
 
+/** Why a session was refused at `MAX_SESSIONS`. */
+function fullReason(maxSessions: number): string {
+  return `server full (${maxSessions} sessions); try again later`;
+}
+
 /**
  * The connection policy: a socket that may not have a session is refused
  * (with a close code and reason, and an `error` where there is one to give)
@@ -248,12 +257,7 @@ function createAdmitter(
     const denied = checkAccess(limits, req, url);
     if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
     if (connections.size >= limits.maxSessions) {
-      return reject(
-        ws,
-        CLOSE.TRY_AGAIN,
-        `server full (${limits.maxSessions} sessions); try again later`,
-        'full',
-      );
+      return reject(ws, CLOSE.TRY_AGAIN, fullReason(limits.maxSessions), 'full');
     }
     const overloaded = ctx.overload?.check();
     if (overloaded) {

@@ -167,3 +167,60 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
     }, 120_000);
   },
 );
+
+describe.runIf(needs('nginx'))('nginx in front of two instances, one of them full', () => {
+  let sim: Simulator;
+  const instances: Instance[] = [];
+  let nginx: NginxProc;
+  const clients: TestClient[] = [];
+
+  beforeAll(async () => {
+    sim = await startSimulator({ script: DEMO_SCRIPT });
+    const env = { WORKERS: '1', LLM_BASE_URL: sim.url };
+    instances.push(
+      ...(await Promise.all([
+        startInstance({ ...env, MAX_SESSIONS: '1' }),
+        startInstance({ ...env, MAX_SESSIONS: '3' }),
+      ])),
+    );
+    nginx = await startNginx(instances.map((i) => `127.0.0.1:${i.port}`));
+  }, 90_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await nginx?.close();
+    for (const i of instances) await i.stop();
+    await sim?.close();
+  }, 60_000);
+
+  it('sends the sessions a full instance refuses to the other, and refuses with 503 when both are full', async () => {
+    for (let i = 0; i < 4; i++) {
+      const client = await connect(`${nginx.wsUrl}?character=plain`);
+      clients.push(client);
+      // A full instance answers 503 before the handshake and nginx tries the
+      // other; a 101 followed by 1013 would leave this client without a session.
+      await client.next('session.created', undefined, 15_000);
+    }
+    const active = await Promise.all(
+      instances.map(async (inst) => {
+        const health = (await request(`${inst.url}/health`)).json() as {
+          sessions: { active: number };
+        };
+        return health.sessions.active;
+      }),
+    );
+    expect(active).toEqual([1, 3]);
+    // Both full: the client is refused before the handshake, not let in and closed.
+    await expect(connect(`${nginx.wsUrl}?character=plain`)).rejects.toThrow(
+      /Unexpected server response: 50[23]/,
+    );
+    const full = await Promise.all(
+      instances.map(async (inst) =>
+        metricValue(await scrape(inst.url), 'troupe_connections_rejected_total', {
+          reason: 'full',
+        }),
+      ),
+    );
+    expect(full[0]).toBeGreaterThan(0);
+  }, 60_000);
+});

@@ -1,6 +1,7 @@
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimScript } from '../../src/testing/index.js';
-import { metricValue, scrape } from '../helpers/http.js';
+import { metricValue, rawRequest, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -40,6 +41,31 @@ describe('session limit (MAX_SESSIONS=2)', () => {
     const fourth = await connect(t.wsUrl);
     await sessionId(fourth);
     await Promise.all([second.close(), fourth.close()]);
+  });
+
+  it('answers an upgrade through a load balancer with 503 before the handshake while full, so it tries another instance', async () => {
+    const open = [await connect(t.wsUrl), await connect(t.wsUrl)];
+    const ids = await Promise.all(open.map(sessionId));
+    const before = metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+      reason: 'full',
+    });
+    const socket = await rawRequest(
+      t.server.port,
+      'GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
+        'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+        'Sec-WebSocket-Version: 13\r\nX-Forwarded-For: 10.0.0.7\r\n\r\n',
+    );
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    await within(once(socket, 'end'), 'the end of the answer to the proxied upgrade');
+    socket.destroy();
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
+    expect(answer).toMatch(/server full \(2 sessions\); try again later/);
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'full' }),
+    ).toBe((before ?? 0) + 1);
+    await Promise.all(open.map((c) => c.close()));
+    for (const id of ids) await t.waitForLog('session closed', (l) => l.session === id);
   });
 });
 
