@@ -171,8 +171,10 @@ export interface NginxProc {
 /**
  * Starts nginx in front of `upstreams` (host:port each), with the shipped
  * site config: its upstream servers and listen port replaced, nothing else.
+ * `workerProcesses` is nginx's own (Debian's nginx.conf says `auto`: one
+ * per core).
  */
-export async function startNginx(upstreams: string[]): Promise<NginxProc> {
+export async function startNginx(upstreams: string[], workerProcesses = 1): Promise<NginxProc> {
   const dir = await mkdtemp(path.join(tmpdir(), 'troupe-nginx-'));
   const port = await freePort();
   const site = await readFile(path.join('deploy', 'nginx', 'troupe.conf'), 'utf8');
@@ -190,7 +192,7 @@ export async function startNginx(upstreams: string[]): Promise<NginxProc> {
     path.join(dir, 'nginx.conf'),
     [
       'daemon off;',
-      'worker_processes 1;',
+      `worker_processes ${workerProcesses};`,
       `pid ${temp('nginx.pid')};`,
       'error_log stderr notice;',
       'events { worker_connections 1024; }',
