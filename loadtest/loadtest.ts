@@ -15,7 +15,13 @@ import path from 'node:path';
 import { fliteSpeech, soundBounds } from '../src/testing/index.js';
 import { startServerChild, startSimChild, type Child } from './lib/children.js';
 import { runDirectSession } from './lib/direct-client.js';
-import { USAGE, UsageError, parseLoadtestArgs, type LoadtestOptions } from './lib/options.js';
+import {
+  USAGE,
+  UsageError,
+  parseLoadtestArgs,
+  passedSettings,
+  type LoadtestOptions,
+} from './lib/options.js';
 import { findCapacity, runPhase, type PhaseSpec } from './lib/phase.js';
 import type { PoolOptions } from './lib/pool.js';
 import type { CpuPart } from './lib/process-cpu.js';
@@ -124,10 +130,9 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
     MAX_SESSIONS: String(most * 2 + 10),
     STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
     TTS_PROVIDER: voice ? 'espeak' : 'none',
-    // The delta send window is the server's to choose: the load test measures what it does.
-    ...(process.env.DELTA_BATCH_MS === undefined
-      ? {}
-      : { DELTA_BATCH_MS: process.env.DELTA_BATCH_MS }),
+    // The delta send window and the overload guard are the server's to
+    // choose: the load test measures what they do.
+    ...passedSettings(process.env),
   };
   try {
     if (options.instances > 1 || options.workers > 1) {
@@ -160,6 +165,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
     url: direct ? simUrl(target) : target.url,
     character,
     thinkMs: options.thinkMs,
+    thinkJitterMs: options.thinkJitterMs,
     turnTimeoutMs: options.turnTimeoutMs,
     checkText: options.sim,
     ...(speech === undefined ? {} : { speech }),

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
-import type { ClientContext } from './session-client.js';
+import { thinkPause, type ClientContext } from './session-client.js';
 import { CONVERSATION } from './scenarios.js';
 
 /** Keep-alive, no socket limit: as many streams at once as sessions. */
@@ -39,7 +39,7 @@ export async function runDirectSession(
       if (text === null) return;
       messages.push({ role: 'assistant', content: text });
       if (ctx.stopping) break;
-      await sleep(ctx.thinkMs, undefined, { signal }).catch(() => undefined);
+      await sleep(thinkPause(ctx), undefined, { signal }).catch(() => undefined);
     }
   } finally {
     ctx.closed();

@@ -7,6 +7,30 @@ import { PROFILE_NAMES, isProfileName } from '../../src/testing/simulator/index.
 import type { ProfileName } from '../../src/testing/simulator/index.js';
 import { SCENARIOS, type ScenarioName } from './scenarios.js';
 
+/** Server settings the load test's servers take from its own environment. */
+export const PASSED_SETTINGS = [
+  'MAX_SESSIONS',
+  'DELTA_BATCH_MS',
+  'OVERLOAD_BUSY',
+  'OVERLOAD_LAG_MS',
+  'OVERLOAD_CPU',
+] as const;
+
+/**
+ * The {@link PASSED_SETTINGS} set in `env`, for the environment of the
+ * servers the load test starts.
+ *
+ * @example const env = { LLM_BASE_URL: sim.url, ...passedSettings(process.env) };
+ */
+export function passedSettings(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of PASSED_SETTINGS) {
+    const value = env[name];
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
 export const USAGE = `Usage: npm run loadtest -- [options]
 
 Target (one of):
@@ -29,6 +53,8 @@ What to run:
   --ramp T               start them evenly over T (default 5s)
   --duration T           length of the run, ramp included (default 30s)
   --think T              pause between a reply and the next line (default 1s)
+  --think-jitter T       each pause drawn evenly from --think ± T (default 0: every pause the same,
+                         so sessions that started together stay in step)
   --turn-timeout T       a turn longer than this counts as an error (default 30s)
   --silence-ms N         voice: the server VAD's silence window (default 500, Realtime's)
 
@@ -61,7 +87,11 @@ Output:
   --name NAME            report file name, without extension (default loadtest)
   --help                 this text
 
-Times take a unit: 500ms, 10s, 2m (a bare number is seconds; --sim-ttft and --sim-jitter: ms).`;
+Times take a unit: 500ms, 10s, 2m (a bare number is seconds; --sim-ttft and --sim-jitter: ms).
+
+The servers it starts (--sim, --instances, --workers) take ${PASSED_SETTINGS.join(', ')}
+from its environment, e.g. MAX_SESSIONS=250 npm run loadtest -- --sim --workers 2 --sessions 1000
+(without MAX_SESSIONS, they take twice the sessions asked for).`;
 
 /** The parsed command line. */
 export interface LoadtestOptions {
@@ -73,6 +103,8 @@ export interface LoadtestOptions {
   rampMs: number;
   durationMs: number;
   thinkMs: number;
+  /** Each pause is drawn evenly from `thinkMs` ± this. */
+  thinkJitterMs: number;
   turnTimeoutMs: number;
   silenceMs: number;
   compare: 'baseline' | 'direct' | 'workers' | null;
@@ -153,6 +185,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
         ramp: { type: 'string' },
         duration: { type: 'string' },
         think: { type: 'string' },
+        'think-jitter': { type: 'string' },
         'turn-timeout': { type: 'string' },
         'silence-ms': { type: 'string' },
         compare: { type: 'string' },
@@ -243,6 +276,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     rampMs: ms('ramp', '5s'),
     durationMs: ms('duration', '30s'),
     thinkMs: ms('think', '1s'),
+    thinkJitterMs: ms('think-jitter', '0s'),
     turnTimeoutMs: ms('turn-timeout', '30s'),
     silenceMs: count('silence-ms', 500, 0),
     compare,
@@ -298,6 +332,11 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
   if (options.durationMs < options.rampMs) {
     throw new UsageError(
       `--duration (${options.durationMs} ms) must be at least --ramp (${options.rampMs} ms): it includes the ramp.`,
+    );
+  }
+  if (options.thinkJitterMs > options.thinkMs) {
+    throw new UsageError(
+      `--think-jitter (${options.thinkJitterMs} ms) must be at most --think (${options.thinkMs} ms): a pause is never below 0.`,
     );
   }
   if (options.turnTimeoutMs <= 0) throw new UsageError('--turn-timeout must be more than 0.');

@@ -28,6 +28,7 @@ export class Pool implements ClientContext {
   declare readonly url: string;
   declare readonly character: string | null;
   declare readonly thinkMs: number;
+  declare readonly thinkJitterMs: number;
   declare readonly turnTimeoutMs: number;
   declare readonly checkText: boolean;
   declare readonly speech: readonly Utterance[] | undefined;

@@ -31,6 +31,12 @@ export interface SessionSettings {
   character: string | null;
   /** Pause between a reply and the user's next line. */
   thinkMs: number;
+  /**
+   * Each pause is drawn evenly from `thinkMs` ± this. 0: every pause the
+   * same, so sessions that started at the same moment stay in step for the
+   * whole run (their turns come in waves).
+   */
+  thinkJitterMs: number;
   /** Longest a turn may take before it counts as a `timeout`. */
   turnTimeoutMs: number;
   /** Compare each reply with the script's (the load test runs the simulator). */
@@ -45,6 +51,16 @@ export interface SessionSettings {
    * each took (reconnect → first delta of the next reply) and how many failed.
    */
   resume?: ResumeLog;
+}
+
+/**
+ * The pause before a session's next line: `thinkMs`, or a draw from
+ * `thinkMs` ± `thinkJitterMs` (never below 0).
+ */
+export function thinkPause(settings: Pick<SessionSettings, 'thinkMs' | 'thinkJitterMs'>): number {
+  const { thinkMs, thinkJitterMs } = settings;
+  if (thinkJitterMs <= 0) return thinkMs;
+  return Math.max(0, thinkMs + (Math.random() * 2 - 1) * thinkJitterMs);
 }
 
 /** What resumes took, over a run. */
@@ -316,7 +332,7 @@ class SessionClient {
       this.turn = t + 1;
       this.asked = false;
       if (ctx.stopping) break;
-      await Promise.race([sleep(ctx.thinkMs, undefined, { signal: this.#signal }), lost]).catch(
+      await Promise.race([sleep(thinkPause(ctx), undefined, { signal: this.#signal }), lost]).catch(
         (err: unknown) => {
           if (err instanceof SessionError) throw err;
         },

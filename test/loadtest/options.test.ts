@@ -3,7 +3,13 @@
  * and one UsageError naming the flag for every mistake.
  */
 import { describe, expect, it } from 'vitest';
-import { UsageError, parseDuration, parseLoadtestArgs } from '../../loadtest/lib/options.js';
+import {
+  USAGE,
+  UsageError,
+  parseDuration,
+  parseLoadtestArgs,
+  passedSettings,
+} from '../../loadtest/lib/options.js';
 import type { LoadtestOptions } from '../../loadtest/lib/options.js';
 
 /** Parses arguments that must be valid. */
@@ -35,6 +41,7 @@ describe('parseLoadtestArgs', () => {
       rampMs: 5_000,
       durationMs: 30_000,
       thinkMs: 1_000,
+      thinkJitterMs: 0,
       turnTimeoutMs: 30_000,
       silenceMs: 500,
       compare: null,
@@ -135,6 +142,16 @@ describe('parseLoadtestArgs', () => {
       turnTimeoutMs: 12_000,
     });
     expect(parse('--sim', '--duration', '45').durationMs).toBe(45_000);
+  });
+
+  it('takes --think-jitter up to --think, and names both when it is more', () => {
+    expect(parse('--sim', '--think', '2s', '--think-jitter', '500ms')).toMatchObject({
+      thinkMs: 2_000,
+      thinkJitterMs: 500,
+    });
+    expect(usageError('--sim', '--think', '1s', '--think-jitter', '2s').message).toMatch(
+      /--think-jitter \(2000 ms\) must be at most --think \(1000 ms\)/,
+    );
   });
 
   it('reads bare --sim-ttft and --sim-jitter as milliseconds', () => {
@@ -280,5 +297,28 @@ describe('parseDuration', () => {
       expect(() => parseDuration('ramp', raw, 's')).toThrow(UsageError);
       expect(() => parseDuration('ramp', raw, 's')).toThrow(/^--ramp must be a time/);
     }
+  });
+});
+
+describe('passedSettings', () => {
+  it('hands the servers their session cap, send window and overload guard, nothing else', () => {
+    const env = {
+      MAX_SESSIONS: '250',
+      OVERLOAD_BUSY: '0.75',
+      OVERLOAD_LAG_MS: '0',
+      DELTA_BATCH_MS: '5',
+      OVERLOAD_CPU: '0.8',
+      LLM_BASE_URL: 'http://elsewhere',
+      PORT: '9999',
+    };
+    expect(passedSettings(env)).toEqual({
+      MAX_SESSIONS: '250',
+      OVERLOAD_BUSY: '0.75',
+      OVERLOAD_LAG_MS: '0',
+      DELTA_BATCH_MS: '5',
+      OVERLOAD_CPU: '0.8',
+    });
+    expect(passedSettings({})).toEqual({});
+    expect(USAGE).toContain('OVERLOAD_BUSY');
   });
 });

@@ -2,6 +2,7 @@ import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { sessionSignal } from '../../loadtest/lib/pool.js';
+import { thinkPause } from '../../loadtest/lib/session-client.js';
 
 function listenerCount(signal: AbortSignal): number {
   return getEventListeners(signal, 'abort').length;
@@ -41,5 +42,23 @@ describe('sessionSignal', () => {
     const waiting = sleep(60_000, undefined, { signal: own.signal });
     pool.abort();
     await expect(waiting).rejects.toThrow(/abort/i);
+  });
+});
+
+describe('thinkPause', () => {
+  it('is the think time itself without jitter', () => {
+    expect(thinkPause({ thinkMs: 1_000, thinkJitterMs: 0 })).toBe(1_000);
+  });
+
+  it('draws pauses spread over think ± jitter, never below 0', () => {
+    const pauses = Array.from({ length: 2_000 }, () =>
+      thinkPause({ thinkMs: 1_000, thinkJitterMs: 500 }),
+    );
+    expect(Math.min(...pauses)).toBeGreaterThanOrEqual(500);
+    expect(Math.max(...pauses)).toBeLessThanOrEqual(1_500);
+    // Both halves of the range are drawn: sessions started together drift apart.
+    expect(pauses.filter((p) => p < 750).length).toBeGreaterThan(300);
+    expect(pauses.filter((p) => p > 1_250).length).toBeGreaterThan(300);
+    expect(thinkPause({ thinkMs: 100, thinkJitterMs: 100 })).toBeGreaterThanOrEqual(0);
   });
 });
