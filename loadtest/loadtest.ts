@@ -130,8 +130,9 @@ async function startTarget(options: LoadtestOptions): Promise<Target> {
     MAX_SESSIONS: String(most * 2 + 10),
     STT_PROVIDER: voice ? 'pocketsphinx' : 'none',
     TTS_PROVIDER: voice ? 'espeak' : 'none',
-    // The delta send window and the overload guard are the server's to
-    // choose: the load test measures what they do.
+    // The session cap (in place of the one above), the delta send window and
+    // the overload guard are the server's to choose: the load test measures
+    // what they do.
     ...passedSettings(process.env),
   };
   try {
