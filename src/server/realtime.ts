@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { CharacterRegistry } from '../characters/registry.js';
+import { DEFAULT_OVERLOAD_RETRY_MS } from '../config/defaults.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
@@ -147,7 +148,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
       if (connections.size >= limits.maxSessions) {
         metrics.server.rejected.inc({ reason: 'full' });
-        return refuseUpgrade(socket, '503 Service Unavailable', fullReason(limits.maxSessions));
+        return refuseUpgrade(
+          socket,
+          '503 Service Unavailable',
+          fullReason(limits.maxSessions),
+          DEFAULT_OVERLOAD_RETRY_MS / 1000,
+        );
       }
       const overloaded = ctx.overload?.check();
       if (overloaded) {

@@ -5,9 +5,10 @@
  * reconnect through nginx with their resume tokens and carry on, on the
  * other instance, with their conversation.
  */
+import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
-import { metricValue, request, scrape } from '../helpers/http.js';
+import { metricValue, rawRequest, request, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
 import {
@@ -35,6 +36,20 @@ function tokenOf(created: Record<string, unknown>): string {
   const troupe = (created.session as { troupe?: { resume_token?: string } }).troupe;
   if (!troupe?.resume_token) throw new Error('session.created carries no resume token');
   return troupe.resume_token;
+}
+
+/** The whole HTTP response `socket` receives: its head and Content-Length bytes of body. */
+function httpAnswer(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      const end = text.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1] ?? 0);
+      if (text.length >= end + 4 + length) resolve(text);
+    });
+  });
 }
 
 function historyText(body: unknown): string {
@@ -222,8 +237,26 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
     expect(active).toEqual([1, 3]);
     // Both full: the client is refused before the handshake, not let in and closed.
     await expect(connect(`${nginx.wsUrl}?character=plain`)).rejects.toThrow(
-      /Unexpected server response: 50[23]/,
+      /Unexpected server response: 503/,
     );
+    // The same with a retry hint, whether the last instance's own 503 or
+    // nginx's answer once it skips both.
+    for (let i = 0; i < 2; i++) {
+      const socket = await rawRequest(
+        Number(new URL(nginx.url).port),
+        'GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
+          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+          'Sec-WebSocket-Version: 13\r\n\r\n',
+      );
+      const answer = await within(
+        httpAnswer(socket),
+        'the answer to an upgrade with both instances full',
+      );
+      socket.destroy();
+      expect(answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(answer).toMatch(/\r\nRetry-After: 2\r\n/i);
+      expect(answer).toMatch(/server full|no Troupe instance can take a session now/);
+    }
     const full = await Promise.all(
       instances.map(async (inst) =>
         metricValue(await scrape(inst.url), 'troupe_connections_rejected_total', {

@@ -61,6 +61,7 @@ describe('session limit (MAX_SESSIONS=2)', () => {
     socket.destroy();
     expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
     expect(answer).toMatch(/server full \(2 sessions\); try again later/);
+    expect(answer).toMatch(/\r\nRetry-After: 2\r\n/);
     expect(
       metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'full' }),
     ).toBe((before ?? 0) + 1);
