@@ -128,5 +128,5 @@ export const DEFAULT_OVERLOAD_LAG_MS = 100;
  * delta of the sessions it holds.
  */
 export const DEFAULT_OVERLOAD_BUSY = 0.9;
-/** The retry hint given with an overload refusal, and with a full server's 503 to a load balancer. */
+/** The retry hint given with an overload refusal, and with a full or draining server's 503 to a load balancer. */
 export const DEFAULT_OVERLOAD_RETRY_MS = 2_000;

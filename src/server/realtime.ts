@@ -144,7 +144,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       // another instance at once (nginx: proxy_next_upstream http_503).
       if (!accepting) {
         metrics.server.rejected.inc({ reason: 'shutting_down' });
-        return refuseUpgrade(socket, '503 Service Unavailable', 'server shutting down');
+        return refuseUpgrade(
+          socket,
+          '503 Service Unavailable',
+          'server shutting down',
+          DEFAULT_OVERLOAD_RETRY_MS / 1000,
+        );
       }
       if (connections.size >= limits.maxSessions) {
         metrics.server.rejected.inc({ reason: 'full' });

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rawRequest, statusLine } from '../helpers/http.js';
 import { connect, say } from '../helpers/realtime-client.js';
@@ -25,9 +26,14 @@ describe('draining behind a load balancer', () => {
         'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
         'Sec-WebSocket-Version: 13\r\nX-Forwarded-For: 10.0.0.7\r\n\r\n',
     );
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
     expect(await within(statusLine(socket), 'the answer to the proxied upgrade')).toBe(
       'HTTP/1.1 503 Service Unavailable',
     );
+    await within(once(socket, 'end'), 'the end of the answer');
+    expect(answer).toMatch(/\r\nRetry-After: 2\r\n/);
+    expect(answer).toMatch(/server shutting down/);
     socket.destroy();
     // The running turn is not touched.
     expect((await c.next('response.done')).response).toMatchObject({ status: 'completed' });
