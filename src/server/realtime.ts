@@ -142,33 +142,10 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (req.headers['x-forwarded-for'] !== undefined) {
       // Through a load balancer: a 503 before the handshake lets it try
       // another instance at once (nginx: proxy_next_upstream http_503).
-      if (!accepting) {
-        metrics.server.rejected.inc({ reason: 'shutting_down' });
-        return refuseUpgrade(
-          socket,
-          '503 Service Unavailable',
-          'server shutting down',
-          DEFAULT_OVERLOAD_RETRY_MS / 1000,
-        );
-      }
-      if (connections.size >= limits.maxSessions) {
-        metrics.server.rejected.inc({ reason: 'full' });
-        return refuseUpgrade(
-          socket,
-          '503 Service Unavailable',
-          fullReason(limits.maxSessions),
-          DEFAULT_OVERLOAD_RETRY_MS / 1000,
-        );
-      }
-      const overloaded = ctx.overload?.check();
-      if (overloaded) {
-        const refusal = overloadRefusal(overloaded);
-        metrics.server.rejected.inc({ reason: 'overloaded' });
-        log.warn(
-          { reason: overloaded.reason, value: overloaded.value },
-          'session refused: overloaded',
-        );
-        const retryS = Math.max(1, Math.round(overloaded.retryAfterMs / 1000));
+      const refusal = accepting ? noRoom(ctx, connections) : SHUTTING_DOWN;
+      if (refusal) {
+        metrics.server.rejected.inc({ reason: refusal.label });
+        const retryS = Math.max(1, Math.round(refusal.retryAfterMs / 1000));
         return refuseUpgrade(socket, '503 Service Unavailable', refusal.reason, retryS);
       }
     }
@@ -232,9 +209,52 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 }
 
-/** Why a session was refused at `MAX_SESSIONS`. */
-function fullReason(maxSessions: number): string {
-  return `server full (${maxSessions} sessions); try again later`;
+/** Why a new session is turned away, and when to try again. */
+interface Refusal {
+  /** The `troupe_connections_rejected_total` reason. */
+  label: string;
+  /** The close reason, or the 503's text. */
+  reason: string;
+  retryAfterMs: number;
+  /** The `error` a client let through the handshake gets first, if any. */
+  error?: ProtocolError;
+  extra?: Record<string, unknown>;
+}
+
+const SHUTTING_DOWN: Refusal = {
+  label: 'shutting_down',
+  reason: 'server shutting down',
+  retryAfterMs: DEFAULT_OVERLOAD_RETRY_MS,
+};
+
+/**
+ * Whether this worker has no room for a new session: full (`MAX_SESSIONS`)
+ * or overloaded (logged). The same verdict whether it is given as a 503
+ * before the handshake or a 1013 after it.
+ */
+function noRoom(
+  ctx: RealtimeContext,
+  connections: Map<WebSocket, Session | undefined>,
+): Refusal | undefined {
+  const { maxSessions } = ctx.config.server;
+  if (connections.size >= maxSessions) {
+    return {
+      label: 'full',
+      reason: `server full (${maxSessions} sessions); try again later`,
+      retryAfterMs: DEFAULT_OVERLOAD_RETRY_MS,
+    };
+  }
+  const overloaded = ctx.overload?.check();
+  if (!overloaded) return undefined;
+  ctx.log.warn(
+    { reason: overloaded.reason, value: overloaded.value },
+    'session refused: overloaded',
+  );
+  return {
+    label: 'overloaded',
+    retryAfterMs: overloaded.retryAfterMs,
+    ...overloadRefusal(overloaded),
+  };
 }
 
 /**
@@ -247,7 +267,7 @@ function createAdmitter(
   connections: Map<WebSocket, Session | undefined>,
   accepting: () => boolean,
 ): (ws: WebSocket, req: IncomingMessage, url: URL) => PickedSession | undefined {
-  const { config, metrics, log } = ctx;
+  const { config, metrics } = ctx;
   const limits = config.server;
   const reject = (
     ws: WebSocket,
@@ -264,27 +284,14 @@ function createAdmitter(
   };
   return (ws, req, url) => {
     // Refusals still complete the upgrade, so the client gets a close code and reason.
-    if (!accepting()) return reject(ws, CLOSE.GOING_AWAY, 'server shutting down', 'shutting_down');
+    if (!accepting()) {
+      return reject(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason, SHUTTING_DOWN.label);
+    }
     const denied = checkAccess(limits, req, url);
     if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
-    if (connections.size >= limits.maxSessions) {
-      return reject(ws, CLOSE.TRY_AGAIN, fullReason(limits.maxSessions), 'full');
-    }
-    const overloaded = ctx.overload?.check();
-    if (overloaded) {
-      const refusal = overloadRefusal(overloaded);
-      log.warn(
-        { reason: overloaded.reason, value: overloaded.value },
-        'session refused: overloaded',
-      );
-      return reject(
-        ws,
-        CLOSE.TRY_AGAIN,
-        refusal.reason,
-        'overloaded',
-        refusal.error,
-        refusal.extra,
-      );
+    const room = noRoom(ctx, connections);
+    if (room) {
+      return reject(ws, CLOSE.TRY_AGAIN, room.reason, room.label, room.error, room.extra);
     }
     const picked = pickSession(ctx.registry, config.sessions, url);
     if (picked instanceof ProtocolError) {
