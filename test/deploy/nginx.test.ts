@@ -5,10 +5,9 @@
  * reconnect through nginx with their resume tokens and carry on, on the
  * other instance, with their conversation.
  */
-import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
-import { metricValue, rawRequest, request, scrape } from '../helpers/http.js';
+import { httpAnswer, metricValue, rawUpgrade, request, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
 import {
@@ -36,20 +35,6 @@ function tokenOf(created: Record<string, unknown>): string {
   const troupe = (created.session as { troupe?: { resume_token?: string } }).troupe;
   if (!troupe?.resume_token) throw new Error('session.created carries no resume token');
   return troupe.resume_token;
-}
-
-/** The whole HTTP response `socket` receives: its head and Content-Length bytes of body. */
-function httpAnswer(socket: Socket): Promise<string> {
-  return new Promise((resolve) => {
-    let text = '';
-    socket.on('data', (d: Buffer) => {
-      text += d.toString('latin1');
-      const end = text.indexOf('\r\n\r\n');
-      if (end === -1) return;
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1] ?? 0);
-      if (text.length >= end + 4 + length) resolve(text);
-    });
-  });
 }
 
 function historyText(body: unknown): string {
@@ -242,12 +227,7 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
     // The same with a retry hint, whether the last instance's own 503 or
     // nginx's answer once it skips both.
     for (let i = 0; i < 2; i++) {
-      const socket = await rawRequest(
-        Number(new URL(nginx.url).port),
-        'GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
-          'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
-          'Sec-WebSocket-Version: 13\r\n\r\n',
-      );
+      const socket = await rawUpgrade(Number(new URL(nginx.url).port), '/v1/realtime');
       const answer = await within(
         httpAnswer(socket),
         'the answer to an upgrade with both instances full',

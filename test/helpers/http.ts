@@ -140,13 +140,44 @@ export async function rawRequest(port: number, text: string): Promise<Socket> {
   return socket;
 }
 
-/** A bare TCP socket that has sent a WebSocket upgrade request for `target`. */
-export function rawUpgrade(port: number, target: string): Promise<Socket> {
+/**
+ * A bare TCP socket that has sent a WebSocket upgrade request for `target`,
+ * with `headers` besides (`{ 'X-Forwarded-For': '10.0.0.7' }`: as through a
+ * load balancer).
+ */
+export function rawUpgrade(
+  port: number,
+  target: string,
+  headers: Record<string, string> = {},
+): Promise<Socket> {
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   return rawRequest(
     port,
     `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`,
   );
+}
+
+/**
+ * The whole answer on a raw socket, head and body: up to its
+ * Content-Length, or else until the other end closes (unbounded: wrap it in
+ * `within`).
+ */
+export function httpAnswer(socket: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    socket.on('end', () => resolve(text));
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      const head = text.indexOf('\r\n\r\n');
+      const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, head))?.[1];
+      if (head !== -1 && length !== undefined && text.length >= head + 4 + Number(length)) {
+        resolve(text);
+      }
+    });
+  });
 }
 
 /** The status line of the answer on a raw socket (unbounded: wrap it in `within`). */

@@ -1,7 +1,6 @@
-import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimScript } from '../../src/testing/index.js';
-import { metricValue, rawRequest, scrape } from '../helpers/http.js';
+import { httpAnswer, metricValue, rawUpgrade, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -49,15 +48,10 @@ describe('session limit (MAX_SESSIONS=2)', () => {
     const before = metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
       reason: 'full',
     });
-    const socket = await rawRequest(
-      t.server.port,
-      'GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n' +
-        'Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
-        'Sec-WebSocket-Version: 13\r\nX-Forwarded-For: 10.0.0.7\r\n\r\n',
-    );
-    let answer = '';
-    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
-    await within(once(socket, 'end'), 'the end of the answer to the proxied upgrade');
+    const socket = await rawUpgrade(t.server.port, '/v1/realtime', {
+      'X-Forwarded-For': '10.0.0.7',
+    });
+    const answer = await within(httpAnswer(socket), 'the answer to the proxied upgrade');
     socket.destroy();
     expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 503 Service Unavailable');
     expect(answer).toMatch(/server full \(2 sessions\); try again later/);
