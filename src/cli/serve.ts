@@ -42,12 +42,18 @@ export async function start(options: ServeOptions = {}): Promise<TroupeServer | 
   if (workers <= 1) return serve(options);
   const log = createLogger(config.log).child({ part: 'primary' });
   guardProcess(log);
-  runPrimary({
-    workers,
-    redis: config.scale.redisUrl !== undefined,
-    graceMs: config.server.shutdownGraceMs,
-    log,
-  });
+  try {
+    await runPrimary({
+      workers,
+      host: config.server.host,
+      port: config.server.port,
+      redis: config.scale.redisUrl !== undefined,
+      graceMs: config.server.shutdownGraceMs,
+      log,
+    });
+  } catch (err) {
+    return exitWith(err);
+  }
   return undefined;
 }
 
@@ -90,7 +96,11 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   link?.serve(
-    () => ({ sessions: server?.sessions ?? 0, shuttingDown: stopping }),
+    () => ({
+      sessions: server?.sessions ?? 0,
+      shuttingDown: stopping,
+      refusing: stopping ? 'shutting_down' : server?.refusing,
+    }),
     () => stop('primary'),
   );
   try {

@@ -1,9 +1,9 @@
 /**
  * Every core of one machine: `npm start` with `WORKERS` above 1 runs a
- * primary process that forks the workers through `node:cluster` (the
- * primary accepts each connection and hands it, WebSocket and all, to one
- * worker, round-robin). Each worker is a whole server: its own characters
- * (and hot reload), LLM client and sessions.
+ * primary process that forks the workers through `node:cluster`, listens
+ * on the port itself and hands each connection, WebSocket and all, to the
+ * worker with the most room (see worker-router.ts). Each worker is a whole
+ * server: its own characters (and hot reload), LLM client and sessions.
  *
  * The primary replaces a worker that dies, forwards SIGTERM/SIGINT as a
  * drain to every worker and exits when they have, answers the workers'
@@ -13,6 +13,7 @@
  * resumes on any worker.
  */
 import cluster, { type Worker } from 'node:cluster';
+import type { Socket } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
@@ -24,14 +25,19 @@ import {
   type ResumeStore,
   type SaveResult,
 } from './resume-store.js';
-import type { ClusterView } from './index.js';
+import { listenFailure, type ClusterView } from './index.js';
 import { logsWritten } from './logger.js';
+import { openWorkerRouter, type WorkerRoom, type WorkerRouter } from './worker-router.js';
 
 /** How long a worker may take to answer the primary (status, metrics). */
 const ASK_TIMEOUT_MS = 2_000;
 /** Workers that die this many times within {@link CRASH_WINDOW_MS} stop the instance. */
 const CRASH_LIMIT = 5;
 const CRASH_WINDOW_MS = 60_000;
+/** How often a worker looks whether its room changed, to tell the primary. */
+const ROOM_REPORT_MS = 100;
+/** How the primary tells its workers the port it listens on for them. */
+const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
 
 /** Messages between the primary and its workers (all carry `troupe`). */
 type ToPrimary =
@@ -39,7 +45,8 @@ type ToPrimary =
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
   | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
   | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
-  | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean };
+  | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean }
+  | { troupe: 'room'; room: WorkerRoom };
 /** One save as it crosses to the primary. */
 interface QueuedSave {
   key: string;
@@ -49,6 +56,7 @@ interface QueuedSave {
 type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'status?'; id: number }
+  | { troupe: 'connection' }
   | { troupe: 'shutdown' };
 
 /** The number of workers a setting asks for: `auto` = the machine's cores. */
@@ -59,6 +67,9 @@ export function resolveWorkers(setting: number | 'auto'): number {
 /** Options of {@link runPrimary}. */
 export interface PrimaryOptions {
   workers: number;
+  /** Where the instance listens (`HOST`, `PORT`; 0 = any free port). */
+  host: string;
+  port: number;
   /** Whether workers keep resume state in Redis (else the primary keeps it). */
   redis: boolean;
   /** How long workers get to drain (`SHUTDOWN_GRACE_MS`); they are killed this much later plus 5 s. */
@@ -67,13 +78,20 @@ export interface PrimaryOptions {
 }
 
 /**
- * Runs the primary: forks the workers and looks after them until a signal
- * (then exits 0 once every worker has drained) or a crash loop (exits 1).
+ * Runs the primary: listens, forks the workers and looks after them until a
+ * signal (then exits 0 once every worker has drained) or a crash loop
+ * (exits 1). Rejects with a ConfigError when it cannot listen.
  *
- * @example if (cluster.isPrimary && workers > 1) runPrimary({ workers, redis: false, graceMs: 10000, log });
+ * @example if (cluster.isPrimary && workers > 1) await runPrimary({ workers, host, port, redis: false, graceMs: 10000, log });
  */
-export function runPrimary(options: PrimaryOptions): void {
+export async function runPrimary(options: PrimaryOptions): Promise<void> {
   const { log } = options;
+  let router: WorkerRouter;
+  try {
+    router = await openWorkerRouter({ host: options.host, port: options.port, log });
+  } catch (err) {
+    throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
+  }
   const aggregator = new AggregatorRegistry();
   const store = options.redis ? undefined : createMemoryResumeStore();
   const started = new Map<number, number>();
@@ -85,15 +103,18 @@ export function runPrimary(options: PrimaryOptions): void {
   const pending = new Map<number, (m: ToPrimary & { troupe: 'status' }) => void>();
 
   const fork = (): Worker => {
-    const worker = cluster.fork();
+    const worker = cluster.fork({ [PORT_VARIABLE]: String(router.port) });
     started.set(worker.id, performance.now());
     worker.on('message', (m: ToPrimary) => void handle(worker, m));
     return worker;
   };
 
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
-    if (m?.troupe === 'ready') {
+    if (m?.troupe === 'room') {
+      router.report(worker, m.room);
+    } else if (m?.troupe === 'ready') {
       ready.add(worker.id);
+      router.add(worker);
       everReady = true;
       log.info({ worker: worker.id, pid: worker.process.pid }, 'worker ready');
       if (ready.size === options.workers)
@@ -155,6 +176,7 @@ export function runPrimary(options: PrimaryOptions): void {
   }
 
   cluster.on('exit', (worker, code, signal) => {
+    router.remove(worker);
     ready.delete(worker.id);
     started.delete(worker.id);
     if (stopping) {
@@ -227,10 +249,21 @@ export interface WorkerLink {
   view: ClusterView;
   /** The primary's memory store (when no Redis is set). */
   store: ResumeStore;
-  /** Tells the primary this worker listens. */
+  /** Tells the primary this worker takes connections. */
   ready(url: string): void;
-  /** Answers the primary's status questions and shutdown request. */
-  serve(status: () => { sessions: number; shuttingDown: boolean }, shutdown: () => void): void;
+  /**
+   * Answers the primary's status questions and shutdown request, and tells
+   * it this worker's room as it changes.
+   */
+  serve(status: () => WorkerStatus, shutdown: () => void): void;
+}
+
+/** A worker's state, as the primary asks for it. */
+export interface WorkerStatus {
+  sessions: number;
+  shuttingDown: boolean;
+  /** Why it would refuse a new session now, if it would. */
+  refusing?: WorkerRoom['refusing'] | undefined;
 }
 
 /**
@@ -244,7 +277,18 @@ export function linkWorker(registry: Registry): WorkerLink {
   AggregatorRegistry.setRegistries([registry]);
   let next = 0;
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  process.on('message', (m: ToWorker) => {
+  let take: ((socket: Socket) => void) | undefined;
+  let received = 0;
+  /** Tells the primary this worker's room if it changed (set by `serve`). */
+  let report: (() => void) | undefined;
+  let reportSoon = false;
+  process.on('message', (m: ToWorker, handle?: Socket) => {
+    if (m?.troupe === 'connection') {
+      received++;
+      // Sent only after `ready`, when the server takes connections.
+      if (handle) (take ?? ((socket: Socket) => socket.destroy()))(handle);
+      return;
+    }
     if (m?.troupe !== 'answer') return;
     const w = waiting.get(m.id);
     waiting.delete(m.id);
@@ -301,6 +345,19 @@ export function linkWorker(registry: Registry): WorkerLink {
     view: {
       workers: () => ask<unknown[]>({ troupe: 'ask', what: 'workers' }),
       metrics: () => ask<string>({ troupe: 'ask', what: 'metrics' }),
+      port: Number(process.env[PORT_VARIABLE]),
+      onConnection(taker) {
+        take = taker;
+      },
+      roomChanged() {
+        // Sessions that open or end in one turn of the event loop: one report.
+        if (reportSoon || !report) return;
+        reportSoon = true;
+        setImmediate(() => {
+          reportSoon = false;
+          report?.();
+        });
+      },
     },
     store: {
       kind: 'cluster',
@@ -323,6 +380,16 @@ export function linkWorker(registry: Registry): WorkerLink {
       process.send!({ troupe: 'ready', url } satisfies ToPrimary);
     },
     serve(status, shutdown) {
+      let reported = '';
+      report = (): void => {
+        const { sessions, refusing } = status();
+        const room: WorkerRoom = { sessions, received, ...(refusing ? { refusing } : {}) };
+        const key = `${sessions} ${received} ${refusing ?? ''}`;
+        if (key === reported || !process.connected) return;
+        reported = key;
+        process.send!({ troupe: 'room', room } satisfies ToPrimary);
+      };
+      setInterval(report, ROOM_REPORT_MS).unref();
       process.on('message', (m: ToWorker) => {
         if (m?.troupe === 'status?') {
           process.send!({ troupe: 'status', id: m.id, ...status() } satisfies ToPrimary);

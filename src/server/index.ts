@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
 import {
@@ -62,6 +62,12 @@ export interface ClusterView {
   workers(): Promise<unknown[]>;
   /** Every worker's metrics, aggregated (Prometheus text). */
   metrics(): Promise<string>;
+  /** The port the primary listens on: it hands this worker its connections. */
+  readonly port: number;
+  /** Takes the connections the primary hands this worker. */
+  onConnection(take: (socket: Socket) => void): void;
+  /** A session opened or ended: the primary hears of this worker's room at once. */
+  roomChanged(): void;
 }
 
 /** A running server. */
@@ -77,6 +83,8 @@ export interface TroupeServer {
   readonly voice: ServerVoice;
   /** Open sessions. */
   readonly sessions: number;
+  /** Why a new session would be refused now (full, overloaded, shutting down), if it would. */
+  readonly refusing: ReturnType<RealtimeEndpoint['refusing']>;
   /** Where resumable conversations are kept. */
   readonly resumeStore: ResumeStore;
   /**
@@ -150,6 +158,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     ...(voice.session ? { voice: voice.session } : {}),
     overload: scale.overload,
     resume: scale.resume,
+    ...(options.cluster ? { onSessionsChanged: options.cluster.roomChanged } : {}),
   });
   let shuttingDown = false;
   const handler = createHttpHandler({
@@ -172,7 +181,13 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const tls = config.server.tls;
   let server: Server;
   try {
-    server = await listen(config, tls ? await readTls(tls) : undefined, handler, realtime.upgrade);
+    server = await listen(
+      config,
+      tls ? await readTls(tls) : undefined,
+      handler,
+      realtime.upgrade,
+      options.cluster,
+    );
   } catch (err) {
     // The registry's watcher (and engine workers) would keep the process alive behind the error.
     if (ownRegistry) await registry.close();
@@ -180,7 +195,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     await scale.close();
     throw err;
   }
-  const port = (server.address() as AddressInfo).port;
+  const port = options.cluster?.port ?? (server.address() as AddressInfo).port;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const url = `${tls ? 'https' : 'http'}://${host}:${port}`;
   const wsUrl = `${tls ? 'wss' : 'ws'}://${host}:${port}/v1/realtime`;
@@ -227,6 +242,9 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     voice,
     get sessions() {
       return realtime.active;
+    },
+    get refusing() {
+      return realtime.refusing();
     },
     resumeStore: scale.resume.store,
     shutdown,
@@ -288,12 +306,16 @@ function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore
   });
 }
 
-/** Creates the HTTP(S) server and listens on the configured address. */
+/**
+ * Creates the HTTP(S) server and listens on the configured address, or, in
+ * a worker, takes the connections its primary hands it.
+ */
 async function listen(
   config: Config,
   tls: { cert: string; key: string } | undefined,
   handler: ReturnType<typeof createHttpHandler>,
   upgrade: RealtimeEndpoint['upgrade'],
+  cluster: ClusterView | undefined,
 ): Promise<Server> {
   let server: Server;
   if (tls) {
@@ -316,20 +338,38 @@ async function listen(
     }
     socket.destroy();
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => {
-      reject(
-        new ConfigError(
-          err.code === 'EADDRINUSE'
-            ? `port ${config.server.port} on ${config.server.host} is in use; set PORT to a free one.`
-            : `cannot listen on ${config.server.host}:${config.server.port}: ${err.message}`,
-          { cause: err },
-        ),
-      );
+  if (cluster) {
+    // Node starts tracking connections (the request and header timeouts,
+    // closeAllConnections) when a server starts listening; this one never
+    // does itself, the primary listens for it.
+    server.emit('listening');
+    cluster.onConnection((socket) => {
+      server.emit('connection', socket);
+      socket.resume();
     });
+    return server;
+  }
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(listenFailure(config.server.host, config.server.port, err)),
+    );
     server.listen(config.server.port, config.server.host, resolve);
   });
   return server;
+}
+
+/**
+ * Why the server cannot listen, as a {@link ConfigError} that says what to do.
+ *
+ * @example throw listenFailure('0.0.0.0', 8080, err);
+ */
+export function listenFailure(host: string, port: number, err: NodeJS.ErrnoException): ConfigError {
+  return new ConfigError(
+    err.code === 'EADDRINUSE'
+      ? `port ${port} on ${host} is in use; set PORT to a free one.`
+      : `cannot listen on ${host}:${port}: ${err.message}`,
+    { cause: err },
+  );
 }
 
 function clientErrorStatus(code: string | undefined): string {

@@ -54,6 +54,8 @@ export interface RealtimeContext {
   overload?: OverloadMonitor;
   /** Resume tokens and the store; absent = no resume. */
   resume?: Resumer;
+  /** Called when a connection becomes a session or ends (a worker tells its primary). */
+  onSessionsChanged?: () => void;
 }
 
 /** The realtime endpoint. */
@@ -61,6 +63,8 @@ export interface RealtimeEndpoint {
   /** Handles an HTTP upgrade request (any path: others get 404). */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   readonly active: number;
+  /** Why a new session would be refused now, if it would (not logged, not counted). */
+  refusing(): 'full' | 'overloaded' | 'shutting_down' | undefined;
   /** Stops taking connections; new ones are closed with 1001. */
   stopAccepting(): void;
   /** Waits until no session has a response running, or `deadline` (epoch ms) passes. */
@@ -166,6 +170,9 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     get active() {
       return connections.size;
     },
+    refusing() {
+      return accepting ? noRoom(ctx, connections, false)?.label : SHUTTING_DOWN.label;
+    },
     stopAccepting() {
       accepting = false;
       clearInterval(pings);
@@ -212,7 +219,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
 /** Why a new session is turned away, and when to try again. */
 interface Refusal {
   /** The `troupe_connections_rejected_total` reason. */
-  label: string;
+  label: 'full' | 'overloaded' | 'shutting_down';
   /** The close reason, or the 503's text. */
   reason: string;
   retryAfterMs: number;
@@ -229,12 +236,13 @@ const SHUTTING_DOWN: Refusal = {
 
 /**
  * Whether this worker has no room for a new session: full (`MAX_SESSIONS`)
- * or overloaded (logged). The same verdict whether it is given as a 503
- * before the handshake or a 1013 after it.
+ * or overloaded (logged when `refused`). The same verdict whether it is
+ * given as a 503 before the handshake or a 1013 after it, or only reported.
  */
 function noRoom(
   ctx: RealtimeContext,
   connections: Map<WebSocket, Session | undefined>,
+  refused = true,
 ): Refusal | undefined {
   const { maxSessions } = ctx.config.server;
   if (connections.size >= maxSessions) {
@@ -246,10 +254,11 @@ function noRoom(
   }
   const overloaded = ctx.overload?.check();
   if (!overloaded) return undefined;
-  ctx.log.warn(
-    { reason: overloaded.reason, value: overloaded.value },
-    'session refused: overloaded',
-  );
+  if (refused)
+    ctx.log.warn(
+      { reason: overloaded.reason, value: overloaded.value },
+      'session refused: overloaded',
+    );
   return {
     label: 'overloaded',
     retryAfterMs: overloaded.retryAfterMs,
@@ -356,10 +365,12 @@ function createConnectionOpener(
     });
     errors.accepted(link);
     connections.set(ws, undefined);
+    ctx.onSessionsChanged?.();
     ws.on('close', (code) => {
       // A client that closed normally is done: its background calls stop (others may resume).
       connections.get(ws)?.close({ final: code === CLOSE.NORMAL });
       connections.delete(ws);
+      ctx.onSessionsChanged?.();
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);

@@ -1,0 +1,146 @@
+/**
+ * The primary's door. With several workers the primary listens on the
+ * instance's port itself and hands each connection, before a byte of it is
+ * read, to the worker with the most room: of the workers taking sessions
+ * (not full, overloaded or draining), the one with the fewest sessions,
+ * counting the connections handed to it that it has not reported yet. When
+ * none has room, the one with the fewest sessions gets it, and its refusal
+ * (1013, or 503 before the handshake, with a retry hint) tells the client why.
+ *
+ * `node:cluster` alone hands connections round-robin, blind to this: with
+ * `MAX_SESSIONS` per worker, a full worker refused clients while another
+ * had room, and an overloaded one was handed as many as an idle one.
+ */
+import type { Worker } from 'node:cluster';
+import { createServer, type Server, type Socket } from 'node:net';
+import type { Logger } from 'pino';
+
+/** Connections that may wait for a worker (none ready yet, or all replaced at once). */
+const MAX_WAITING = 1024;
+
+/** What a worker reports of itself, as it changes. */
+export interface WorkerRoom {
+  /** Sessions open. */
+  sessions: number;
+  /** Connections it has been handed in all. */
+  received: number;
+  /** Why it would refuse a new session now; absent when it would take one. */
+  refusing?: 'full' | 'overloaded' | 'shutting_down';
+}
+
+/** Options of {@link openWorkerRouter}. */
+export interface WorkerRouterOptions {
+  host: string;
+  /** 0: any free one. */
+  port: number;
+  log: Logger;
+}
+
+/** The primary's listening socket and which worker gets each connection. */
+export interface WorkerRouter {
+  /** The port it listens on. */
+  readonly port: number;
+  /** A worker that takes connections from now on. */
+  add(worker: Worker): void;
+  /** A worker that has died or stopped. */
+  remove(worker: Worker): void;
+  /** A worker's report of itself. */
+  report(worker: Worker, room: WorkerRoom): void;
+  /** Stops listening; connections still waiting for a worker are closed. */
+  close(): void;
+}
+
+interface Entry {
+  worker: Worker;
+  room: WorkerRoom;
+  /** Connections handed to it in all. */
+  sent: number;
+}
+
+/**
+ * Listens on the instance's port; rejects with the reason (a port in use)
+ * when it cannot.
+ *
+ * @example
+ * const router = await openWorkerRouter({ host: '0.0.0.0', port: 8080, log });
+ * cluster.on('online', (w) => router.add(w));
+ */
+export async function openWorkerRouter(options: WorkerRouterOptions): Promise<WorkerRouter> {
+  const { log } = options;
+  const entries = new Map<number, Entry>();
+  const waiting: Socket[] = [];
+
+  /** The worker with the most room: taking sessions first, then the fewest sessions. */
+  function pick(): Entry | undefined {
+    let best: Entry | undefined;
+    let bestScore = Infinity;
+    for (const e of entries.values()) {
+      if (!e.worker.isConnected()) continue;
+      const load = e.room.sessions + Math.max(0, e.sent - e.room.received);
+      const score = (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) + load;
+      if (score < bestScore) {
+        best = e;
+        bestScore = score;
+      }
+    }
+    return best;
+  }
+
+  function hand(socket: Socket): void {
+    const entry = pick();
+    if (!entry) {
+      if (waiting.length >= MAX_WAITING) return void socket.destroy();
+      waiting.push(socket);
+      return;
+    }
+    entry.sent++;
+    // The primary's copy of the socket is closed once the worker has it.
+    entry.worker.send({ troupe: 'connection' }, socket, (err: Error | null) => {
+      if (err) socket.destroy();
+    });
+  }
+
+  const server: Server = createServer({ pauseOnConnect: true }, (socket) => {
+    // A reset before the hand-over must not be an uncaught error in the primary.
+    socket.on('error', () => socket.destroy());
+    hand(socket);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  // After it listens: an accept that fails (too many open files) is logged, not fatal.
+  server.on('error', (err) => log.error({ err }, 'listening socket error'));
+
+  return {
+    port: (server.address() as { port: number }).port,
+    add(worker) {
+      entries.set(worker.id, { worker, room: { sessions: 0, received: 0 }, sent: 0 });
+      for (const socket of waiting.splice(0)) if (!socket.destroyed) hand(socket);
+    },
+    remove(worker) {
+      entries.delete(worker.id);
+    },
+    report(worker, room) {
+      const entry = entries.get(worker.id);
+      if (entry) entry.room = room;
+    },
+    close() {
+      server.close();
+      for (const socket of waiting.splice(0)) socket.destroy();
+    },
+  };
+}
+
+/**
+ * Added to a refusing worker's load: one that is full or overloaded still
+ * comes before one that is draining, which will not take a session again.
+ */
+const REFUSING_WEIGHT = {
+  full: 1e6,
+  overloaded: 1e6,
+  shutting_down: 1e9,
+} as const;

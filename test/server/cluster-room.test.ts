@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
+import { startInstance, type Instance } from '../deploy/processes.js';
+import { request } from '../helpers/http.js';
+import { connect, type TestClient } from '../helpers/realtime-client.js';
+import { within } from '../helpers/wait.js';
+
+async function sessionsPerWorker(url: string): Promise<number[]> {
+  const health = (await request(`${url}/health`)).json<{
+    workers?: Array<{ sessions?: number }>;
+  }>();
+  return (health.workers ?? []).map((w) => w.sessions ?? -1).sort();
+}
+
+describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
+  let sim: Simulator;
+  let instance: Instance;
+  const clients: TestClient[] = [];
+
+  beforeAll(async () => {
+    sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
+    instance = await startInstance({ WORKERS: '2', MAX_SESSIONS: '2', LLM_BASE_URL: sim.url });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of clients) await c.close();
+    await instance?.stop();
+    await sim?.close();
+  }, 60_000);
+
+  async function open(): Promise<TestClient> {
+    const c = await connect(`${instance.wsUrl}?character=plain`);
+    clients.push(c);
+    return c;
+  }
+
+  it('takes WORKERS × MAX_SESSIONS sessions, then refuses with 1013', async () => {
+    for (let i = 0; i < 4; i++) await (await open()).next('session.created');
+    expect(await sessionsPerWorker(instance.url)).toEqual([2, 2]);
+    const fifth = await open();
+    expect(await fifth.closed).toEqual({
+      code: 1013,
+      reason: 'server full (2 sessions); try again later',
+    });
+  }, 30_000);
+
+  it('hands each new session to the worker with room, never to the full one', async () => {
+    // Round-robin handed every other connection to the full worker: each of
+    // these rounds was refused half the time.
+    for (let round = 0; round < 6; round++) {
+      const leaving = clients.find((c) => c.ws.readyState === c.ws.OPEN)!;
+      await leaving.close();
+      // The workers' answers to /health follow their reports to the primary.
+      await within(
+        (async () => {
+          while ((await sessionsPerWorker(instance.url)).reduce((a, b) => a + b) !== 3)
+            await new Promise((r) => setTimeout(r, 20));
+        })(),
+        'the instance counting the session that left',
+      );
+      const c = await open();
+      const first = await Promise.race([
+        c.next('session.created').then(() => 'session.created'),
+        c.closed.then(({ code, reason }) => `closed ${code} ${reason}`),
+      ]);
+      expect(first, `round ${round}`).toBe('session.created');
+      expect(await sessionsPerWorker(instance.url)).toEqual([2, 2]);
+    }
+  }, 60_000);
+});
