@@ -45,7 +45,7 @@ type ToPrimary =
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
   | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
   | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
-  | { troupe: 'status'; id: number; sessions: number; shuttingDown: boolean }
+  | ({ troupe: 'status'; id: number } & WorkerStatus)
   | { troupe: 'room'; room: WorkerRoom };
 /** One save as it crosses to the primary. */
 interface QueuedSave {
@@ -167,6 +167,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
                 ...base,
                 status: s.shuttingDown ? 'shutting_down' : 'ok',
                 sessions: s.sessions,
+                ...(s.refusing && !s.shuttingDown ? { refusing: s.refusing } : {}),
               });
             });
             w.send({ troupe: 'status?', id } satisfies ToWorker);

@@ -82,6 +82,19 @@ export interface RouteContext {
   healthExtras?: () => Promise<{ degraded: boolean; fields: Record<string, unknown> }>;
   /** The `/metrics` text, when it is not this registry's alone (every worker's, aggregated). */
   metricsText?: () => Promise<string>;
+  /**
+   * `/health/ready`: whether the instance takes a new session now, and if
+   * not why (full, overloaded, shutting down).
+   * @defaultValue always ready
+   */
+  ready?: () => Promise<Readiness>;
+}
+
+/** `GET /health/ready`'s answer (200 when ready, else 503). */
+export interface Readiness {
+  ready: boolean;
+  /** Why not, when not ready. */
+  reason?: string;
 }
 
 /** What `/health` says about a configured speech engine. */
@@ -239,6 +252,13 @@ export function createHttpHandler(ctx: RouteContext) {
       switch (unmuteRoute(path)) {
         case '/health':
           return json(res, 200, await health(ctx, speechHealth), head, cors);
+        case '/health/ready': {
+          const ready = (await ctx.ready?.()) ?? { ready: true };
+          return json(res, ready.ready ? 200 : 503, ready, head, {
+            ...cors,
+            'cache-control': 'no-store',
+          });
+        }
         case '/metrics': {
           const body = await (ctx.metricsText?.() ?? ctx.metrics.registry.metrics());
           res.writeHead(200, { ...cors, 'content-type': ctx.metrics.registry.contentType });
@@ -499,7 +519,7 @@ function notFound(
     404,
     {
       error: {
-        message: `No route ${path}. Routes: GET /, /health, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime.`,
+        message: `No route ${path}. Routes: GET /, /health, /health/ready, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime.`,
       },
     },
     head,

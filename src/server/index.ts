@@ -17,7 +17,7 @@ import {
 import { ConfigError, redactUrl } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
-import { createHttpHandler } from './http-routes.js';
+import { createHttpHandler, type Readiness } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { createLogger } from './logger.js';
 import { createOverloadMonitor } from './overload.js';
@@ -173,6 +173,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
     healthCacheMs: config.server.healthCacheMs,
     healthExtras: () => scale.health(options.cluster),
+    ready: () => readiness(realtime, options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
     ...(config.server.unmuteFrontendDir
       ? { unmuteFrontendDir: config.server.unmuteFrontendDir }
@@ -293,6 +294,24 @@ function createScaleParts(
       if (given === undefined) await store.close();
     },
   };
+}
+
+/**
+ * Whether the instance takes a new session now: this process, or with
+ * workers any one of them (the primary hands a connection to one with room).
+ */
+async function readiness(
+  realtime: RealtimeEndpoint,
+  cluster: ClusterView | undefined,
+): Promise<Readiness> {
+  if (!cluster) {
+    const refusing = realtime.refusing();
+    return refusing ? { ready: false, reason: refusing } : { ready: true };
+  }
+  const workers = (await cluster.workers()) as Array<{ status: string; refusing?: string }>;
+  if (workers.some((w) => w.status === 'ok' && w.refusing === undefined)) return { ready: true };
+  const reasons = new Set(workers.map((w) => w.refusing ?? w.status));
+  return { ready: false, reason: [...reasons].join(', ') || 'no workers' };
 }
 
 /** The resume store the settings ask for: Redis with `REDIS_URL`, else memory. */

@@ -37,6 +37,10 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
   it('takes WORKERS × MAX_SESSIONS sessions, then refuses with 1013', async () => {
     for (let i = 0; i < 4; i++) await (await open()).next('session.created');
     expect(await sessionsPerWorker(instance.url)).toEqual([2, 2]);
+    const health = (await request(`${instance.url}/health`)).json<{ workers: object[] }>();
+    expect(health.workers).toMatchObject([{ refusing: 'full' }, { refusing: 'full' }]);
+    const ready = await request(`${instance.url}/health/ready`);
+    expect([ready.status, ready.json()]).toEqual([503, { ready: false, reason: 'full' }]);
     const fifth = await open();
     expect(await fifth.closed).toEqual({
       code: 1013,
@@ -58,6 +62,7 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
         })(),
         'the instance counting the session that left',
       );
+      expect((await request(`${instance.url}/health/ready`)).status).toBe(200);
       const c = await open();
       const first = await Promise.race([
         c.next('session.created').then(() => 'session.created'),

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimScript } from '../../src/testing/index.js';
-import { httpAnswer, metricValue, rawUpgrade, scrape } from '../helpers/http.js';
+import { httpAnswer, metricValue, rawUpgrade, request, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -40,6 +40,22 @@ describe('session limit (MAX_SESSIONS=2)', () => {
     const fourth = await connect(t.wsUrl);
     await sessionId(fourth);
     await Promise.all([second.close(), fourth.close()]);
+  });
+
+  it('is not ready (/health/ready 503, full) while full, and ready again once a session leaves', async () => {
+    const ready = async () => {
+      const r = await request(`${t.url}/health/ready`);
+      return { status: r.status, body: r.json<object>() };
+    };
+    expect(await ready()).toEqual({ status: 200, body: { ready: true } });
+    const open = [await connect(t.wsUrl), await connect(t.wsUrl)];
+    const ids = await Promise.all(open.map(sessionId));
+    expect(await ready()).toEqual({ status: 503, body: { ready: false, reason: 'full' } });
+    await open[0]!.close();
+    await t.waitForLog('session closed', (l) => l.session === ids[0]);
+    expect(await ready()).toEqual({ status: 200, body: { ready: true } });
+    await open[1]!.close();
+    await t.waitForLog('session closed', (l) => l.session === ids[1]);
   });
 
   it('answers an upgrade through a load balancer with 503 before the handshake while full, so it tries another instance', async () => {

@@ -34,7 +34,7 @@ describe('graceful shutdown', () => {
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
-  it('refuses new connections with 1001 and reports shutting_down on /health while draining', async () => {
+  it('refuses new connections with 1001 and reports shutting_down on /health and /health/ready while draining', async () => {
     // Long enough for the checks below to run well inside the turn, even on a machine ten
     // times busier than idle (1.5 s was not).
     t = await startTestServer({ simulator: { latency: { ttftMs: 15_000 } } });
@@ -52,6 +52,8 @@ describe('graceful shutdown', () => {
     const health = await request(`${t.url}/health`);
     expect(health.status).toBe(200);
     expect(health.json()).toMatchObject({ status: 'shutting_down' });
+    const ready = await request(`${t.url}/health/ready`);
+    expect([ready.status, ready.json()]).toEqual([503, { ready: false, reason: 'shutting_down' }]);
     expect(
       metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
         reason: 'shutting_down',
