@@ -61,14 +61,15 @@ describe('deploy/compose.yaml', () => {
 });
 
 describe('deploy/k8s/troupe.yaml', () => {
-  it('has readiness on /health, a preStop drain inside the grace period, and a sessions autoscaler', async () => {
+  it('has readiness on /health/ready, liveness on /health, a preStop drain inside the grace period, and a sessions autoscaler', async () => {
     const docs = await yamlDocs('deploy/k8s/troupe.yaml');
     const byKind = (kind: string, name: string) =>
       docs.find((d) => d.kind === kind && d.metadata?.name === name)!;
     const config = byKind('ConfigMap', 'troupe').data as Record<string, string>;
     const pod = byKind('Deployment', 'troupe').spec.template.spec as Doc;
     const container = pod.containers[0] as Doc;
-    expect(container.readinessProbe.httpGet.path).toBe('/health');
+    expect(container.readinessProbe.httpGet.path).toBe('/health/ready');
+    expect(container.livenessProbe.httpGet.path).toBe('/health');
     const preStopS = Number(container.lifecycle.preStop.exec.command[1]);
     const drainS = Number(config.SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS) / 1000;
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(preStopS + drainS);
