@@ -286,7 +286,10 @@ function createScaleParts(
       const [state, workers] = await Promise.all([store.health(), cluster?.workers()]);
       return {
         degraded: !state.ok,
-        fields: { resume: { store: store.kind, ...state }, ...(workers ? { workers } : {}) },
+        fields: {
+          resume: { store: store.kind, ...state },
+          ...(workers ? { workers, sessions: instanceSessions(workers, config) } : {}),
+        },
       };
     },
     async close() {
@@ -294,6 +297,15 @@ function createScaleParts(
       if (given === undefined) await store.close();
     },
   };
+}
+
+/** `/health`'s `sessions` with workers: every worker's, and the instance's cap. */
+function instanceSessions(workers: unknown[], config: Config): { active: number; max: number } {
+  const active = (workers as Array<{ sessions?: number }>).reduce(
+    (n, w) => n + (w.sessions ?? 0),
+    0,
+  );
+  return { active, max: workers.length * config.server.maxSessions };
 }
 
 /**

@@ -52,6 +52,9 @@ describe('npm start with WORKERS=2', () => {
     const states = await workers(instance.url);
     // Each went to the worker with the fewest sessions.
     expect(states.map((w) => w.sessions)).toEqual([2, 2]);
+    // The instance's sessions, whichever worker answers.
+    const health = (await request(`${instance.url}/health`)).json<{ sessions: object }>();
+    expect(health.sessions).toEqual({ active: 4, max: 2000 });
     const metrics = await scrape(instance.url);
     expect(metricValue(metrics, 'troupe_sessions_active')).toBe(4);
     expect(metricValue(metrics, 'troupe_sessions_total', { character: 'plain' })).toBe(4);
