@@ -18,6 +18,16 @@ import type { Logger } from 'pino';
 /** Connections that may wait for a worker (none ready yet, or all replaced at once). */
 const MAX_WAITING = 1024;
 
+/**
+ * Added to a refusing worker's load: one that is full or overloaded still
+ * comes before one that is draining, which will not take a session again.
+ */
+const REFUSING_WEIGHT = {
+  full: 1e6,
+  overloaded: 1e6,
+  shutting_down: 1e9,
+} as const;
+
 /** What a worker reports of itself, as it changes. */
 export interface WorkerRoom {
   /** Sessions open. */
@@ -134,13 +144,3 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
     },
   };
 }
-
-/**
- * Added to a refusing worker's load: one that is full or overloaded still
- * comes before one that is draining, which will not take a session again.
- */
-const REFUSING_WEIGHT = {
-  full: 1e6,
-  overloaded: 1e6,
-  shutting_down: 1e9,
-} as const;
