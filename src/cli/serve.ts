@@ -82,9 +82,18 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   // listens: one that arrives while it starts stops it as soon as it is up.
   let server: TroupeServer | undefined;
   let stopping = false;
+  /** What asked this process to stop so far: its own signal, its primary. */
+  const askedBy = new Set<'signal' | 'primary'>();
   const stop = (signal: string) => {
-    // The primary's request after a signal this worker also got (Ctrl+C reaches the whole group).
-    if (stopping && signal === 'primary') return;
+    const by = signal === 'primary' ? 'primary' : 'signal';
+    // A worker's own signal and its primary's request are one stop, in
+    // either order: Ctrl+C reaches the whole process group, and systemd
+    // (KillMode=control-group) signals every process of the service at once.
+    if (stopping && !askedBy.has(by)) {
+      askedBy.add(by);
+      return;
+    }
+    askedBy.add(by);
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting now');
       process.exit(1);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 import { startInstance, type Instance } from '../deploy/processes.js';
 import { request } from '../helpers/http.js';
-import { connect, type TestClient } from '../helpers/realtime-client.js';
+import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
 
 async function sessionsPerWorker(url: string): Promise<number[]> {
@@ -18,8 +18,18 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
   const clients: TestClient[] = [];
 
   beforeAll(async () => {
-    sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
-    instance = await startInstance({ WORKERS: '2', MAX_SESSIONS: '2', LLM_BASE_URL: sim.url });
+    // A slow first token keeps a reply running while the last test stops the instance.
+    sim = await startSimulator({
+      profile: 'vllm-hermes',
+      script: DEMO_SCRIPT,
+      latency: { ttftMs: 15_000 },
+    });
+    instance = await startInstance({
+      WORKERS: '2',
+      MAX_SESSIONS: '2',
+      LLM_BASE_URL: sim.url,
+      SHUTDOWN_GRACE_MS: '60000',
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -72,4 +82,34 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
       expect(await sessionsPerWorker(instance.url)).toEqual([2, 2]);
     }
   }, 60_000);
+
+  it('drains when the primary and its workers all get SIGTERM, the primary first (systemd, Ctrl+C)', async () => {
+    const pids = (await request(`${instance.url}/health`))
+      .json<{ workers: Array<{ pid: number }> }>()
+      .workers.map((w) => w.pid);
+    const talking = clients.find((c) => c.ws.readyState === c.ws.OPEN)!;
+    say(talking, 'Hello there!');
+    await talking.next('response.created');
+    const exit = instance.stop();
+    await instance.proc.waitFor(
+      /("signal":"primary","msg":"signal received"[^]*){2}/,
+      'both workers asked to stop by the primary',
+    );
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        // A worker with no reply running may have drained and exited already.
+      }
+    }
+    // Before the fix the worker took its own signal for a second one and exited at once (1006).
+    const ended = await Promise.race([
+      talking.next('response.done').then((e) => e.response),
+      talking.closed.then(({ code }) => ({ closedFirst: code })),
+    ]);
+    expect(ended).toMatchObject({ status: 'completed' });
+    expect((await within(talking.closed, 'the close after the drain')).code).toBe(1001);
+    expect(await within(exit, 'the primary exit')).toMatchObject({ code: 0 });
+    expect(instance.logs().filter((l) => l.msg === 'second signal: exiting now')).toEqual([]);
+  }, 120_000);
 });
