@@ -10,6 +10,7 @@ import { createMetrics } from '../metrics/index.js';
 import { isWorker, linkWorker, resolveWorkers, runPrimary } from '../server/cluster.js';
 import { createLogger, startServer, type TroupeServer } from '../server/index.js';
 import { logsWritten } from '../server/logger.js';
+import { signalRepeats } from '../server/signals.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
@@ -84,7 +85,10 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   let stopping = false;
   /** What asked this process to stop so far: its own signal, its primary. */
   const askedBy = new Set<'signal' | 'primary'>();
+  const fresh = signalRepeats();
   const stop = (signal: string) => {
+    // npm passes on the signal its process group already got: one request.
+    if (!fresh(signal)) return;
     const by = signal === 'primary' ? 'primary' : 'signal';
     // A worker's own signal and its primary's request are one stop, in
     // either order: Ctrl+C reaches the whole process group, and systemd

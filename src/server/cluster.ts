@@ -27,6 +27,7 @@ import {
 } from './resume-store.js';
 import { listenFailure, type ClusterView } from './index.js';
 import { logsWritten } from './logger.js';
+import { signalRepeats } from './signals.js';
 import { openWorkerRouter, type WorkerRoom, type WorkerRouter } from './worker-router.js';
 
 /** How long a worker may take to answer the primary (status, metrics). */
@@ -226,7 +227,9 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   }
 
   let signals = 0;
+  const fresh = signalRepeats();
   const onSignal = (signal: NodeJS.Signals): void => {
+    if (!fresh(signal)) return;
     signals++;
     if (signals > 1) {
       log.warn({ signal }, 'second signal: exiting now');

@@ -36,36 +36,59 @@ function serving(port: number): Promise<boolean> {
 
 describe('npm start as a process', () => {
   it('passes SIGTERM sent to npm on to the server, which drains and stops', async () => {
-    const child = spawn('npm', ['start', '--silent'], {
-      env: {
-        ...process.env,
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
-        STT_PROVIDER: 'none',
-        TTS_PROVIDER: 'none',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    started = child;
-    let stdout = '';
-    // 'end' comes only when every process holding the pipe (npm, a shell, the server) is gone.
-    const ended = new Promise<void>((resolve) => child.stdout!.on('end', resolve));
-    const port = await new Promise<number>((resolve) => {
-      child.stdout!.on('data', (d: Buffer) => {
-        stdout += d.toString();
-        // With one worker per core (the default), once every one listens.
-        const m = READY.exec(stdout);
-        if (m) resolve(Number(m[1]));
-      });
-    });
-    expect(await serving(port)).toBe(true);
-    process.kill(child.pid!, 'SIGTERM');
-    await ended;
-    expect(stdout).toContain('"msg":"shutting down"');
-    expect(stdout).toContain('"msg":"server stopped"');
-    expect(await serving(port)).toBe(false);
+    const npm = await startNpm();
+    process.kill(npm.pid, 'SIGTERM');
+    await npm.ended;
+    expect(npm.stdout()).toContain('"msg":"shutting down"');
+    expect(npm.stdout()).toContain('"msg":"server stopped"');
+    expect(await serving(npm.port)).toBe(false);
+  });
+
+  it('drains on Ctrl+C, where npm and the server both get SIGINT and npm passes its own on', async () => {
+    const npm = await startNpm();
+    // A terminal's Ctrl+C: the whole process group.
+    process.kill(-npm.pid, 'SIGINT');
+    await npm.ended;
+    const out = npm.stdout();
+    expect(out).not.toContain('second signal');
+    // Every worker (one per core by default) drained and stopped.
+    expect(out.split('"msg":"server stopped"').length - 1).toBe(availableParallelism());
+    expect(await serving(npm.port)).toBe(false);
   });
 });
+
+/** `npm start` in a process group of its own, once it serves. */
+async function startNpm(): Promise<{
+  pid: number;
+  port: number;
+  stdout: () => string;
+  ended: Promise<void>;
+}> {
+  const child = spawn('npm', ['start', '--silent'], {
+    env: {
+      ...process.env,
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+      CHARACTERS_WATCH: '0',
+      STT_PROVIDER: 'none',
+      TTS_PROVIDER: 'none',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  started = child;
+  let stdout = '';
+  // 'end' comes only when every process holding the pipe (npm, a shell, the server) is gone.
+  const ended = new Promise<void>((resolve) => child.stdout!.on('end', resolve));
+  const port = await new Promise<number>((resolve) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      // With one worker per core (the default), once every one listens.
+      const m = READY.exec(stdout);
+      if (m) resolve(Number(m[1]));
+    });
+  });
+  expect(await serving(port)).toBe(true);
+  return { pid: child.pid!, port, stdout: () => stdout, ended };
+}
