@@ -100,8 +100,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   const crashes: number[] = [];
   let everReady = false;
   let stopping = false;
-  let asked = 0;
-  const pending = new Map<number, (m: ToPrimary & { troupe: 'status' }) => void>();
+  const states = createStateAsker(started, ready);
 
   const fork = (): Worker => {
     const worker = cluster.fork({ [PORT_VARIABLE]: String(router.port) });
@@ -121,12 +120,12 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       if (ready.size === options.workers)
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'status') {
-      pending.get(m.id)?.(m);
+      states.answered(m);
     } else if (m?.troupe === 'ask') {
       const reply = (value: unknown, error?: string): void =>
         void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
       try {
-        reply(m.what === 'metrics' ? await aggregator.clusterMetrics() : await workerStates());
+        reply(m.what === 'metrics' ? await aggregator.clusterMetrics() : await states.ask());
       } catch (err) {
         reply(undefined, (err as Error).message);
       }
@@ -142,41 +141,6 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     }
   }
 
-  /** Every worker's state, asked now; one that does not answer is `unresponsive`. */
-  async function workerStates(): Promise<unknown[]> {
-    const workers = Object.values(cluster.workers ?? {}).filter(
-      (w): w is Worker => w !== undefined,
-    );
-    return Promise.all(
-      workers.map(
-        (w) =>
-          new Promise<unknown>((resolve) => {
-            const id = ++asked;
-            const base = {
-              id: w.id,
-              pid: w.process.pid,
-              uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
-            };
-            const timer = setTimeout(() => {
-              pending.delete(id);
-              resolve({ ...base, status: ready.has(w.id) ? 'unresponsive' : 'starting' });
-            }, ASK_TIMEOUT_MS);
-            pending.set(id, (s) => {
-              clearTimeout(timer);
-              pending.delete(id);
-              resolve({
-                ...base,
-                status: s.shuttingDown ? 'shutting_down' : 'ok',
-                sessions: s.sessions,
-                ...(s.refusing && !s.shuttingDown ? { refusing: s.refusing } : {}),
-              });
-            });
-            w.send({ troupe: 'status?', id } satisfies ToWorker);
-          }),
-      ),
-    );
-  }
-
   cluster.on('exit', (worker, code, signal) => {
     router.remove(worker);
     ready.delete(worker.id);
@@ -190,7 +154,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       return;
     }
     if (!everReady) {
-      // Nothing ever started (a port in use, a bad character dir): the worker said why.
+      // Nothing ever started (a bad characters folder): the worker said why.
       log.fatal({ worker: worker.id, code }, 'worker failed to start; stopping');
       stopAll('startup failed', 1);
       return;
@@ -245,6 +209,56 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     'starting workers',
   );
   for (let i = 0; i < options.workers; i++) fork();
+}
+
+/**
+ * Asks every worker its state for `/health`: its status and sessions, and
+ * `unresponsive` (or `starting`, before it was ready) when it does not
+ * answer within {@link ASK_TIMEOUT_MS}.
+ */
+function createStateAsker(started: Map<number, number>, ready: Set<number>) {
+  let asked = 0;
+  const pending = new Map<number, (m: WorkerStatus) => void>();
+  return {
+    /** A worker's answer to a question. */
+    answered(m: { id: number } & WorkerStatus): void {
+      pending.get(m.id)?.(m);
+    },
+    /** Every worker's state, asked now. */
+    ask(): Promise<unknown[]> {
+      const workers = Object.values(cluster.workers ?? {}).filter(
+        (w): w is Worker => w !== undefined,
+      );
+      return Promise.all(
+        workers.map(
+          (w) =>
+            new Promise<unknown>((resolve) => {
+              const id = ++asked;
+              const base = {
+                id: w.id,
+                pid: w.process.pid,
+                uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
+              };
+              const timer = setTimeout(() => {
+                pending.delete(id);
+                resolve({ ...base, status: ready.has(w.id) ? 'unresponsive' : 'starting' });
+              }, ASK_TIMEOUT_MS);
+              pending.set(id, (s) => {
+                clearTimeout(timer);
+                pending.delete(id);
+                resolve({
+                  ...base,
+                  status: s.shuttingDown ? 'shutting_down' : 'ok',
+                  sessions: s.sessions,
+                  ...(s.refusing && !s.shuttingDown ? { refusing: s.refusing } : {}),
+                });
+              });
+              w.send({ troupe: 'status?', id } satisfies ToWorker);
+            }),
+        ),
+      );
+    },
+  };
 }
 
 /** What a worker needs from its primary. */
