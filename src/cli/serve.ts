@@ -111,7 +111,6 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   link?.serve(
     () => ({
       sessions: server?.sessions ?? 0,
-      shuttingDown: stopping,
       refusing: stopping ? 'shutting_down' : server?.refusing,
     }),
     () => stop('primary'),

@@ -248,9 +248,11 @@ function createStateAsker(started: Map<number, number>, ready: Set<number>) {
                 pending.delete(id);
                 resolve({
                   ...base,
-                  status: s.shuttingDown ? 'shutting_down' : 'ok',
+                  status: s.refusing === 'shutting_down' ? 'shutting_down' : 'ok',
                   sessions: s.sessions,
-                  ...(s.refusing && !s.shuttingDown ? { refusing: s.refusing } : {}),
+                  ...(s.refusing === 'full' || s.refusing === 'overloaded'
+                    ? { refusing: s.refusing }
+                    : {}),
                 });
               });
               w.send({ troupe: 'status?', id } satisfies ToWorker);
@@ -279,8 +281,7 @@ export interface WorkerLink {
 /** A worker's state, as the primary asks for it. */
 export interface WorkerStatus {
   sessions: number;
-  shuttingDown: boolean;
-  /** Why it would refuse a new session now, if it would. */
+  /** Why it would refuse a new session now (`shutting_down` once it drains), if it would. */
   refusing?: WorkerRoom['refusing'] | undefined;
 }
 
