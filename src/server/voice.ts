@@ -46,16 +46,7 @@ export async function createServerVoice(
   const vad = await loadVad();
   // Models and workers load in the background: the server listens at once,
   // and the first speaker does not wait for them.
-  for (const engine of [stt, tts]) {
-    engine?.warm?.(warming.signal).then(
-      () => log.info({ provider: engine.name }, 'speech engine warm'),
-      (err: unknown) =>
-        log.warn(
-          { provider: engine.name, err: (err as Error).message },
-          'speech engine warm-up failed',
-        ),
-    );
-  }
+  void warmEngines([stt, tts], warming.signal, log);
   log.info({ stt: stt?.name ?? 'none', tts: tts?.name ?? 'none' }, 'speech engines ready');
   return {
     session: {
@@ -74,6 +65,42 @@ export async function createServerVoice(
     tts,
     close,
   };
+}
+
+/** An engine that may warm up. */
+type Warmable = Pick<SttProvider, 'name' | 'warm'>;
+
+/**
+ * Starts each engine's warm-up (its models and workers) and logs how each
+ * ended. One stopped by `signal` (the server closing during start-up, e.g.
+ * Ctrl+C) is not a failure and is not warned about. Settles when every
+ * warm-up has ended; never rejects.
+ *
+ * @example void warmEngines([stt, tts], warming.signal, log);
+ */
+export async function warmEngines(
+  engines: ReadonlyArray<Warmable | null>,
+  signal: AbortSignal,
+  log: Pick<Logger, 'info' | 'warn' | 'debug'>,
+): Promise<void> {
+  await Promise.all(
+    engines.map(async (engine) => {
+      if (!engine?.warm) return;
+      try {
+        await engine.warm(signal);
+        log.info({ provider: engine.name }, 'speech engine warm');
+      } catch (err) {
+        if (signal.aborted) {
+          log.debug({ provider: engine.name }, 'speech engine warm-up stopped');
+          return;
+        }
+        log.warn(
+          { provider: engine.name, err: (err as Error).message },
+          'speech engine warm-up failed',
+        );
+      }
+    }),
+  );
 }
 
 /**
