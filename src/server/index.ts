@@ -202,7 +202,8 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
   const wsUrl = `${tls ? 'wss' : 'ws'}://${host}:${port}/v1/realtime`;
   log.info(
     { url, characters: registry.list().length, llm: redactUrl(config.llm.baseURL) },
-    'server listening',
+    // A worker does not listen: the primary listens on the URL and hands it connections.
+    options.cluster ? 'worker taking connections' : 'server listening',
   );
 
   let stopped: Promise<boolean> | undefined;

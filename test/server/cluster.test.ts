@@ -39,6 +39,10 @@ describe('npm start with WORKERS=2', () => {
     expect(states).toHaveLength(2);
     expect(states.map((w) => w.status)).toEqual(['ok', 'ok']);
     expect(new Set(states.map((w) => w.pid)).size).toBe(2);
+    // The primary listens; the workers say they take its connections, not that they listen.
+    const lines = instance.logs().map((l) => l.msg);
+    expect(lines.filter((m) => m === 'worker taking connections')).toHaveLength(2);
+    expect(lines).not.toContain('server listening');
   });
 
   it('spreads sessions over the workers and aggregates every worker in /metrics', async () => {
