@@ -404,7 +404,18 @@ function createConnectionOpener(
       return opened();
     }
     connections.set(ws, session);
-    link.resumeLink.tracker = opener.track(ws, session, id, auth, link.log);
+    link.resumeLink.tracker = opener.track(ws, session, id, auth, link.log, () => {
+      // Another connection resumed this conversation: one conversation, one connection.
+      metrics.server.rejected.inc({ reason: 'resumed_elsewhere' });
+      link.sendError(
+        new ProtocolError(
+          'session_resumed_elsewhere',
+          'This conversation was resumed on another connection (?resume= with its token); this connection is closed, and what is sent on it is no longer kept.',
+        ),
+      );
+      connections.get(ws)?.close();
+      closeSocket(ws, CLOSE.RESUMED_ELSEWHERE, 'session_resumed_elsewhere');
+    });
     if (link.dialect === 'unmute') link.speakUnmute(session);
     link.log.info(
       {

@@ -95,12 +95,21 @@ export interface Resumer {
   readonly store: ResumeStore;
   /** Takes the conversation of `token` (once); `auth` is the client's auth token, if any. */
   claim(token: string, auth: string | undefined): Promise<ClaimResult>;
-  /** Starts writing a session's state under a new token. */
+  /**
+   * Starts writing a session's state under a new token. `onTakenOver` is
+   * called once if another connection resumes the conversation while this
+   * one is still open: at once when that connection is in this process, else
+   * at this session's next write (the store says the record was claimed).
+   * The tracker has stopped writing by then. In this process the claim
+   * waits for what it returns (the session closed, its cut reply recorded)
+   * and hands over the session as it is then.
+   */
   track(
     sessionId: string,
     source: SessionStateSource,
     auth: string | undefined,
     log: Logger,
+    onTakenOver?: () => void | Promise<void>,
   ): ResumeTracker;
   close(): Promise<void>;
 }
@@ -146,12 +155,75 @@ export function createResumer(options: ResumerOptions): Resumer {
   const { store } = options;
   /** Sessions whose write waits for its delay, for a store that sends saves together. */
   const waiting = new Set<() => void>();
+  /** The sessions of this process still writing, by record key: told at once when claimed. */
+  const live = new Map<string, () => Promise<StoredRecord | undefined>>();
   return {
     store,
-    claim: (token, auth) => claimRecord(options, token, auth),
-    track: (sessionId, source, auth, log) =>
-      trackSession(options, waiting, sessionId, source, auth, log),
+    async claim(token, auth) {
+      const claimed = await claimRecord(options, token, auth);
+      const local = claimed.ok ? live.get(tokenKey(token)) : undefined;
+      if (!local) return claimed;
+      // Still open in this process: its connection is closed first, and the
+      // conversation handed over is the session as it is then.
+      const now = await local();
+      const record = now === undefined ? undefined : parseRecord(now);
+      return record
+        ? { ok: true, sessionId: record.session, state: record.state, parts: record.parts }
+        : claimed;
+    },
+    track(sessionId, source, auth, log, onTakenOver) {
+      const token = newResumeToken();
+      const read = (): StoredRecord => writeRecord(sessionId, authHash(auth), source);
+      const at: Tracked = { token, key: tokenKey(token), log, live, read };
+      if (onTakenOver) at.onTakenOver = onTakenOver;
+      return store.hold
+        ? holdSession(options, store.hold.bind(store), at)
+        : trackSession(options, waiting, at);
+    },
     close: () => store.close(),
+  };
+}
+
+/** One tracked session: its token and record key, and who to tell when another connection takes it. */
+interface Tracked {
+  token: string;
+  key: string;
+  log: Logger;
+  live: Map<string, () => Promise<StoredRecord | undefined>>;
+  /** The session's record as it is now. */
+  read: () => StoredRecord;
+  onTakenOver?: () => void | Promise<void>;
+}
+
+/**
+ * The tracker's side of a take-over: registered as live in this process;
+ * `takenOver()` stops it and tells its session, once.
+ */
+function takeOverWatch(at: Tracked, stop: () => void): { takenOver(): void; forget(): void } {
+  let told: Promise<void> | undefined;
+  const takenOver = (): Promise<void> => {
+    at.live.delete(at.key);
+    stop();
+    if (told === undefined) {
+      // Another connection resumed this conversation: it is theirs now.
+      at.log.info({}, 'resume taken over');
+      told = Promise.resolve(at.onTakenOver?.()).catch((err: unknown) => {
+        at.log.warn({ err: (err as Error).message }, 'closing the taken-over session failed');
+      });
+    }
+    return told;
+  };
+  const local = async (): Promise<StoredRecord | undefined> => {
+    await takenOver();
+    // Read again only after a session was closed: the claim's read is the same otherwise.
+    return at.onTakenOver ? at.read() : undefined;
+  };
+  at.live.set(at.key, local);
+  return {
+    takenOver: () => void takenOver(),
+    forget: () => {
+      if (at.live.get(at.key) === local) at.live.delete(at.key);
+    },
   };
 }
 
@@ -220,17 +292,11 @@ async function claimRecord(
 function trackSession(
   options: ResumerOptions,
   waiting: Set<() => void>,
-  sessionId: string,
-  source: SessionStateSource,
-  auth: string | undefined,
-  log: Logger,
+  at: Tracked,
 ): ResumeTracker {
   const { store, ttlS, metrics } = options;
-  const token = newResumeToken();
-  const key = tokenKey(token);
-  const hashed = authHash(auth);
-  const read = (): StoredRecord => writeRecord(sessionId, hashed, source);
-  if (store.hold) return holdSession(options, store.hold.bind(store), { token, key, log }, read);
+  const { token, key, log, read } = at;
+  const watch = takeOverWatch(at, () => stop());
   let timer: NodeJS.Timeout | undefined;
   let writing: Promise<void> | undefined;
   let again = false;
@@ -274,11 +340,7 @@ function trackSession(
         result = await store.save(key, update, ttlS);
       }
       metrics?.saveSeconds.observe((performance.now() - started) / 1000);
-      if (result === 'claimed') {
-        // Another connection resumed this conversation: it is theirs now.
-        stopped = true;
-        log.info({}, 'resume taken over');
-      }
+      if (result === 'claimed') watch.takenOver();
     } catch (err) {
       // What the store holds now is unknown: the next write sends everything.
       sent = [];
@@ -317,6 +379,12 @@ function trackSession(
     void run();
   };
 
+  function stop(): void {
+    stopped = true;
+    clearTimeout(timer);
+    waiting.delete(writeEarly);
+  }
+
   return {
     token,
     changed() {
@@ -342,9 +410,8 @@ function trackSession(
       while (writing) await writing;
     },
     stop() {
-      stopped = true;
-      clearTimeout(timer);
-      waiting.delete(writeEarly);
+      watch.forget();
+      stop();
     },
   };
 }
@@ -379,18 +446,15 @@ function writeRecord(
 function holdSession(
   options: ResumerOptions,
   hold: NonNullable<ResumeStore['hold']>,
-  at: { token: string; key: string; log: Logger },
-  read: () => StoredRecord,
+  at: Tracked,
 ): ResumeTracker {
   const { store, ttlS } = options;
+  const { read } = at;
   let stopped = false;
+  const watch = takeOverWatch(at, () => (stopped = true));
   const held = (): void => {
     if (stopped) return;
-    if (hold(at.key, read, ttlS) === 'claimed') {
-      // Another connection resumed this conversation: it is theirs now.
-      stopped = true;
-      at.log.info({}, 'resume taken over');
-    }
+    if (hold(at.key, read, ttlS) === 'claimed') watch.takenOver();
   };
   return {
     token: at.token,
@@ -402,6 +466,7 @@ function holdSession(
     stop() {
       if (stopped) return;
       stopped = true;
+      watch.forget();
       // The session is over: its record as text, and the session let go.
       try {
         const { head, parts } = read();

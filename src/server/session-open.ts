@@ -48,13 +48,19 @@ export interface SessionOpener {
     fresh: { id: string; character: LoadedCharacter; variant: string | undefined },
     adopt: Adopt,
   ): Promise<{ session: Session; resumeError?: ProtocolError }>;
-  /** Starts writing the session's state under a new token (written once more when `ws` closes). */
+  /**
+   * Starts writing the session's state under a new token (written once more
+   * when `ws` closes). `takenOver` is called if another connection resumes
+   * the conversation while `ws` is open: it closes the session and the
+   * socket; the hand-over waits for the session's cut reply to be recorded.
+   */
   track(
     ws: WebSocket,
     session: Session,
     id: string,
     auth: string | undefined,
     log: Logger,
+    takenOver?: () => void,
   ): ResumeTracker | undefined;
   /**
    * The socket is being closed by the server: writes its session's last state
@@ -84,12 +90,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
     tracker: ResumeTracker;
     session: Session;
   }): Promise<void> => {
-    let timer: NodeJS.Timeout | undefined;
-    const settled = Promise.race([
-      session.idle(),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_IDLE_WAIT_MS))),
-    ]).finally(() => clearTimeout(timer));
-    const done = settled
+    const done = settled(session)
       .then(() => tracker.flush())
       .finally(() => {
         tracker.stop();
@@ -146,9 +147,19 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       const error = resumed ?? (greeting instanceof ProtocolError ? greeting : undefined);
       return { session, ...(error ? { resumeError: error } : {}) };
     },
-    track(ws, session, id, auth, sessionLog) {
+    track(ws, session, id, auth, sessionLog, takenOver) {
       if (!resume) return undefined;
-      const tracker = resume.track(id, sessionStateSource(session), auth, sessionLog);
+      const tracker = resume.track(
+        id,
+        sessionStateSource(session),
+        auth,
+        sessionLog,
+        takenOver &&
+          (() => {
+            takenOver();
+            return settled(session);
+          }),
+      );
       const entry = { tracker, session };
       trackers.set(ws, entry);
       ws.once('close', () => {
@@ -168,6 +179,15 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       await Promise.all([...flushes]);
     },
   };
+}
+
+/** When a closed session's cut reply has recorded what it had said, or {@link CLOSE_IDLE_WAIT_MS}. */
+function settled(session: Session): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    session.idle(),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_IDLE_WAIT_MS))),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** What an overloaded server tells a refused client: close reason, error, retry hint. */

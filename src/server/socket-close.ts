@@ -18,6 +18,8 @@ export const CLOSE = {
   IDLE: 4000,
   /** The session lasted `SESSION_MAX_DURATION_S`. */
   EXPIRED: 4001,
+  /** Another connection resumed the conversation (`?resume=` with its token). */
+  RESUMED_ELSEWHERE: 4002,
 } as const;
 
 /** How long a closing socket may take to say goodbye before it is cut. */

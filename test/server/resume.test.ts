@@ -107,6 +107,54 @@ describe('resume tokens', () => {
     expect(source.reads).toBe(1);
   });
 
+  it('tell a session still open in this process at the claim, and hand over its state once it has closed', async () => {
+    const store = spyStore();
+    const r = resumer(store);
+    const source = countedSource();
+    let told = 0;
+    const tracker = r.track('sess_open', source, undefined, log, () => {
+      told++;
+      // Closing the session records its cut reply.
+      source.state = { items: ['a', 'cut reply'] };
+    });
+    await tracker.flush();
+    const saved = store.saves.length;
+    expect(await r.claim(tracker.token, undefined)).toMatchObject({
+      ok: true,
+      sessionId: 'sess_open',
+      state: { items: ['a', 'cut reply'] },
+    });
+    expect(told).toBe(1);
+    // The old session writes nothing over the conversation that is not its own any more.
+    tracker.changed();
+    await tracker.flush();
+    tracker.stop();
+    expect(store.saves.length).toBe(saved);
+    expect(told).toBe(1);
+  });
+
+  it('tell a session still open in another process at its next write', async () => {
+    const store = spyStore();
+    // Two processes sharing one store (Redis): neither sees the other's sessions.
+    const here = resumer(store);
+    const there = resumer(store);
+    const source = countedSource();
+    let told = 0;
+    const tracker = here.track('sess_far', source, undefined, log, () => void told++);
+    await tracker.flush();
+    expect(await there.claim(tracker.token, undefined)).toMatchObject({ ok: true });
+    expect(told).toBe(0);
+    source.state = { items: ['a', 'said on the old connection'] };
+    tracker.changed();
+    await tracker.flush();
+    expect(told).toBe(1);
+    const saved = store.saves.length;
+    tracker.changed();
+    await tracker.flush();
+    expect(store.saves.length).toBe(saved);
+    expect(told).toBe(1);
+  });
+
   it('with the memory store, write the record as text when the session ends, and let the session go', async () => {
     const r = resumer(createMemoryResumeStore());
     const source = countedSource();
@@ -457,6 +505,36 @@ describe('resuming a conversation', () => {
     expect(JSON.stringify(reply.item)).toContain(said.trim());
     await again.close();
   });
+
+  it('closes the connection still open when another resumes its conversation, and hands over its cut reply', async () => {
+    t = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const created = await first.next('session.created');
+    say(first, 'Hello there!');
+    const delta = await first.next('response.output_text.delta');
+
+    // The old connection is still open and its reply still streaming.
+    const again = await connect(`${t.wsUrl}?resume=${tokenOf(created)}`);
+    const resumed = await again.next('session.created');
+    expect((resumed.session as { id: string }).id).toBe((created.session as { id: string }).id);
+    expect((await first.next('error')).error).toMatchObject({ code: 'session_resumed_elsewhere' });
+    expect(await first.closed).toEqual({ code: 4002, reason: 'session_resumed_elsewhere' });
+    const { item_id: itemId, delta: said } = delta as unknown as { item_id: string; delta: string };
+    const reply = await again.next(
+      'conversation.item.added',
+      (e) => (e.item as { id?: string }).id === itemId,
+    );
+    expect(JSON.stringify(reply.item)).toContain(said.trim());
+    // One conversation, one connection: the new one goes on with it.
+    say(again, 'Are you still there?');
+    await again.next('response.output_text.delta');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    const metrics = await scrape(t.url);
+    expect(
+      metricValue(metrics, 'troupe_connections_rejected_total', { reason: 'resumed_elsewhere' }),
+    ).toBe(1);
+    await again.close();
+  }, 30_000);
 
   it('only resumes for the auth token the session was opened with', async () => {
     t = await startTestServer({ env: { AUTH_TOKEN: 'first-secret' } });
