@@ -48,6 +48,8 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
   let client: Promise<LlmClient> | undefined = options.client
     ? Promise.resolve(options.client)
     : undefined;
+  /** The client once connected: its model is the one picked. */
+  let connected: LlmClient | undefined = options.client;
   let cached: { at: number; value: Promise<LlmHealth> } | undefined;
 
   function get(): Promise<LlmClient> {
@@ -60,27 +62,47 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
       maxLineBytes: config.maxLineBytes,
       slowNoticeMs: config.slowNoticeMs,
       log,
-    }).catch((err: unknown) => {
-      // Not cached: the next turn tries again (the LLM may be starting).
-      client = undefined;
-      // The log gets what went wrong (credentials removed); clients a short message.
-      log.warn({ err: redactSecrets((err as Error).message) }, 'llm connect failed');
-      throw new ConfigError(
-        'The LLM is unavailable: the server could not connect to it or pick its model; ' +
-          'whoever runs the server should check LLM_BASE_URL and LLM_MODEL (the server log says more).',
-        { cause: err },
-      );
-    });
+    }).then(
+      (made) => (connected = made),
+      (err: unknown) => {
+        // Not cached: the next turn tries again (the LLM may be starting).
+        client = undefined;
+        // The log gets what went wrong (credentials removed); clients a short message.
+        log.warn({ err: redactSecrets((err as Error).message) }, 'llm connect failed');
+        throw new ConfigError(
+          'The LLM is unavailable: the server could not connect to it or pick its model; ' +
+            'whoever runs the server should check LLM_BASE_URL and LLM_MODEL (the server log says more).',
+          { cause: err },
+        );
+      },
+    );
     return client;
+  }
+
+  let triedConnect = false;
+  /**
+   * The model the server uses: the configured one, else the one picked when
+   * the client connected. The first probe connects it if no turn has (once:
+   * a failure is logged by `get`, and a probe every few seconds would repeat it).
+   */
+  async function modelInUse(): Promise<string | null> {
+    if (connected) return connected.model;
+    if (config.model) return config.model;
+    if (triedConnect) return null;
+    triedConnect = true;
+    return get().then(
+      (c) => c.model,
+      () => null,
+    );
   }
 
   async function probe(): Promise<LlmHealth> {
     const { url: target, headers } = probeRequest(
-      options.client?.baseURL ?? config.baseURL,
+      connected?.baseURL ?? config.baseURL,
       config.apiKey,
     );
     // Shown without credentials: /health answers anyone.
-    const baseURL = redactUrl(options.client?.baseURL ?? config.baseURL);
+    const baseURL = redactUrl(connected?.baseURL ?? config.baseURL);
     const started = performance.now();
     const checkedAt = new Date().toISOString();
     try {
@@ -90,17 +112,17 @@ export function createServerLlm(options: ServerLlmOptions): ServerLlm {
       });
       await res.body?.cancel();
       const latency = Math.round(performance.now() - started);
-      const model = options.client?.model ?? config.model ?? null;
       if (!res.ok) {
         return {
           ok: false,
           base_url: baseURL,
-          model,
+          model: connected?.model ?? config.model ?? null,
           latency_ms: latency,
           error: `GET /models answered HTTP ${res.status}`,
           checked_at: checkedAt,
         };
       }
+      const model = await modelInUse();
       return { ok: true, base_url: baseURL, model, latency_ms: latency, checked_at: checkedAt };
     } catch (err) {
       return {

@@ -42,18 +42,21 @@ describe('HTTP routes', () => {
       status: 'ok',
       sessions: { active: 0, max: 1000 },
       characters: { loaded: expect.any(Number), errors: 0 },
-      llm: { ok: true, base_url: t.simulator.url },
+      // LLM_MODEL unset: the one model the LLM offers, picked when the probe found it up.
+      llm: { ok: true, base_url: t.simulator.url, model: 'sim-model' },
       stt: null,
       tts: null,
     });
   });
 
   it('reuses its LLM probe for HEALTH_CACHE_MS', async () => {
+    // One probe for this server's whole life so far (HEALTH_CACHE_MS is a minute),
+    // and one look at the models when the client connected to pick one.
+    expect(modelProbes(t)).toBe(2);
     await request(`${t.url}/health`);
     await request(`${t.url}/health`);
     await request(`${t.url}/health`);
-    // One probe for this server's whole life so far (HEALTH_CACHE_MS is a minute).
-    expect(modelProbes(t)).toBe(1);
+    expect(modelProbes(t)).toBe(2);
   });
 
   it('exports Prometheus text on GET /metrics: Troupe, Unmute and process metrics', async () => {
@@ -267,7 +270,10 @@ describe('GET /health without a cache', () => {
 
   it('probes the LLM on every request', async () => {
     await request(`${t.url}/health`);
+    // The first probe's one look at the models, to pick one, comes with it.
+    const first = modelProbes(t);
     await request(`${t.url}/health`);
-    expect(modelProbes(t)).toBe(2);
+    await request(`${t.url}/health`);
+    expect(modelProbes(t)).toBe(first + 2);
   });
 });
