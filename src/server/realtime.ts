@@ -54,7 +54,10 @@ export interface RealtimeContext {
   overload?: OverloadMonitor;
   /** Resume tokens and the store; absent = no resume. */
   resume?: Resumer;
-  /** Called when a connection becomes a session or ends (a worker tells its primary). */
+  /**
+   * Set in a worker of several: called when a connection becomes a session
+   * or ends (the worker tells its primary); `MAX_SESSIONS` is then per worker.
+   */
   onSessionsChanged?: () => void;
 }
 
@@ -246,9 +249,13 @@ function noRoom(
 ): Refusal | undefined {
   const { maxSessions } = ctx.config.server;
   if (connections.size >= maxSessions) {
+    // A worker is handed a connection it has no room for only when every worker is full.
+    const cap = ctx.onSessionsChanged
+      ? `${maxSessions} sessions per worker`
+      : `${maxSessions} sessions`;
     return {
       label: 'full',
-      reason: `server full (${maxSessions} sessions); try again later`,
+      reason: `server full (${cap}); try again later`,
       retryAfterMs: DEFAULT_OVERLOAD_RETRY_MS,
     };
   }

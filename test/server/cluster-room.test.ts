@@ -54,7 +54,7 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
     const fifth = await open();
     expect(await fifth.closed).toEqual({
       code: 1013,
-      reason: 'server full (2 sessions); try again later',
+      reason: 'server full (2 sessions per worker); try again later',
     });
   }, 30_000);
 
