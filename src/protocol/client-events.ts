@@ -112,8 +112,13 @@ export function parseClientEvent(
   }
   const obj = raw as Record<string, unknown>;
   const id = typeof obj.event_id === 'string' ? obj.event_id : null;
-  if (typeof obj.type !== 'string') {
+  if (obj.type === undefined) {
     return fail('missing_required_parameter', 'The event has no "type".', 'type', id);
+  }
+  if (typeof obj.type !== 'string') {
+    const kind = obj.type === null ? 'null' : Array.isArray(obj.type) ? 'array' : typeof obj.type;
+    const given = kind === 'null' ? kind : `${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}`;
+    return fail('invalid_value', `The event's "type" must be a string, not ${given}.`, 'type', id);
   }
   const schemas = dialect === 'unmute' ? UNMUTE_SCHEMAS : SCHEMAS;
   // Own keys only: "constructor" or "toString" must not find Object.prototype's.

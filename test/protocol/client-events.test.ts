@@ -205,6 +205,24 @@ describe('parseClientEvent: what it refuses and how it says so', () => {
     });
   });
 
+  it.each([
+    [42, 'a number'],
+    [null, 'null'],
+    [['response.create'], 'an array'],
+    [{}, 'an object'],
+    [true, 'a boolean'],
+  ])(
+    'answers a type that is not a string (%j) with invalid_value saying what it is',
+    (type, given) => {
+      expect(refuse({ type, event_id: 'e3' })).toMatchObject({
+        code: 'invalid_value',
+        param: 'type',
+        event_id: 'e3',
+        message: `The event's "type" must be a string, not ${given}.`,
+      });
+    },
+  );
+
   it('answers an unknown type with unknown_event_type listing the types it knows', () => {
     const error = refuse({ type: 'session.destroy', event_id: 'e2' });
     expect(error).toMatchObject({ code: 'unknown_event_type', param: 'type', event_id: 'e2' });
