@@ -357,9 +357,12 @@ describe('a background tool in a voice session', () => {
     await seen(back, 'conversation.item.added', 0, (e) =>
       JSON.stringify(e.item).includes('Half the airlines checked.'),
     );
+    // The conversation has one connection: the old one is told and closed,
+    // and the search still running reports to the resumed session.
+    expect((await c.next('error')).error).toMatchObject({ code: 'session_resumed_elsewhere' });
+    expect((await c.closed).code).toBe(4002);
     (await nextGate('narrated'))('{"flight":"TP 1351"}');
-    await seen(c, 'troupe.background_tool.done', from);
+    await seen(back, 'troupe.background_tool.done', 0);
     await back.close();
-    await c.close();
   });
 });
