@@ -38,8 +38,12 @@ export function refuseUpgrade(
   // a client that never ends its side would hold it, and stall shutdown, forever.
   socket.once('finish', () => socket.destroy());
   const retry = retryAfterS === undefined ? '' : `Retry-After: ${retryAfterS}\r\n`;
+  const body = `${text}\n`;
+  // With its length: a proxy (nginx) that keeps its client's connection
+  // open passes the answer on whole, not as a body without an end.
   socket.end(
-    `HTTP/1.1 ${status}\r\nConnection: close\r\n${retry}Content-Type: text/plain\r\n\r\n${text}\n`,
+    `HTTP/1.1 ${status}\r\nConnection: close\r\n${retry}Content-Type: text/plain\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
 }
 
