@@ -178,14 +178,18 @@ export async function startNginx(upstreams: string[], workerProcesses = 1): Prom
   const dir = await mkdtemp(path.join(tmpdir(), 'troupe-nginx-'));
   const port = await freePort();
   const site = await readFile(path.join('deploy', 'nginx', 'troupe.conf'), 'utf8');
-  const servers = upstreams.map((u) => `    server ${u} max_fails=1 fail_timeout=5s;`).join('\n');
+  // Each upstream's list of servers, with the parameters its first line gives (max_fails…).
+  let lists = 0;
   const rendered = site
     .replace(
-      /^\s*server troupe-\d+:8080[^\n]*\n(?:\s*server troupe-\d+:8080[^\n]*\n)*/m,
-      `${servers}\n`,
+      /^[ \t]*server troupe-\d+:8080([^;\n]*);[^\n]*\n(?:[ \t]*server troupe-\d+:8080[^\n]*\n)*/gm,
+      (_all, params: string) => {
+        lists++;
+        return upstreams.map((u) => `    server ${u}${params};\n`).join('');
+      },
     )
     .replace(/listen 80;/, `listen 127.0.0.1:${port};`);
-  if (!rendered.includes(servers)) throw new Error('deploy/nginx/troupe.conf: no upstream servers');
+  if (lists === 0) throw new Error('deploy/nginx/troupe.conf: no upstream servers');
   await writeFile(path.join(dir, 'troupe.conf'), rendered);
   const temp = (name: string): string => path.join(dir, name);
   await writeFile(

@@ -105,6 +105,19 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
       expect(served).toEqual([CLIENTS / 2, CLIENTS / 2]);
     }, 60_000);
 
+    it("lets a browser's page served through nginx on its own port open a session", async () => {
+      // A browser on http://localhost:PORT sends that Origin and that Host; the
+      // server checks one against the other, so nginx must pass the port on.
+      const port = new URL(nginx.url).port;
+      const page = await connect(`${nginx.wsUrl}?character=plain`, {
+        origin: `http://localhost:${port}`,
+        headers: { Host: `localhost:${port}` },
+      });
+      await page.next('session.created');
+      await page.close();
+      expect((await page.closed).code).toBe(1000);
+    });
+
     it('moves the clients of an instance stopped mid-turn to the other, conversation and all', async () => {
       const [victim, survivor] = instances as [Instance, Instance];
       const onVictim = conversations.filter((c) =>
@@ -245,5 +258,33 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
       ),
     );
     expect(full[0]).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('gives an instance that refused a session new ones as soon as it has room', async () => {
+    // The instance that holds one session has refused several by now. Its
+    // client leaves: the next session is its, not refused because nginx
+    // still counts the instance as failed.
+    const [small] = instances as [Instance, Instance];
+    const idOf = (c: TestClient): string | undefined =>
+      (c.events.find((e) => e.type === 'session.created')?.session as { id: string } | undefined)
+        ?.id;
+    const onSmall = clients.filter((c) =>
+      small.logs().some((l) => l.msg === 'session opened' && l.session === idOf(c)),
+    );
+    expect(onSmall).toHaveLength(1);
+    await onSmall[0]!.close();
+    await small.proc.waitFor(
+      new RegExp(`"session":"${idOf(onSmall[0]!)}"[^\\n]*"msg":"session closed"`),
+      'the session closed on the instance',
+    );
+    const next = await connect(`${nginx.wsUrl}?character=plain`);
+    clients.push(next);
+    const created = await next.next('session.created', undefined, 15_000);
+    const id = (created.session as { id: string }).id;
+    // On the instance that had room (the other is full).
+    await small.proc.waitFor(
+      new RegExp(`"session":"${id}"[^\\n]*"msg":"session opened"`),
+      'the session opened on the instance with room',
+    );
   }, 60_000);
 });
