@@ -133,8 +133,10 @@ function createCharacterMetrics(registers: Registry[]): Omit<CharacterMetrics, '
   });
   const loaded = new Gauge({
     name: 'troupe_characters_loaded',
-    help: 'Characters currently available to new sessions.',
+    help: 'Characters currently available to new sessions (with workers: the fewest any worker has).',
     registers,
+    // Every worker loads the same characters: a sum would count each once per worker.
+    aggregator: 'min',
   });
   return { loadErrors, reloads, loaded };
 }

@@ -108,10 +108,18 @@ export async function warmEngines(
  * whether it keeps up with the speakers, or audio waits to be decoded.
  */
 export function registerSttCapacity(registry: Registry, stt: PocketsphinxSttProvider): void {
-  const gauge = (name: string, help: string, read: () => number): void => {
+  // With workers each has its own STT: ratios and the worst case are the
+  // worst worker's (max), counts are summed.
+  const gauge = (
+    name: string,
+    help: string,
+    read: () => number,
+    aggregator: 'max' | 'sum' = 'max',
+  ): void => {
     new Gauge({
       name,
       help,
+      aggregator,
       labelNames: ['provider'],
       registers: [registry],
       collect() {
@@ -133,8 +141,9 @@ export function registerSttCapacity(registry: Registry, stt: PocketsphinxSttProv
     'troupe_stt_streams_waiting',
     'Speakers waiting for a free STT decoder.',
     () => stt.stats().waiting,
+    'sum',
   );
-  gauge('troupe_stt_workers', 'STT worker threads running.', () => stt.stats().workers);
+  gauge('troupe_stt_workers', 'STT worker threads running.', () => stt.stats().workers, 'sum');
   gauge(
     'troupe_stt_saturated',
     '1 while the STT cannot keep up: speakers wait for a decoder or audio waits over 1 s to be decoded.',

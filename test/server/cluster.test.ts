@@ -57,11 +57,16 @@ describe('npm start with WORKERS=2', () => {
     // Each went to the worker with the fewest sessions.
     expect(states.map((w) => w.sessions)).toEqual([2, 2]);
     // The instance's sessions, whichever worker answers.
-    const health = (await request(`${instance.url}/health`)).json<{ sessions: object }>();
+    const health = (await request(`${instance.url}/health`)).json<{
+      sessions: object;
+      characters: { loaded: number };
+    }>();
     expect(health.sessions).toEqual({ active: 4, max: 2000 });
     const metrics = await scrape(instance.url);
     expect(metricValue(metrics, 'troupe_sessions_active')).toBe(4);
     expect(metricValue(metrics, 'troupe_sessions_total', { character: 'plain' })).toBe(4);
+    // Every worker loads the same characters: counted once, not once per worker.
+    expect(metricValue(metrics, 'troupe_characters_loaded')).toBe(health.characters.loaded);
   }, 30_000);
 
   it('serves a turn on every worker', async () => {
