@@ -105,7 +105,7 @@ export const DEFAULT_AUDIO_LEAD_MS = 300;
 export const DEFAULT_MAX_UTTERANCE_MS = 60_000;
 
 /**
- * Worker processes of `npm start`: one per core (`os.availableParallelism()`);
+ * Worker processes of `npm start`: one per core this process may use (`usableCores()`: the container's CPU limit included);
  * `WORKERS=1` runs a single process.
  */
 export const DEFAULT_WORKERS: number | 'auto' = 'auto';

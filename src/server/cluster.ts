@@ -14,10 +14,10 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Socket } from 'node:net';
-import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Registry } from 'prom-client';
+import { usableCores } from '../config/cores.js';
 import {
   createMemoryResumeStore,
   ResumeStoreError,
@@ -60,9 +60,9 @@ type ToWorker =
   | { troupe: 'connection' }
   | { troupe: 'shutdown' };
 
-/** The number of workers a setting asks for: `auto` = the machine's cores. */
+/** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
-  return setting === 'auto' ? availableParallelism() : setting;
+  return setting === 'auto' ? usableCores() : setting;
 }
 
 /** Options of {@link runPrimary}. */

@@ -11,8 +11,8 @@
  * One worker hosts several decoders; they take turns, as messages arrive.
  */
 import { access } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { usableCores } from '../../config/cores.js';
 import type { SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, SttEvent, SttOpenOptions, SttProvider, SttStream } from '../types.js';
 import { SILENT_LOGGER, assertPcm16, deferred, emitSafely, messageOf, sttError } from './common.js';
@@ -40,7 +40,7 @@ export const DEFAULT_POCKETSPHINX_MAX_DECODERS = 4;
  * audio per stream on a busy 2-core machine, so one core cannot carry four
  * speakers (docs/voice.md).
  */
-export const DEFAULT_POCKETSPHINX_MAX_WORKERS = availableParallelism();
+export const DEFAULT_POCKETSPHINX_MAX_WORKERS = usableCores();
 /**
  * The search's pruning with `fastSearch`: at most 3,000 HMMs and 5 word exits
  * per frame. Measured on flite speech: about a third less CPU than

@@ -44,7 +44,7 @@ export interface EspeakTtsOptions {
    * @defaultValue 'en-us'
    */
   voice?: string;
-  /** Worker threads, each a whole engine (~60 MB). @defaultValue one per core (`os.availableParallelism()`) */
+  /** Worker threads, each a whole engine (~60 MB). @defaultValue one per core this process may use (`usableCores()`: the container's CPU limit included) */
   workers?: number;
   /** Start the workers now rather than on first use (first use then skips ~150 ms). @defaultValue false */
   preload?: boolean;

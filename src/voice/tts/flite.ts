@@ -46,7 +46,7 @@ export interface FliteTtsOptions {
   voice?: string;
   /** Speaking rate for voices that name none (1 = Flite's natural rate). @defaultValue 1 */
   rate?: number;
-  /** Worker threads. @defaultValue one per core (`os.availableParallelism()`) */
+  /** Worker threads. @defaultValue one per core this process may use (`usableCores()`: the container's CPU limit included) */
   workers?: number;
   /** Start the workers now rather than on first use. @defaultValue false */
   preload?: boolean;

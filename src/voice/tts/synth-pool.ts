@@ -15,8 +15,8 @@
  * Its `workerData` holds `cancel` (the job to stop, a shared Int32Array),
  * `busy` (jobs running in the pool) and `warmUp`.
  */
-import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { usableCores } from '../../config/cores.js';
 import { ConfigError, SpeechProviderError } from '../../errors.js';
 import type { TtsOpenOptions, TtsStream } from '../types.js';
 import { TtsEmitter } from './emitter.js';
@@ -30,7 +30,7 @@ export const SYNTH_WORKER_START_TIMEOUT_MS = 60_000;
  * from 1 to `max`, one per core when unset.
  */
 export function synthWorkers(provider: string, requested: number | undefined, max: number): number {
-  const workers = requested ?? availableParallelism();
+  const workers = requested ?? usableCores();
   if (!Number.isInteger(workers) || workers < 1 || workers > max) {
     throw new ConfigError(
       `${provider}: workers must be a whole number from 1 to ${max}, got ${String(requested)}; ` +

@@ -1,0 +1,66 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cgroupCpuLimit, usableCores } from '../../src/config/cores.js';
+
+/** A file system root with the given files (path → content). */
+async function fakeRoot(files: Record<string, string>): Promise<string> {
+  const root = await mkdtemp(path.join(tmpdir(), 'troupe-cores-'));
+  roots.push(root);
+  for (const [file, text] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(root, file)), { recursive: true });
+    await writeFile(path.join(root, file), text);
+  }
+  return root;
+}
+const roots: string[] = [];
+afterEach(async () => {
+  for (const r of roots.splice(0)) await rm(r, { recursive: true, force: true });
+});
+
+describe('usableCores', () => {
+  it('is the machine’s cores without a CPU limit', async () => {
+    const v2 = await fakeRoot({
+      'proc/self/cgroup': '0::/\n',
+      'sys/fs/cgroup/cpu.max': 'max 100000\n',
+    });
+    expect(cgroupCpuLimit(v2)).toBeUndefined();
+    expect(usableCores(v2, 64)).toBe(64);
+    const v1 = await fakeRoot({
+      'proc/self/cgroup': '4:cpu,cpuacct:/\n2:memory:/x\n',
+      'sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us': '-1\n',
+      'sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us': '100000\n',
+    });
+    expect(usableCores(v1, 8)).toBe(8);
+    // No cgroup file system at all (not Linux).
+    expect(usableCores(await fakeRoot({}), 4)).toBe(4);
+  });
+
+  it('is capped by a cgroup v2 limit, rounded up, the lowest on the way up', async () => {
+    const root = await fakeRoot({
+      'proc/self/cgroup': '0::/kubepods/pod1/c1\n',
+      'sys/fs/cgroup/cpu.max': 'max 100000\n',
+      'sys/fs/cgroup/kubepods/pod1/cpu.max': '250000 100000\n',
+      'sys/fs/cgroup/kubepods/pod1/c1/cpu.max': '150000 100000\n',
+    });
+    expect(cgroupCpuLimit(root)).toBe(1.5);
+    expect(usableCores(root, 64)).toBe(2);
+    // Never more than the machine has, never fewer than one.
+    expect(usableCores(root, 1)).toBe(1);
+    const tiny = await fakeRoot({
+      'proc/self/cgroup': '0::/\n',
+      'sys/fs/cgroup/cpu.max': '10000 100000\n',
+    });
+    expect(usableCores(tiny, 16)).toBe(1);
+  });
+
+  it('is capped by a cgroup v1 quota (a container on an older host)', async () => {
+    const root = await fakeRoot({
+      'proc/self/cgroup': '3:cpu,cpuacct:/docker/abc\n',
+      'sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us': '200000\n',
+      'sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000\n',
+    });
+    expect(usableCores(root, 32)).toBe(2);
+  });
+});
