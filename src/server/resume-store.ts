@@ -87,6 +87,12 @@ export interface ResumeStore {
   hold?(key: string, read: RecordReader, ttlS: number): 'saved' | 'claimed';
   /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
   claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
+  /**
+   * A store that may have lost what it held while it was unreachable (a
+   * Redis restarted without persistence) has this: `listener` is called
+   * each time it is reachable again, and writers send their records whole.
+   */
+  onReconnect?(listener: () => void): void;
   /** Whether the store answers now. */
   health(): Promise<{ ok: boolean; detail?: string }>;
   close(): Promise<void>;
@@ -298,10 +304,14 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   });
   redis.on('close', markDown);
   let everReady = false;
+  const reconnected: Array<() => void> = [];
   redis.on('ready', () => {
-    if (down) log.info({}, 'resume store available again');
+    const wasDown = down;
     down = false;
     everReady = true;
+    if (!wasDown) return;
+    log.info({}, 'resume store available again');
+    for (const listener of reconnected) listener();
   });
   /** The first commands wait for the first connection; later ones fail at once while it is down. */
   const connected = async (): Promise<void> => {
@@ -352,6 +362,9 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       } catch (err) {
         return fail('claim', err);
       }
+    },
+    onReconnect(listener) {
+      reconnected.push(listener);
     },
     health() {
       return Promise.resolve(

@@ -25,6 +25,8 @@ import {
 const RECORD_VERSION = 1;
 /** Bytes of randomness in a token (256 bits, base64url). */
 const TOKEN_BYTES = 32;
+/** Over how long the sessions send their records again once the store is back after an outage. */
+const REWRITE_SPREAD_MS = 1_000;
 /** What a token looks like: anything else is refused before the store is asked. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -61,6 +63,8 @@ export interface ResumerOptions {
   saveDelayMs: number;
   /** How long a claim may take before the connection starts fresh. */
   loadTimeoutMs: number;
+  /** Over how long the sessions send their records again once the store is back. @defaultValue 1000 */
+  rewriteSpreadMs?: number;
   log: Logger;
   metrics?: ResumeMetrics;
 }
@@ -157,6 +161,17 @@ export function createResumer(options: ResumerOptions): Resumer {
   const waiting = new Set<() => void>();
   /** The sessions of this process still writing, by record key: told at once when claimed. */
   const live = new Map<string, () => Promise<StoredRecord | undefined>>();
+  /** How each writing session sends its record whole again. */
+  const rewrites = new Set<() => void>();
+  // A store back after an outage may have lost every record (a Redis
+  // restarted without persistence): sessions that change nothing for a while
+  // would not be resumable until they did. Each sends its record again,
+  // spread over a second so they do not all arrive at once.
+  store.onReconnect?.(() => {
+    for (const rewrite of rewrites) {
+      setTimeout(rewrite, Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS)).unref();
+    }
+  });
   return {
     store,
     async claim(token, auth) {
@@ -178,7 +193,7 @@ export function createResumer(options: ResumerOptions): Resumer {
       if (onTakenOver) at.onTakenOver = onTakenOver;
       return store.hold
         ? holdSession(options, store.hold.bind(store), at)
-        : trackSession(options, waiting, at);
+        : trackSession(options, { waiting, rewrites }, at);
     },
     close: () => store.close(),
   };
@@ -291,10 +306,11 @@ async function claimRecord(
 /** Writes one session's changes to the store; see {@link Resumer.track}. */
 function trackSession(
   options: ResumerOptions,
-  waiting: Set<() => void>,
+  sessions: { waiting: Set<() => void>; rewrites: Set<() => void> },
   at: Tracked,
 ): ResumeTracker {
   const { store, ttlS, metrics } = options;
+  const { waiting, rewrites } = sessions;
   const { token, key, log, read } = at;
   const watch = takeOverWatch(at, () => stop());
   let timer: NodeJS.Timeout | undefined;
@@ -379,10 +395,22 @@ function trackSession(
     void run();
   };
 
+  /** The whole record again, now (the store may have lost it). */
+  const rewrite = (): void => {
+    if (stopped) return;
+    sent = [];
+    dirty = true;
+    clearTimeout(timer);
+    timer = undefined;
+    void run();
+  };
+  rewrites.add(rewrite);
+
   function stop(): void {
     stopped = true;
     clearTimeout(timer);
     waiting.delete(writeEarly);
+    rewrites.delete(rewrite);
   }
 
   return {

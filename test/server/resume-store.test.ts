@@ -8,6 +8,7 @@ import {
   type ResumeStore,
 } from '../../src/server/resume-store.js';
 import { createLogger } from '../../src/server/logger.js';
+import { createResumer } from '../../src/server/resume.js';
 import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
 import { within } from '../helpers/wait.js';
 
@@ -180,6 +181,61 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       }
     } finally {
       await store.close();
+      await own.close();
+    }
+  }, 40_000);
+
+  it('has every open session write its record again when Redis comes back empty', async () => {
+    const port = await freePort();
+    const own = await startRedis(port);
+    const store = createRedisResumeStore({ url: own.url, log: log.logger });
+    const resumer = createResumer({
+      store,
+      ttlS: 60,
+      saveDelayMs: 5,
+      loadTimeoutMs: 2_000,
+      rewriteSpreadMs: 0,
+      log: log.logger,
+    });
+    const tracker = resumer.track(
+      'sess_idle',
+      { snapshot: () => ({ items: ['a'] }) },
+      undefined,
+      log.logger,
+    );
+    let again: RedisProc | undefined;
+    try {
+      await tracker.flush();
+      // Restarted without persistence: every record is gone, and this session changes nothing.
+      await own.proc.stop();
+      await within(
+        (async () => {
+          while ((await store.health()).ok) await new Promise((r) => setTimeout(r, 20));
+        })(),
+        'the store down once Redis is',
+      );
+      again = await startRedis(port);
+      const direct = new Redis(again.url);
+      try {
+        await within(
+          (async () => {
+            while ((await direct.dbsize()) === 0) await new Promise((r) => setTimeout(r, 20));
+          })(),
+          'the record written again',
+          10_000,
+        );
+      } finally {
+        direct.disconnect();
+      }
+      expect(await resumer.claim(tracker.token, undefined)).toMatchObject({
+        ok: true,
+        sessionId: 'sess_idle',
+        state: { items: ['a'] },
+      });
+    } finally {
+      tracker.stop();
+      await resumer.close();
+      await again?.close();
       await own.close();
     }
   }, 40_000);
