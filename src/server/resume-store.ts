@@ -81,10 +81,11 @@ export interface ResumeStore {
    * writes the session's record from its live state, and calls it only if
    * the record is claimed. A change then costs nothing to save; a claim
    * gets the state as it is at that moment. The writer saves the record as
-   * text when its session ends (and the reader is let go). `claimed`: as
+   * text when its session ends (and the reader is let go), and the TTL
+   * starts then: a held record lasts as long as its session. `claimed`: as
    * for {@link save}.
    */
-  hold?(key: string, read: RecordReader, ttlS: number): 'saved' | 'claimed';
+  hold?(key: string, read: RecordReader): 'saved' | 'claimed';
   /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
   claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
   /**
@@ -150,9 +151,11 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
     const now = Date.now();
     for (const [key, r] of records) if (r.expiresAt <= now) records.delete(key);
   }, SWEEP_MS).unref();
-  const hold: NonNullable<ResumeStore['hold']> = (key, read, ttlS) => {
+  const hold: NonNullable<ResumeStore['hold']> = (key, read) => {
     if (live(key)?.kind === 'claimed') return 'claimed';
-    records.set(key, { kind: 'live', read, expiresAt: Date.now() + ttlS * 1000 });
+    // The session is running: its record lasts as long (the TTL starts when
+    // the session ends and the writer saves it as text).
+    records.set(key, { kind: 'live', read, expiresAt: Number.POSITIVE_INFINITY });
     return 'saved';
   };
   return {

@@ -27,6 +27,8 @@ const RECORD_VERSION = 1;
 const TOKEN_BYTES = 32;
 /** Over how long the sessions send their records again once the store is back after an outage. */
 const REWRITE_SPREAD_MS = 1_000;
+/** The longest pause between looks for records about to expire under a running session. */
+const MAX_UPKEEP_MS = 60_000;
 /** What a token looks like: anything else is refused before the store is asked. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -161,17 +163,28 @@ export function createResumer(options: ResumerOptions): Resumer {
   const waiting = new Set<() => void>();
   /** The sessions of this process still writing, by record key: told at once when claimed. */
   const live = new Map<string, () => Promise<StoredRecord | undefined>>();
-  /** How each writing session sends its record whole again. */
-  const rewrites = new Set<() => void>();
+  /** The sessions writing to the store, for the upkeep of their records. */
+  const writers = new Set<Writer>();
   // A store back after an outage may have lost every record (a Redis
   // restarted without persistence): sessions that change nothing for a while
   // would not be resumable until they did. Each sends its record again,
   // spread over a second so they do not all arrive at once.
   store.onReconnect?.(() => {
-    for (const rewrite of rewrites) {
-      setTimeout(rewrite, Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS)).unref();
+    for (const w of writers) {
+      setTimeout(w.rewrite, Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS)).unref();
     }
   });
+  // A record's TTL counts from its last write: a session open and quiet for
+  // longer would lose it while still running. Each record not written for
+  // half its TTL is written again (its head; the turns are kept).
+  const ttlMs = options.ttlS * 1000;
+  const upkeep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const w of writers) w.keepAlive(now, ttlMs / 2);
+    },
+    Math.min(MAX_UPKEEP_MS, ttlMs / 4),
+  ).unref();
   return {
     store,
     async claim(token, auth) {
@@ -193,10 +206,21 @@ export function createResumer(options: ResumerOptions): Resumer {
       if (onTakenOver) at.onTakenOver = onTakenOver;
       return store.hold
         ? holdSession(options, store.hold.bind(store), at)
-        : trackSession(options, { waiting, rewrites }, at);
+        : trackSession(options, { waiting, writers }, at);
     },
-    close: () => store.close(),
+    close() {
+      clearInterval(upkeep);
+      return store.close();
+    },
   };
+}
+
+/** A writing session's side of the upkeep of its record. */
+interface Writer {
+  /** Sends the whole record again (the store may have lost it). */
+  rewrite(): void;
+  /** Writes the record again if it was last written `olderThanMs` before `now`. */
+  keepAlive(now: number, olderThanMs: number): void;
 }
 
 /** One tracked session: its token and record key, and who to tell when another connection takes it. */
@@ -306,11 +330,11 @@ async function claimRecord(
 /** Writes one session's changes to the store; see {@link Resumer.track}. */
 function trackSession(
   options: ResumerOptions,
-  sessions: { waiting: Set<() => void>; rewrites: Set<() => void> },
+  sessions: { waiting: Set<() => void>; writers: Set<Writer> },
   at: Tracked,
 ): ResumeTracker {
   const { store, ttlS, metrics } = options;
-  const { waiting, rewrites } = sessions;
+  const { waiting, writers } = sessions;
   const { token, key, log, read } = at;
   const watch = takeOverWatch(at, () => stop());
   let timer: NodeJS.Timeout | undefined;
@@ -357,6 +381,7 @@ function trackSession(
       }
       metrics?.saveSeconds.observe((performance.now() - started) / 1000);
       if (result === 'claimed') watch.takenOver();
+      else writtenAt = Date.now();
     } catch (err) {
       // What the store holds now is unknown: the next write sends everything.
       sent = [];
@@ -395,22 +420,30 @@ function trackSession(
     void run();
   };
 
-  /** The whole record again, now (the store may have lost it). */
-  const rewrite = (): void => {
-    if (stopped) return;
-    sent = [];
-    dirty = true;
-    clearTimeout(timer);
-    timer = undefined;
-    void run();
+  /** When the store last took a write (its TTL counts from there). */
+  let writtenAt = Date.now();
+  const writer: Writer = {
+    rewrite() {
+      if (stopped) return;
+      sent = [];
+      dirty = true;
+      clearTimeout(timer);
+      timer = undefined;
+      void run();
+    },
+    keepAlive(now, olderThanMs) {
+      if (stopped || writing || timer !== undefined || now - writtenAt < olderThanMs) return;
+      dirty = true;
+      void run();
+    },
   };
-  rewrites.add(rewrite);
+  writers.add(writer);
 
   function stop(): void {
     stopped = true;
     clearTimeout(timer);
     waiting.delete(writeEarly);
-    rewrites.delete(rewrite);
+    writers.delete(writer);
   }
 
   return {
@@ -482,7 +515,7 @@ function holdSession(
   const watch = takeOverWatch(at, () => (stopped = true));
   const held = (): void => {
     if (stopped) return;
-    if (hold(at.key, read, ttlS) === 'claimed') watch.takenOver();
+    if (hold(at.key, read) === 'claimed') watch.takenOver();
   };
   return {
     token: at.token,

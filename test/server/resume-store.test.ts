@@ -93,6 +93,15 @@ describe('the memory resume store', () => {
     expect(await store.claim('k2', 10)).toEqual({ head: 'v2', parts: [] });
     await store.close();
   });
+
+  it("keeps a running session's record however long it is quiet", async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const store = createMemoryResumeStore();
+    expect(store.hold?.('k', () => ({ head: 'live', parts: [] }))).toBe('saved');
+    vi.setSystemTime(Date.now() + 3_600_000);
+    expect(await store.claim('k', 10)).toEqual({ head: 'live', parts: [] });
+    await store.close();
+  });
 });
 
 describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', () => {

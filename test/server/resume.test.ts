@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/server/logger.js';
 import { createResumer, newResumeToken, tokenKey, type Resumer } from '../../src/server/resume.js';
 import {
@@ -153,6 +153,28 @@ describe('resume tokens', () => {
     await tracker.flush();
     expect(store.saves.length).toBe(saved);
     expect(told).toBe(1);
+  });
+
+  it("write a quiet running session's record again before its TTL runs out", async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setInterval', 'clearInterval'] });
+    try {
+      const store = spyStore();
+      const r = createResumer({ store, ttlS: 10, saveDelayMs: 5, loadTimeoutMs: 2_000, log });
+      const tracker = r.track('sess_quiet', { snapshot: () => ({ items: ['a'] }) }, undefined, log);
+      await tracker.flush();
+      const saved = store.saves.length;
+      // Nothing changes for longer than the TTL; the record is kept written.
+      for (let s = 0; s < 14; s++) await vi.advanceTimersByTimeAsync(1_000);
+      expect(store.saves.length).toBeGreaterThan(saved);
+      expect(await r.claim(tracker.token, undefined)).toMatchObject({
+        ok: true,
+        state: { items: ['a'] },
+      });
+      tracker.stop();
+      await r.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('with the memory store, write the record as text when the session ends, and let the session go', async () => {
