@@ -39,6 +39,8 @@ const CRASH_WINDOW_MS = 60_000;
 const ROOM_REPORT_MS = 100;
 /** How the primary tells its workers the port it listens on for them. */
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
+/** How often the primary lets go of which worker wrote records that have expired. */
+const WRITERS_SWEEP_MS = 60_000;
 
 /** Messages between the primary and its workers (all carry `troupe`). */
 type ToPrimary =
@@ -58,7 +60,8 @@ type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'status?'; id: number }
   | { troupe: 'connection' }
-  | { troupe: 'shutdown' };
+  | { troupe: 'shutdown' }
+  | { troupe: 'claimed'; key: string };
 
 /** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
@@ -94,7 +97,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
   const aggregator = new AggregatorRegistry();
-  const store = options.redis ? undefined : createMemoryResumeStore();
+  const store = options.redis ? undefined : sharedStore(createMemoryResumeStore());
   const started = new Map<number, number>();
   const ready = new Set<number>();
   const crashes: number[] = [];
@@ -135,14 +138,15 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       if (!store) return answer(undefined);
       answer(
         m.op === 'saves'
-          ? await Promise.all(m.saves.map((q) => store.save(q.key, q.update, q.ttlS)))
-          : await store.claim(m.key, m.ttlS),
+          ? await Promise.all(m.saves.map((q) => store.save(worker, q)))
+          : await store.claim(worker, m.key, m.ttlS),
       );
     }
   }
 
   cluster.on('exit', (worker, code, signal) => {
     router.remove(worker);
+    store?.forget(worker);
     ready.delete(worker.id);
     started.delete(worker.id);
     if (stopping) {
@@ -278,6 +282,38 @@ export interface WorkerLink {
   serve(status: () => WorkerStatus, shutdown: () => void): void;
 }
 
+/**
+ * The primary's store as its workers share it: it remembers which worker
+ * writes each record, and when another worker claims one (a client resumed
+ * there), tells the writer at once, so the connection still open on it is
+ * closed (one conversation, one connection).
+ */
+function sharedStore(store: ResumeStore) {
+  const writers = new Map<string, { worker: number; expiresAt: number }>();
+  setInterval(() => {
+    const now = Date.now();
+    for (const [key, w] of writers) if (w.expiresAt <= now) writers.delete(key);
+  }, WRITERS_SWEEP_MS).unref();
+  return {
+    save(worker: Worker, q: QueuedSave): Promise<SaveResult> {
+      writers.set(q.key, { worker: worker.id, expiresAt: Date.now() + q.ttlS * 1000 });
+      return store.save(q.key, q.update, q.ttlS);
+    },
+    async claim(worker: Worker, key: string, ttlS: number) {
+      const record = await store.claim(key, ttlS);
+      const writer = writers.get(key);
+      writers.delete(key);
+      if (record !== undefined && writer !== undefined && writer.worker !== worker.id) {
+        cluster.workers?.[writer.worker]?.send({ troupe: 'claimed', key } satisfies ToWorker);
+      }
+      return record;
+    },
+    forget(worker: Worker): void {
+      for (const [key, w] of writers) if (w.worker === worker.id) writers.delete(key);
+    },
+  };
+}
+
 /** A worker's state, as the primary asks for it. */
 export interface WorkerStatus {
   sessions: number;
@@ -301,7 +337,13 @@ export function linkWorker(registry: Registry): WorkerLink {
   /** Tells the primary this worker's room if it changed (set by `serve`). */
   let report: (() => void) | undefined;
   let reportSoon = false;
+  /** Told when a record this worker writes was claimed by another worker. */
+  const claimedElsewhere: Array<(key: string) => void> = [];
   process.on('message', (m: ToWorker, handle?: Socket) => {
+    if (m?.troupe === 'claimed') {
+      for (const listener of claimedElsewhere) listener(m.key);
+      return;
+    }
     if (m?.troupe === 'connection') {
       received++;
       // Sent only after `ready`, when the server takes connections.
@@ -392,6 +434,7 @@ export function linkWorker(registry: Registry): WorkerLink {
         }),
       sendNow: sendSaves,
       claim: (key, ttlS) => storeOp({ op: 'claim', key, ttlS }),
+      onClaimedElsewhere: (listener) => void claimedElsewhere.push(listener),
       health: () => Promise.resolve({ ok: process.connected }),
       close: () => Promise.resolve(),
     },

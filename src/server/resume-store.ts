@@ -94,6 +94,12 @@ export interface ResumeStore {
    * each time it is reachable again, and writers send their records whole.
    */
   onReconnect?(listener: () => void): void;
+  /**
+   * A store shared by several processes may have this: `listener` is called
+   * with the key of a record this process writes when another process
+   * claimed it (a client resumed there while its old connection is here).
+   */
+  onClaimedElsewhere?(listener: (key: string) => void): void;
   /** Whether the store answers now. */
   health(): Promise<{ ok: boolean; detail?: string }>;
   close(): Promise<void>;
@@ -308,6 +314,9 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   redis.on('close', markDown);
   let everReady = false;
   const reconnected: Array<() => void> = [];
+  const claimedListeners: Array<(key: string) => void> = [];
+  /** The connection that listens for claims (Redis takes no other commands on it). */
+  let claimedNotices: Redis | undefined;
   redis.on('ready', () => {
     const wasDown = down;
     down = false;
@@ -361,10 +370,19 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
         await connected();
         const [head, parts] = redisKeys(key);
         const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS));
-        return got === null ? undefined : { head: got[0], parts: got[1] };
+        if (got === null) return undefined;
+        // The instance whose session wrote it closes that session's connection at once.
+        redis.publish(CLAIMED_CHANNEL, key).catch(() => undefined);
+        return { head: got[0], parts: got[1] };
       } catch (err) {
         return fail('claim', err);
       }
+    },
+    onClaimedElsewhere(listener) {
+      claimedListeners.push(listener);
+      claimedNotices ??= subscribeClaims(redis, (key) => {
+        for (const l of claimedListeners) l(key);
+      });
     },
     onReconnect(listener) {
       reconnected.push(listener);
@@ -378,11 +396,29 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     async close() {
       closing = true;
-      try {
-        await redis.quit();
-      } catch {
-        redis.disconnect();
+      for (const client of [redis, claimedNotices]) {
+        try {
+          await client?.quit();
+        } catch {
+          client?.disconnect();
+        }
       }
     },
   };
+}
+
+/** The channel on which an instance says it claimed a record (its key), for the instance that wrote it. */
+const CLAIMED_CHANNEL = 'troupe:resume:claimed';
+
+/** A second connection, subscribed to claims each time it connects. */
+function subscribeClaims(redis: Redis, onClaimed: (key: string) => void): Redis {
+  const sub = redis.duplicate({ keyPrefix: '', autoResubscribe: false });
+  // Its failures are the main connection's too, and said there.
+  sub.on('error', () => undefined);
+  sub.on('message', (channel: string, key: string) => {
+    if (channel === CLAIMED_CHANNEL) onClaimed(key);
+  });
+  // Each time it connects (Redis may be down at first, or restart).
+  sub.on('ready', () => void sub.subscribe(CLAIMED_CHANNEL).catch(() => undefined));
+  return sub;
 }

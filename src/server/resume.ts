@@ -104,8 +104,9 @@ export interface Resumer {
   /**
    * Starts writing a session's state under a new token. `onTakenOver` is
    * called once if another connection resumes the conversation while this
-   * one is still open: at once when that connection is in this process, else
-   * at this session's next write (the store says the record was claimed).
+   * one is still open: at once when that connection is in this process or
+   * the store tells of claims elsewhere (the primary's, Redis), else at this
+   * session's next write (the store says the record was claimed).
    * The tracker has stopped writing by then. In this process the claim
    * waits for what it returns (the session closed, its cut reply recorded)
    * and hands over the session as it is then.
@@ -174,6 +175,8 @@ export function createResumer(options: ResumerOptions): Resumer {
       setTimeout(w.rewrite, Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS)).unref();
     }
   });
+  // Resumed in another process while still open here: closed at once, not at its next write.
+  store.onClaimedElsewhere?.((key) => void live.get(key)?.());
   // A record's TTL counts from its last write: a session open and quiet for
   // longer would lose it while still running. Each record not written for
   // half its TTL is written again (its head; the turns are kept).

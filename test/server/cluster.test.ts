@@ -77,6 +77,32 @@ describe('npm start with WORKERS=2', () => {
     }
   }, 30_000);
 
+  it('closes a connection at once when its conversation is resumed on another worker', async () => {
+    const workerOf = (id: string, msg: string) =>
+      instance.logs().find((l) => l.msg === msg && l.session === id)?.worker;
+    let across = 0;
+    for (const old of [...clients]) {
+      const { id, token } = tokens.get(old)!;
+      const again = await connect(`${instance.wsUrl}?resume=${token}`);
+      const created = await again.next('session.created', undefined, 15_000);
+      expect((created.session as { id: string }).id).toBe(id);
+      // Told and closed without waiting for anything it does next.
+      expect((await old.next('error')).error).toMatchObject({ code: 'session_resumed_elsewhere' });
+      expect((await within(old.closed, 'the old connection closed', 15_000)).code).toBe(4002);
+      await instance.proc.waitFor(
+        new RegExp(`"session":"${id}"[^\\n]*"msg":"session resumed"`),
+        'the resumed line',
+      );
+      const next = created.session as { id: string; troupe: { resume_token: string } };
+      tokens.set(again, { id, token: next.troupe.resume_token });
+      clients[clients.indexOf(old)] = again;
+      if (workerOf(id, 'session resumed') !== workerOf(id, 'session opened')) across++;
+      if (across > 0) break;
+    }
+    // The router puts a new connection on the worker with fewer sessions: one resume crossed.
+    expect(across).toBe(1);
+  }, 60_000);
+
   it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
     const before = await workers(instance.url);
     const victim = before[0]!;

@@ -194,6 +194,39 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
     }
   }, 40_000);
 
+  it('tells the instance whose session wrote a record when another instance claims it', async () => {
+    // Two instances: each its own connections to one Redis, and its own sessions.
+    const make = () =>
+      createResumer({
+        store: createRedisResumeStore({ url: redis.url, log: log.logger }),
+        ttlS: 60,
+        saveDelayMs: 5,
+        loadTimeoutMs: 2_000,
+        log: log.logger,
+      });
+    const here = make();
+    const there = make();
+    try {
+      let told!: () => void;
+      const takenOver = new Promise<void>((resolve) => (told = resolve));
+      const tracker = here.track(
+        'sess_far',
+        { snapshot: () => ({ items: ['a'] }) },
+        undefined,
+        log.logger,
+        () => told(),
+      );
+      await tracker.flush();
+      expect(await there.claim(tracker.token, undefined)).toMatchObject({ ok: true });
+      // Told without writing anything more.
+      await within(takenOver, 'the writer told of the claim', 10_000);
+      tracker.stop();
+    } finally {
+      await here.close();
+      await there.close();
+    }
+  }, 30_000);
+
   it('has every open session write its record again when Redis comes back empty', async () => {
     const port = await freePort();
     const own = await startRedis(port);
