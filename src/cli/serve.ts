@@ -49,6 +49,7 @@ export async function start(options: ServeOptions = {}): Promise<TroupeServer | 
       host: config.server.host,
       port: config.server.port,
       redis: config.scale.redisUrl !== undefined,
+      resumeMemoryMb: config.scale.resumeMemoryMb,
       graceMs: config.server.shutdownGraceMs,
       log,
     });

@@ -111,6 +111,8 @@ export const DEFAULT_MAX_UTTERANCE_MS = 60_000;
 export const DEFAULT_WORKERS: number | 'auto' = 'auto';
 /** A dropped conversation can be resumed for 15 minutes. */
 export const DEFAULT_RESUME_TTL_S = 900;
+/** Room for the in-memory resume store's records, MiB: thousands of conversations, far from a heap's limit. */
+export const DEFAULT_RESUME_MEMORY_MB = 256;
 /** Changes that matter are written to the resume store at most this often per session. */
 export const DEFAULT_RESUME_SAVE_DELAY_MS = 50;
 /** How long a connection with `?resume=` waits for the store before starting fresh. */

@@ -172,6 +172,11 @@ export interface ScaleConfig {
   /** How long a disconnected conversation can be resumed, in seconds. @defaultValue 900 */
   resumeTtlS: number;
   /**
+   * Room for the in-memory resume store's records (this process's, or the
+   * primary's with workers), in MiB; past it the oldest written are let go. @defaultValue 256
+   */
+  resumeMemoryMb: number;
+  /**
    * New sessions are refused with 1013 while the event loop's lag, averaged
    * over the last second, is above this; 0 = never. @defaultValue 100
    */
@@ -336,6 +341,7 @@ const envSchema = z.object({
     })
     .optional(),
   RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
+  RESUME_MEMORY_MB: integer(1, 1024 * 1024).optional(),
   OVERLOAD_LAG_MS: integer(0, 60_000).optional(),
   OVERLOAD_BUSY: z
     .string()
@@ -542,6 +548,7 @@ function scaleConfig(e: Partial<z.infer<typeof envSchema>>): ScaleConfig {
           : Number(e.WORKERS),
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
+    resumeMemoryMb: e.RESUME_MEMORY_MB ?? D.DEFAULT_RESUME_MEMORY_MB,
     overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
     overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
     ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0 ? { overloadCpu: e.OVERLOAD_CPU } : {}),

@@ -77,6 +77,8 @@ export interface ScaleMetrics {
   saveSeconds: Histogram;
   /** The event loop's mean lag over the last second, as the overload check sees it. */
   eventLoopLag: Gauge;
+  /** Records the in-memory store let go for room (`RESUME_MEMORY_MB`) before their TTL. */
+  storeEvictions: Counter;
 }
 
 /** Options of {@link createMetrics}. */
@@ -393,6 +395,11 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
       name: 'troupe_server_event_loop_lag_seconds',
       help: "The event loop's mean lag over the last second, as the overload check sees it (the highest worker's when aggregated).",
       aggregator: 'max',
+      registers,
+    }),
+    storeEvictions: new Counter({
+      name: 'troupe_resume_store_evictions_total',
+      help: 'Records the in-memory resume store let go before their TTL to stay within RESUME_MEMORY_MB (the oldest written first).',
       registers,
     }),
   };

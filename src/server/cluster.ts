@@ -41,6 +41,8 @@ const ROOM_REPORT_MS = 100;
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
 /** How often the primary lets go of which worker wrote records that have expired. */
 const WRITERS_SWEEP_MS = 60_000;
+/** The primary says it let resume records go for room at most this often. */
+const EVICTION_LOG_MS = 60_000;
 
 /** Messages between the primary and its workers (all carry `troupe`). */
 type ToPrimary =
@@ -76,6 +78,8 @@ export interface PrimaryOptions {
   port: number;
   /** Whether workers keep resume state in Redis (else the primary keeps it). */
   redis: boolean;
+  /** Room for the primary's resume records (`RESUME_MEMORY_MB`), in MiB. @defaultValue 256 */
+  resumeMemoryMb?: number;
   /** How long workers get to drain (`SHUTDOWN_GRACE_MS`); they are killed this much later plus 5 s. */
   graceMs: number;
   log: Logger;
@@ -97,7 +101,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
   const aggregator = new AggregatorRegistry();
-  const store = options.redis ? undefined : sharedStore(createMemoryResumeStore());
+  const store = options.redis ? undefined : sharedStore(primaryMemoryStore(options));
   const started = new Map<number, number>();
   const ready = new Set<number>();
   const crashes: number[] = [];
@@ -280,6 +284,25 @@ export interface WorkerLink {
    * it this worker's room as it changes.
    */
   serve(status: () => WorkerStatus, shutdown: () => void): void;
+}
+
+/** The primary's resume store: its evictions are logged (its metrics are the workers'), at most once a minute. */
+function primaryMemoryStore(options: PrimaryOptions): ResumeStore {
+  let evicted = 0;
+  let saidAt = 0;
+  return createMemoryResumeStore({
+    ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
+    onEvicted: () => {
+      evicted++;
+      const now = performance.now();
+      if (now - saidAt < EVICTION_LOG_MS) return;
+      saidAt = now;
+      options.log.warn(
+        { evicted, resumeMemoryMb: options.resumeMemoryMb },
+        'resume records let go for room (RESUME_MEMORY_MB)',
+      );
+    },
+  });
 }
 
 /**

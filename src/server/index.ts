@@ -330,7 +330,12 @@ async function readiness(
 /** The resume store the settings ask for: Redis with `REDIS_URL`, else memory. */
 function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore {
   const url = config.scale.redisUrl;
-  if (url === undefined) return createMemoryResumeStore();
+  if (url === undefined) {
+    return createMemoryResumeStore({
+      maxChars: config.scale.resumeMemoryMb * 1024 * 1024,
+      onEvicted: () => metrics.scale.storeEvictions.inc(),
+    });
+  }
   return createRedisResumeStore({
     url,
     log: log.child({ part: 'resume' }),

@@ -25,6 +25,8 @@ const TOMBSTONE = 'claimed';
 const KEY_PREFIX = 'troupe:resume:';
 /** Expired records are swept from memory this often. */
 const SWEEP_MS = 60_000;
+/** The in-memory store's room for records held as text, in characters, unless told otherwise. */
+export const DEFAULT_MEMORY_STORE_MAX_CHARS = 256 * 1024 * 1024;
 /** A Redis command that takes longer fails (the session keeps running). */
 const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 /** How long the first connection attempt to Redis may take. */
@@ -127,6 +129,15 @@ export interface MemoryResumeStoreOptions {
    * that path). @defaultValue true
    */
   readsLive?: boolean;
+  /**
+   * Most characters of records held as text (the conversations of ended
+   * sessions, and with workers every session's): past it the records
+   * written longest ago are let go, so clients that drop conversations
+   * cannot fill the process's memory. @defaultValue 256 MiB
+   */
+  maxChars?: number;
+  /** Told of each record let go for room, with its size. */
+  onEvicted?: (chars: number) => void;
 }
 
 /**
@@ -143,25 +154,55 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
     | { kind: 'live'; read: RecordReader }
     | { kind: 'claimed' }
   );
+  // In the order they were last written: the first are let go first for room.
   const records = new Map<string, Entry>();
+  const maxChars = options.maxChars ?? DEFAULT_MEMORY_STORE_MAX_CHARS;
+  /** Characters of the text records held now. */
+  let chars = 0;
+  const sizeOf = (r: Entry | undefined): number =>
+    r?.kind === 'text'
+      ? r.record.head.length + r.record.parts.reduce((n, p) => n + p.length, 0)
+      : 0;
+  const drop = (key: string): void => {
+    chars -= sizeOf(records.get(key));
+    records.delete(key);
+  };
+  /** Sets a record as the last written, and makes room for it (never by letting it go itself). */
+  const put = (key: string, entry: Entry): void => {
+    const size = sizeOf(entry);
+    if (size > maxChars) {
+      throw new ResumeStoreError(
+        `a record of ${size} characters is over the in-memory store's ${maxChars} (RESUME_MEMORY_MB)`,
+      );
+    }
+    drop(key);
+    for (const [old, r] of records) {
+      if (chars + size <= maxChars) break;
+      if (r.kind !== 'text') continue;
+      options.onEvicted?.(sizeOf(r));
+      drop(old);
+    }
+    records.set(key, entry);
+    chars += size;
+  };
   const live = (key: string): Entry | undefined => {
     const r = records.get(key);
     if (r === undefined) return undefined;
     if (r.expiresAt <= Date.now()) {
-      records.delete(key);
+      drop(key);
       return undefined;
     }
     return r;
   };
   const sweep = setInterval(() => {
     const now = Date.now();
-    for (const [key, r] of records) if (r.expiresAt <= now) records.delete(key);
+    for (const [key, r] of records) if (r.expiresAt <= now) drop(key);
   }, SWEEP_MS).unref();
   const hold: NonNullable<ResumeStore['hold']> = (key, read) => {
     if (live(key)?.kind === 'claimed') return 'claimed';
     // The session is running: its record lasts as long (the TTL starts when
     // the session ends and the writer saves it as text).
-    records.set(key, { kind: 'live', read, expiresAt: Number.POSITIVE_INFINITY });
+    put(key, { kind: 'live', read, expiresAt: Number.POSITIVE_INFINITY });
     return 'saved';
   };
   return {
@@ -174,19 +215,22 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
       if (r?.kind === 'claimed') return Promise.resolve('claimed');
       const held = r?.kind === 'text' ? r.record : undefined;
       const expiresAt = Date.now() + ttlS * 1000;
+      let record: StoredRecord & { seq: number };
       if (update.keep > 0) {
         if (held === undefined || held.seq !== update.after || update.keep > held.parts.length) {
           return Promise.resolve('stale');
         }
-        held.parts.length = update.keep;
-        held.parts.push(...update.parts);
-        held.head = update.head;
-        held.seq = update.seq;
-        records.set(key, { kind: 'text', record: held, expiresAt });
-        return Promise.resolve('saved');
+        const parts = held.parts.slice(0, update.keep);
+        parts.push(...update.parts);
+        record = { head: update.head, parts, seq: update.seq };
+      } else {
+        record = { head: update.head, parts: update.parts.slice(), seq: update.seq };
       }
-      const record = { head: update.head, parts: update.parts.slice(), seq: update.seq };
-      records.set(key, { kind: 'text', record, expiresAt });
+      try {
+        put(key, { kind: 'text', record, expiresAt });
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
       return Promise.resolve('saved');
     },
     ...(options.readsLive === false ? {} : { hold }),
@@ -201,7 +245,7 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
         // The record stays: the claim failed, as a store that did not answer.
         return Promise.reject(err instanceof Error ? err : new Error(String(err)));
       }
-      records.set(key, { kind: 'claimed', expiresAt: Date.now() + ttlS * 1000 });
+      put(key, { kind: 'claimed', expiresAt: Date.now() + ttlS * 1000 });
       return Promise.resolve(record);
     },
     health() {
@@ -210,6 +254,7 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
     close() {
       clearInterval(sweep);
       records.clear();
+      chars = 0;
       return Promise.resolve();
     },
   };

@@ -534,7 +534,9 @@ function holdSession(
       // The session is over: its record as text, and the session let go.
       try {
         const { head, parts } = read();
-        void store.save(at.key, wholeRecord(head, parts), ttlS);
+        store.save(at.key, wholeRecord(head, parts), ttlS).catch((err: unknown) => {
+          at.log.warn({ err: (err as Error).message }, 'resume save failed');
+        });
       } catch (err) {
         at.log.warn({ err: (err as Error).message }, 'resume save failed');
       }

@@ -94,6 +94,27 @@ describe('the memory resume store', () => {
     await store.close();
   });
 
+  it('lets the records written longest ago go to stay within its room', async () => {
+    const evicted: number[] = [];
+    const store = createMemoryResumeStore({ maxChars: 25, onEvicted: (n) => evicted.push(n) });
+    await store.save('a', wholeRecord('aaaaaaaaaa'), 60);
+    await store.save('b', wholeRecord('bbbbbbbbbb'), 60);
+    // Written again: now the last written, so not the first to go.
+    await store.save('a', wholeRecord('AAAAAAAAAA'), 60);
+    await store.save('c', wholeRecord('cccccccccc'), 60);
+    expect(evicted).toEqual([10]);
+    expect(await store.claim('b', 60)).toBeUndefined();
+    expect(await store.claim('a', 60)).toEqual({ head: 'AAAAAAAAAA', parts: [] });
+    expect(await store.claim('c', 60)).toEqual({ head: 'cccccccccc', parts: [] });
+    // One record over the whole room is refused, and what was held under its key stays.
+    await store.save('d', wholeRecord('dddd'), 60);
+    await expect(store.save('d', wholeRecord('x'.repeat(26)), 60)).rejects.toThrow(
+      /over the in-memory store's 25/,
+    );
+    expect(await store.claim('d', 60)).toEqual({ head: 'dddd', parts: [] });
+    await store.close();
+  });
+
   it("keeps a running session's record however long it is quiet", async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     const store = createMemoryResumeStore();
