@@ -161,8 +161,10 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       }
       return;
     }
-    if (!everReady) {
-      // Nothing ever started (a bad characters folder): the worker said why.
+    if (!everReady && signal === null) {
+      // Nothing ever started and the worker exited on its own (a bad
+      // characters folder): it said why. One killed (OOM killer, kill -9) is
+      // replaced as any dead worker is.
       log.fatal({ worker: worker.id, code }, 'worker failed to start; stopping');
       stopAll('startup failed', 1);
       return;
@@ -188,8 +190,11 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     stopping = true;
     exitCode = code;
     log.info({ reason, workers: Object.keys(cluster.workers ?? {}).length }, 'stopping workers');
-    for (const w of Object.values(cluster.workers ?? {}))
-      w?.send({ troupe: 'shutdown' } satisfies ToWorker);
+    for (const w of Object.values(cluster.workers ?? {})) {
+      // A worker still starting listens for no request yet, and has no sessions to drain.
+      if (ready.has(w?.id ?? -1)) w?.send({ troupe: 'shutdown' } satisfies ToWorker);
+      else w?.process.kill('SIGTERM');
+    }
     setTimeout(() => {
       log.warn({}, 'workers still running after the grace period; killing them');
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');

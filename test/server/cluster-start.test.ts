@@ -1,0 +1,73 @@
+/**
+ * A worker killed while the instance starts (the OOM killer, kill -9) is
+ * replaced, as a worker that dies later is; only a worker that exits on its
+ * own before any was ready (a bad characters folder) stops the instance.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { DEMO_SCRIPT, startSimulator } from '../../src/testing/index.js';
+import { npmStartArgs, startProcess } from '../deploy/processes.js';
+import { request } from '../helpers/http.js';
+import { within } from '../helpers/wait.js';
+
+/** The processes `pid` started (Linux). */
+function children(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+describe('npm start with WORKERS=2, a worker killed while it starts', () => {
+  it('starts another in its place, and the instance serves', async () => {
+    const sim = await startSimulator({ script: DEMO_SCRIPT });
+    const proc = startProcess(process.execPath, npmStartArgs(), {
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        WORKERS: '2',
+        HOST: '127.0.0.1',
+        PORT: '0',
+        LLM_BASE_URL: sim.url,
+        CHARACTERS_DIR: 'characters',
+        CHARACTERS_WATCH: 'false',
+        STT_PROVIDER: 'none',
+        TTS_PROVIDER: 'none',
+        LOG_LEVEL: 'info',
+      },
+    });
+    try {
+      // A worker just forked, long before it is ready (Node and its modules still load).
+      await proc.waitFor(/"msg":"starting workers"/, 'the primary forking');
+      const worker = await within(
+        (async () => {
+          for (;;) {
+            const pids = children(proc.child.pid!);
+            if (pids.length > 0) return pids[0]!;
+            await new Promise((r) => setTimeout(r, 5));
+          }
+        })(),
+        'a worker process',
+      );
+      process.kill(worker, 'SIGKILL');
+      await proc.waitFor(/"msg":"worker died; starting another"/, 'the killed worker replaced');
+      const ready = await proc.waitFor(
+        /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*"msg":"workers ready"/,
+        'every worker ready',
+      );
+      const health = (await request(`${ready[1]}/health`)).json<{ workers: unknown[] }>();
+      expect(health.workers).toHaveLength(2);
+      expect(proc.output()).not.toContain('worker failed to start');
+      proc.child.kill('SIGTERM');
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+    } finally {
+      proc.child.kill('SIGKILL');
+      await sim.close();
+    }
+  }, 90_000);
+});
