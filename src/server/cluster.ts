@@ -28,15 +28,28 @@ import {
 import { listenFailure, type ClusterView } from './index.js';
 import { logsWritten } from './logger.js';
 import { signalRepeats } from './signals.js';
-import { openWorkerRouter, type WorkerRoom, type WorkerRouter } from './worker-router.js';
+import {
+  openWorkerRouter,
+  UNRESPONSIVE_MS,
+  type WorkerRoom,
+  type WorkerRouter,
+} from './worker-router.js';
 
-/** How long a worker may take to answer the primary (status, metrics). */
+/** A worker waits twice this long for its primary to answer (workers, metrics, the store). */
 const ASK_TIMEOUT_MS = 2_000;
 /** Workers that die this many times within {@link CRASH_WINDOW_MS} stop the instance. */
 const CRASH_LIMIT = 5;
 const CRASH_WINDOW_MS = 60_000;
 /** How often a worker looks whether its room changed, to tell the primary. */
 const ROOM_REPORT_MS = 100;
+/** A worker reports at least this often, changed or not: the primary's sign that it is alive. */
+const HEARTBEAT_MS = 1_000;
+/**
+ * A ready worker not heard from for this long is killed and replaced (its
+ * clients get a close and resume elsewhere): its event loop has been stuck
+ * far longer than any pause, and it holds its sessions hostage.
+ */
+const HANG_KILL_MS = 30_000;
 /** How the primary tells its workers the port it listens on for them. */
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
 /** How often the primary lets go of which worker wrote records that have expired. */
@@ -50,7 +63,6 @@ type ToPrimary =
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
   | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
   | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
-  | ({ troupe: 'status'; id: number } & WorkerStatus)
   | { troupe: 'room'; room: WorkerRoom };
 /** One save as it crosses to the primary. */
 interface QueuedSave {
@@ -60,7 +72,6 @@ interface QueuedSave {
 }
 type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
-  | { troupe: 'status?'; id: number }
   | { troupe: 'connection' }
   | { troupe: 'shutdown' }
   | { troupe: 'claimed'; key: string };
@@ -107,7 +118,6 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   const crashes: number[] = [];
   let everReady = false;
   let stopping = false;
-  const states = createStateAsker(started, ready);
 
   const fork = (): Worker => {
     const worker = cluster.fork({ [PORT_VARIABLE]: String(router.port) });
@@ -115,6 +125,21 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     worker.on('message', (m: ToPrimary) => void handle(worker, m));
     return worker;
   };
+
+  // A worker stuck for good (an endless loop in a character's code, a
+  // stopped process) is replaced, as one that died.
+  setInterval(() => {
+    if (stopping) return;
+    for (const { worker, silentMs } of router.rooms()) {
+      if (silentMs < HANG_KILL_MS || worker.isDead()) continue;
+      log.error(
+        { worker: worker.id, pid: worker.process.pid, silentS: Math.round(silentMs / 1000) },
+        'worker unresponsive; killing it',
+      );
+      router.remove(worker);
+      worker.process.kill('SIGKILL');
+    }
+  }, HEARTBEAT_MS).unref();
 
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
     if (m?.troupe === 'room') {
@@ -126,13 +151,13 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       log.info({ worker: worker.id, pid: worker.process.pid }, 'worker ready');
       if (ready.size === options.workers)
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
-    } else if (m?.troupe === 'status') {
-      states.answered(m);
     } else if (m?.troupe === 'ask') {
       const reply = (value: unknown, error?: string): void =>
         void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
       try {
-        reply(m.what === 'metrics' ? await aggregator.clusterMetrics() : await states.ask());
+        reply(
+          m.what === 'metrics' ? await aggregator.clusterMetrics() : workerStates(router, started),
+        );
       } catch (err) {
         reply(undefined, (err as Error).message);
       }
@@ -225,55 +250,33 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
 }
 
 /**
- * Asks every worker its state for `/health`: its status and sessions, and
- * `unresponsive` (or `starting`, before it was ready) when it does not
- * answer within {@link ASK_TIMEOUT_MS}.
+ * Every worker's state for `/health`, from what each last reported (at
+ * least every second): `starting` before it is ready, `unresponsive` when
+ * it has not reported for {@link UNRESPONSIVE_MS}, else `ok` or
+ * `shutting_down`, with its sessions. Answered at once: a stuck worker
+ * does not hold up a health probe.
  */
-function createStateAsker(started: Map<number, number>, ready: Set<number>) {
-  let asked = 0;
-  const pending = new Map<number, (m: WorkerStatus) => void>();
-  return {
-    /** A worker's answer to a question. */
-    answered(m: { id: number } & WorkerStatus): void {
-      pending.get(m.id)?.(m);
-    },
-    /** Every worker's state, asked now. */
-    ask(): Promise<unknown[]> {
-      const workers = Object.values(cluster.workers ?? {}).filter(
-        (w): w is Worker => w !== undefined,
-      );
-      return Promise.all(
-        workers.map(
-          (w) =>
-            new Promise<unknown>((resolve) => {
-              const id = ++asked;
-              const base = {
-                id: w.id,
-                pid: w.process.pid,
-                uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
-              };
-              const timer = setTimeout(() => {
-                pending.delete(id);
-                resolve({ ...base, status: ready.has(w.id) ? 'unresponsive' : 'starting' });
-              }, ASK_TIMEOUT_MS);
-              pending.set(id, (s) => {
-                clearTimeout(timer);
-                pending.delete(id);
-                resolve({
-                  ...base,
-                  status: s.refusing === 'shutting_down' ? 'shutting_down' : 'ok',
-                  sessions: s.sessions,
-                  ...(s.refusing === 'full' || s.refusing === 'overloaded'
-                    ? { refusing: s.refusing }
-                    : {}),
-                });
-              });
-              w.send({ troupe: 'status?', id } satisfies ToWorker);
-            }),
-        ),
-      );
-    },
-  };
+function workerStates(router: WorkerRouter, started: Map<number, number>): unknown[] {
+  const rooms = new Map(router.rooms().map((r) => [r.worker.id, r]));
+  return Object.values(cluster.workers ?? {})
+    .filter((w): w is Worker => w !== undefined)
+    .map((w) => {
+      const base = {
+        id: w.id,
+        pid: w.process.pid,
+        uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
+      };
+      const r = rooms.get(w.id);
+      if (r === undefined) return { ...base, status: 'starting' };
+      if (r.silentMs > UNRESPONSIVE_MS) return { ...base, status: 'unresponsive' };
+      const { sessions, refusing } = r.room;
+      return {
+        ...base,
+        status: refusing === 'shutting_down' ? 'shutting_down' : 'ok',
+        sessions,
+        ...(refusing === 'full' || refusing === 'overloaded' ? { refusing } : {}),
+      };
+    });
 }
 
 /** What a worker needs from its primary. */
@@ -471,19 +474,21 @@ export function linkWorker(registry: Registry): WorkerLink {
     },
     serve(status, shutdown) {
       let reported = '';
+      let reportedAt = 0;
       report = (): void => {
         const { sessions, refusing } = status();
         const room: WorkerRoom = { sessions, received, ...(refusing ? { refusing } : {}) };
         const key = `${sessions} ${received} ${refusing ?? ''}`;
-        if (key === reported || !process.connected) return;
+        const now = performance.now();
+        // A change at once; else once a second, so the primary knows this worker is alive.
+        if ((key === reported && now - reportedAt < HEARTBEAT_MS) || !process.connected) return;
         reported = key;
+        reportedAt = now;
         process.send!({ troupe: 'room', room } satisfies ToPrimary);
       };
       setInterval(report, ROOM_REPORT_MS).unref();
       process.on('message', (m: ToWorker) => {
-        if (m?.troupe === 'status?') {
-          process.send!({ troupe: 'status', id: m.id, ...status() } satisfies ToPrimary);
-        } else if (m?.troupe === 'shutdown') shutdown();
+        if (m?.troupe === 'shutdown') shutdown();
       });
       // The primary is gone (killed): nobody hands this worker connections any more.
       process.on('disconnect', shutdown);

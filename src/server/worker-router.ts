@@ -6,6 +6,7 @@
  * counting the connections handed to it that it has not reported yet. When
  * none has room, the one with the fewest sessions gets it, and its refusal
  * (1013, or 503 before the handshake, with a retry hint) tells the client why.
+ * A worker that has not reported for {@link UNRESPONSIVE_MS} comes last of all.
  *
  * `node:cluster` alone hands connections round-robin, blind to this: with
  * `MAX_SESSIONS` per worker, a full worker refused clients while another
@@ -17,6 +18,14 @@ import type { Logger } from 'pino';
 
 /** Connections that may wait for a worker (none ready yet, or all replaced at once). */
 const MAX_WAITING = 1024;
+/**
+ * A worker not heard from for this long (it reports at least every second)
+ * is unresponsive: its event loop is stuck, or the process is stopped. It
+ * gets a connection only when no other worker is there.
+ */
+export const UNRESPONSIVE_MS = 3_000;
+/** Added to an unresponsive worker's load: after every other, draining ones too. */
+const UNRESPONSIVE_WEIGHT = 1e12;
 
 /**
  * Added to a refusing worker's load: one that is full or overloaded still
@@ -56,6 +65,8 @@ export interface WorkerRouter {
   remove(worker: Worker): void;
   /** A worker's report of itself. */
   report(worker: Worker, room: WorkerRoom): void;
+  /** What each ready worker last reported, and how long ago (ms). */
+  rooms(): Array<{ worker: Worker; room: WorkerRoom; silentMs: number }>;
   /** Stops listening; connections still waiting for a worker are closed. */
   close(): void;
 }
@@ -65,6 +76,8 @@ interface Entry {
   room: WorkerRoom;
   /** Connections handed to it in all. */
   sent: number;
+  /** When it last reported (performance.now()). */
+  heardAt: number;
 }
 
 /**
@@ -84,10 +97,14 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
   function pick(): Entry | undefined {
     let best: Entry | undefined;
     let bestScore = Infinity;
+    const now = performance.now();
     for (const e of entries.values()) {
       if (!e.worker.isConnected()) continue;
       const load = e.room.sessions + Math.max(0, e.sent - e.room.received);
-      const score = (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) + load;
+      const score =
+        (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) +
+        (now - e.heardAt > UNRESPONSIVE_MS ? UNRESPONSIVE_WEIGHT : 0) +
+        load;
       if (score < bestScore) {
         best = e;
         bestScore = score;
@@ -128,7 +145,12 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
   return {
     port: (server.address() as { port: number }).port,
     add(worker) {
-      entries.set(worker.id, { worker, room: { sessions: 0, received: 0 }, sent: 0 });
+      entries.set(worker.id, {
+        worker,
+        room: { sessions: 0, received: 0 },
+        sent: 0,
+        heardAt: performance.now(),
+      });
       for (const socket of waiting.splice(0)) if (!socket.destroyed) hand(socket);
     },
     remove(worker) {
@@ -136,7 +158,17 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
     },
     report(worker, room) {
       const entry = entries.get(worker.id);
-      if (entry) entry.room = room;
+      if (!entry) return;
+      entry.room = room;
+      entry.heardAt = performance.now();
+    },
+    rooms() {
+      const now = performance.now();
+      return [...entries.values()].map((e) => ({
+        worker: e.worker,
+        room: e.room,
+        silentMs: now - e.heardAt,
+      }));
     },
     close() {
       server.close();
