@@ -130,5 +130,11 @@ export const DEFAULT_OVERLOAD_LAG_MS = 100;
  * delta of the sessions it holds.
  */
 export const DEFAULT_OVERLOAD_BUSY = 0.9;
+/**
+ * New sessions are refused (1013) while the heap uses more than this share
+ * of V8's limit: far above a server's working set (a few hundred MiB), close
+ * enough to the limit that taking more sessions would risk a crash.
+ */
+export const DEFAULT_OVERLOAD_HEAP = 0.85;
 /** The retry hint given with an overload refusal, and with a full or draining server's 503 to a load balancer. */
 export const DEFAULT_OVERLOAD_RETRY_MS = 2_000;

@@ -188,6 +188,8 @@ export interface ScaleConfig {
    * last second is above this fraction of one core; unset = never.
    */
   overloadCpu?: number;
+  /** Share of V8's heap limit (0–1) above which new sessions are refused; 0 = never. @defaultValue 0.85 */
+  overloadHeap: number;
 }
 
 /** Troupe's settings. */
@@ -348,6 +350,14 @@ const envSchema = z.object({
     .trim()
     .regex(/^(0(\.\d+)?|1(\.0+)?)$/, {
       error: 'expected a share of the time between 0 and 1 such as 0.9 (0 turns it off)',
+    })
+    .transform(Number)
+    .optional(),
+  OVERLOAD_HEAP: z
+    .string()
+    .trim()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, {
+      error: "expected a share of the heap's limit between 0 and 1 such as 0.85 (0 turns it off)",
     })
     .transform(Number)
     .optional(),
@@ -551,6 +561,7 @@ function scaleConfig(e: Partial<z.infer<typeof envSchema>>): ScaleConfig {
     resumeMemoryMb: e.RESUME_MEMORY_MB ?? D.DEFAULT_RESUME_MEMORY_MB,
     overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
     overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
+    overloadHeap: e.OVERLOAD_HEAP ?? D.DEFAULT_OVERLOAD_HEAP,
     ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0 ? { overloadCpu: e.OVERLOAD_CPU } : {}),
   };
 }

@@ -275,6 +275,7 @@ function createScaleParts(
   const overload = createOverloadMonitor({
     lagMs: config.scale.overloadLagMs,
     busy: config.scale.overloadBusy,
+    heap: config.scale.overloadHeap,
     ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
     retryMs: DEFAULT_OVERLOAD_RETRY_MS,
     lagGauge: metrics.scale.eventLoopLag,

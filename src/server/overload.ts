@@ -12,11 +12,12 @@
  * the deltas of the sessions it already holds — or the mean lag is above
  * `lagMs` (a single long pause, such as a module compiling, is not
  * overload: it is one sample), or its CPU use is above `cpu` (a fraction of
- * one core), when set. Utilisation counts the main thread only, so work on
+ * one core), when set, or its heap is near V8's limit (`heap`). Utilisation counts the main thread only, so work on
  * other threads (speech recognition) does not look like overload, and a
  * machine busy with other processes does not either.
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { getHeapStatistics } from 'node:v8';
 import type { Gauge } from 'prom-client';
 
 /** How often the event loop is sampled. */
@@ -32,6 +33,12 @@ export interface OverloadOptions {
   busy?: number;
   /** CPU use (fraction of one core) above which the process is overloaded; unset = never. */
   cpu?: number;
+  /**
+   * Share of V8's heap limit in use (0–1) above which the process is
+   * overloaded: sessions it takes now would grow it to an out-of-memory
+   * crash that ends every session. Unset or 0 = never.
+   */
+  heap?: number;
   /** The retry hint given to refused clients (ms). */
   retryMs: number;
   /** Set to the current mean lag (seconds) at each sample. */
@@ -40,8 +47,8 @@ export interface OverloadOptions {
 
 /** Why a session is refused, and when to try again. */
 export interface OverloadVerdict {
-  reason: 'event_loop_busy' | 'event_loop_lag' | 'cpu';
-  /** The measured value: utilisation (0–1), lag in ms, or CPU as a fraction of one core. */
+  reason: 'event_loop_busy' | 'event_loop_lag' | 'cpu' | 'memory';
+  /** The measured value: utilisation (0–1), lag in ms, CPU as a fraction of one core, or the heap's share of its limit (0–1). */
   value: number;
   retryAfterMs: number;
 }
@@ -50,8 +57,8 @@ export interface OverloadVerdict {
 export interface OverloadMonitor {
   /** Undefined when a new session may start; O(1). */
   check(): OverloadVerdict | undefined;
-  /** The mean lag (ms), utilisation and CPU use over the last second. */
-  readonly state: { lagMs: number; busy: number; cpu: number };
+  /** The mean lag (ms), utilisation and CPU use over the last second, and the heap's share of its limit. */
+  readonly state: { lagMs: number; busy: number; cpu: number; heap: number };
   stop(): void;
 }
 
@@ -70,6 +77,7 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
   let lagMs = 0;
   let busy = 0;
   let cpu = 0;
+  let heap = 0;
   let timer: NodeJS.Timeout;
   const tick = (): void => {
     const now = performance.now();
@@ -94,6 +102,10 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
     busy = active + idle > 0 ? active / (active + idle) : 0;
     // Each sample covers SAMPLE_MS plus its lag.
     cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);
+    if (options.heap) {
+      const h = getHeapStatistics();
+      heap = h.used_heap_size / h.heap_size_limit;
+    }
     options.lagGauge?.set(lagMs / 1000);
     expected = now + SAMPLE_MS;
     timer = setTimeout(tick, SAMPLE_MS).unref();
@@ -119,10 +131,17 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
       if (options.cpu !== undefined && cpu > options.cpu) {
         return { reason: 'cpu', value: Math.round(cpu * 100) / 100, retryAfterMs: options.retryMs };
       }
+      if (options.heap && heap > options.heap) {
+        return {
+          reason: 'memory',
+          value: Math.round(heap * 100) / 100,
+          retryAfterMs: options.retryMs,
+        };
+      }
       return undefined;
     },
     get state() {
-      return { lagMs, busy, cpu };
+      return { lagMs, busy, cpu, heap };
     },
     stop() {
       clearTimeout(timer);

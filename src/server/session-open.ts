@@ -200,9 +200,11 @@ export function overloadRefusal(verdict: OverloadVerdict): {
   const cause =
     verdict.reason === 'cpu'
       ? `CPU ${verdict.value} of a core`
-      : verdict.reason === 'event_loop_busy'
-        ? `event loop busy ${Math.round(verdict.value * 100)}% of the time`
-        : `event loop ${verdict.value} ms behind`;
+      : verdict.reason === 'memory'
+        ? `memory at ${Math.round(verdict.value * 100)}% of its limit`
+        : verdict.reason === 'event_loop_busy'
+          ? `event loop busy ${Math.round(verdict.value * 100)}% of the time`
+          : `event loop ${verdict.value} ms behind`;
   return {
     reason: `server overloaded; retry in ${seconds} s`,
     error: new ProtocolError(

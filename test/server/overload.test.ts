@@ -81,6 +81,26 @@ describe('overload refusal', () => {
     );
   }, 30_000);
 
+  it('says overloaded while the heap is past its share of the limit', async () => {
+    const { getHeapStatistics } = await import('node:v8');
+    const h = getHeapStatistics();
+    // A share below what this process uses now: the check must fire.
+    const share = (h.used_heap_size / h.heap_size_limit) * 0.5;
+    monitor = createOverloadMonitor({ lagMs: 0, heap: share, retryMs: 2_000 });
+    const verdict = await within(
+      (async () => {
+        for (;;) {
+          const v = monitor!.check();
+          if (v) return v;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })(),
+      'a memory verdict',
+    );
+    expect(verdict).toMatchObject({ reason: 'memory', retryAfterMs: 2_000 });
+    expect(verdict.value).toBeGreaterThan(share);
+  });
+
   it('answers 503 with Retry-After before the handshake behind a load balancer while saturated', async () => {
     t = await startTestServer({ env: { OVERLOAD_BUSY: '0.9' } });
     const { port } = new URL(t.url);
