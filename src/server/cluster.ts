@@ -126,20 +126,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     return worker;
   };
 
-  // A worker stuck for good (an endless loop in a character's code, a
-  // stopped process) is replaced, as one that died.
-  setInterval(() => {
-    if (stopping) return;
-    for (const { worker, silentMs } of router.rooms()) {
-      if (silentMs < HANG_KILL_MS || worker.isDead()) continue;
-      log.error(
-        { worker: worker.id, pid: worker.process.pid, silentS: Math.round(silentMs / 1000) },
-        'worker unresponsive; killing it',
-      );
-      router.remove(worker);
-      worker.process.kill('SIGKILL');
-    }
-  }, HEARTBEAT_MS).unref();
+  killStuckWorkers(router, log, () => stopping);
 
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
     if (m?.troupe === 'room') {
@@ -247,6 +234,26 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     'starting workers',
   );
   for (let i = 0; i < options.workers; i++) fork();
+}
+
+/**
+ * Kills a ready worker silent for {@link HANG_KILL_MS} (stuck in an endless
+ * loop of a character's code, or the process stopped): the primary then
+ * replaces it as one that died, and its clients resume elsewhere.
+ */
+function killStuckWorkers(router: WorkerRouter, log: Logger, stopping: () => boolean): void {
+  setInterval(() => {
+    if (stopping()) return;
+    for (const { worker, silentMs } of router.rooms()) {
+      if (silentMs < HANG_KILL_MS || worker.isDead()) continue;
+      log.error(
+        { worker: worker.id, pid: worker.process.pid, silentS: Math.round(silentMs / 1000) },
+        'worker unresponsive; killing it',
+      );
+      router.remove(worker);
+      worker.process.kill('SIGKILL');
+    }
+  }, HEARTBEAT_MS).unref();
 }
 
 /**
