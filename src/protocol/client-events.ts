@@ -85,6 +85,14 @@ const UNMUTE_SCHEMAS: Record<ClientEventType, z.ZodType> = {
   }),
 };
 
+/**
+ * Deepest nesting of objects and arrays in a client event, the event itself
+ * being level 1. Real events nest a few levels, a tool's `parameters` at
+ * most 36 (their own 32 under the event's 4); a value nested thousands deep
+ * would be stored, then overflow the stack when echoed or saved.
+ */
+export const MAX_EVENT_DEPTH = 64;
+
 /** Unmute's event carrying raw PCM (float32 or int16) instead of Ogg/Opus. */
 const UNMUTE_APPEND_PCM = 'unmute.input_audio_buffer.append_pcm';
 
@@ -112,6 +120,15 @@ export function parseClientEvent(
   }
   const obj = raw as Record<string, unknown>;
   const id = typeof obj.event_id === 'string' ? obj.event_id : null;
+  // Before anything else walks it: every later walk may be recursive.
+  if (nestsDeeperThan(obj, MAX_EVENT_DEPTH)) {
+    const what = `objects and arrays nested more than ${MAX_EVENT_DEPTH} levels deep, so nothing of it was applied; send flatter values.`;
+    const message =
+      typeof obj.type === 'string'
+        ? `${obj.type.slice(0, 100)}: the event has ${what}`
+        : `The event has ${what}`;
+    return fail('invalid_event', message, null, id);
+  }
   if (obj.type === undefined) {
     return fail('missing_required_parameter', 'The event has no "type".', 'type', id);
   }
@@ -199,6 +216,29 @@ export function detectDialect(frame: string): Dialect | undefined {
     !Array.isArray(session) &&
     Object.hasOwn(session, 'allow_recording');
   return unmute ? 'unmute' : 'openai';
+}
+
+/**
+ * Whether `value` nests objects and arrays more than `limit` levels deep.
+ * Iterative, as the value may be nested far deeper than the stack allows;
+ * only objects and arrays are visited, so a long string costs nothing.
+ */
+function nestsDeeperThan(value: object, limit: number): boolean {
+  const stack: object[] = [value];
+  const depths: number[] = [1];
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    const depth = depths.pop()!;
+    if (depth > limit) return true;
+    const children = Array.isArray(node) ? node : Object.values(node);
+    for (const child of children) {
+      if (child !== null && typeof child === 'object') {
+        stack.push(child as object);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return false;
 }
 
 function fail(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CLIENT_EVENT_TYPES, parseClientEvent } from '../../src/protocol/index.js';
+import { CLIENT_EVENT_TYPES, MAX_EVENT_DEPTH, parseClientEvent } from '../../src/protocol/index.js';
 import type { ClientEvent } from '../../src/session/events.js';
 
 /** Parses an object as a frame and expects it to be taken. */
@@ -154,14 +154,15 @@ describe('parseClientEvent: events it takes', () => {
 });
 
 describe('parseClientEvent: what it refuses and how it says so', () => {
-  it('refuses client tool parameters nested thousands deep, as a frame of 50 KB carries them', () => {
+  it('refuses client tool parameters nested past 32 levels, naming them', () => {
+    // 40 deep: past the tool check's 32, within the event's 64 (nested deeper,
+    // the whole event is refused first, below).
     const frame =
       '{"type":"session.update","session":{"tools":[{"type":"function","name":"deep","parameters":' +
-      '{"a":'.repeat(5000) +
+      '{"a":'.repeat(40) +
       '1' +
-      '}'.repeat(5000) +
+      '}'.repeat(40) +
       '}]}}';
-    expect(frame.length).toBeLessThan(60_000);
     const error = refuse(frame);
     expect(error).toMatchObject({
       type: 'invalid_request_error',
@@ -394,5 +395,52 @@ describe('parseClientEvent: what it refuses and how it says so', () => {
     expect(refuse({ type: 'session.update', session: { foo: 1 } }).message).toMatch(
       /^session\.update: session\.foo: /,
     );
+  });
+});
+
+describe('parseClientEvent: events nested too deep', () => {
+  /**
+   * A `session.update` frame with a value of `levels` nested objects under
+   * `tracing.metadata` (3 levels above it) or `prompt.variables.v` (4 above).
+   * Built as text: JSON.stringify itself overflows on such values.
+   */
+  function deepUpdate(under: 'tracing' | 'prompt', levels: number): string {
+    const value = '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
+    const session =
+      under === 'tracing'
+        ? `{"tracing":{"metadata":${value}}}`
+        : `{"prompt":{"id":"pmpt_1","variables":{"v":${value}}}}`;
+    return `{"type":"session.update","event_id":"evt_deep","session":${session}}`;
+  }
+
+  it.each(['tracing', 'prompt'] as const)(
+    'refuses a session.update with %s values nested 20,000 deep, saying the limit',
+    (under) => {
+      const error = refuse(deepUpdate(under, 20_000));
+      expect(error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_event',
+        param: null,
+        event_id: 'evt_deep',
+      });
+      expect(error.message).toMatch(/^session\.update: /);
+      expect(error.message).toContain(`more than ${MAX_EVENT_DEPTH} levels deep`);
+      expect(error.message).toContain('nothing of it was applied');
+    },
+  );
+
+  it('takes 64 levels, the event itself counted, where the schema takes any JSON, and refuses 65', () => {
+    expect(MAX_EVENT_DEPTH).toBe(64);
+    const tracing = parse(JSON.parse(deepUpdate('tracing', 61)) as object);
+    expect(tracing.type).toBe('session.update');
+    const prompt = parse(JSON.parse(deepUpdate('prompt', 60)) as object);
+    expect(prompt.type).toBe('session.update');
+    expect(refuse(deepUpdate('tracing', 62)).code).toBe('invalid_event');
+    expect(refuse(deepUpdate('prompt', 61)).code).toBe('invalid_event');
+  });
+
+  it('counts arrays as levels too', () => {
+    const frame = `{"type":"session.update","session":{"tracing":{"metadata":${'['.repeat(20_000)}${']'.repeat(20_000)}}}}`;
+    expect(refuse(frame)).toMatchObject({ code: 'invalid_event', event_id: null });
   });
 });

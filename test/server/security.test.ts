@@ -170,14 +170,37 @@ describe('client tool schemas nested thousands deep', () => {
         '}'.repeat(5000) +
         '}]}}',
     );
-    const error = await c.next('error');
-    expect((error as unknown as { error: { param: string } }).error.param).toBe(
-      'session.tools[0].parameters',
-    );
+    // Past the event's 64 levels: the whole event is refused before its tools are read.
+    const error = await nextError(c, 'invalid_event');
+    expect(error.message).toContain('64 levels');
     say(c, 'Hello');
     expect(doneOf(await c.untilDone()).status).toBe('completed');
     const body = t.simulator.requests.at(-1)!.body as { tools?: unknown[] };
     expect(body.tools ?? []).toHaveLength(0);
+    await c.close();
+  });
+});
+
+describe('session.update values nested 20,000 deep', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t.close());
+
+  it('are refused with invalid_event, and the session still takes a normal session.update', async () => {
+    const c = await openSession(t, 'character=plain');
+    const deep = '{"a":'.repeat(20_000) + '1' + '}'.repeat(20_000);
+    c.send(
+      `{"type":"session.update","event_id":"evt_deep","session":{"tracing":{"metadata":${deep}}}}`,
+    );
+    const error = await nextError(c, 'invalid_event');
+    expect(error.event_id).toBe('evt_deep');
+    expect(error.message).toContain('nothing of it was applied');
+    c.send({ type: 'session.update', session: { instructions: 'Be brief.' } });
+    const updated = await c.next('session.updated');
+    expect((updated.session as { instructions: string }).instructions).toBe('Be brief.');
+    expect(c.events.filter((e) => e.type === 'error')).toHaveLength(1);
     await c.close();
   });
 });
