@@ -241,7 +241,7 @@ function createServerMetrics(registers: Registry[]): ServerMetrics {
     }),
     rejected: new Counter({
       name: 'troupe_connections_rejected_total',
-      help: 'Connections refused or closed by the server, by reason (auth, origin, full, overloaded, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, unknown_character, shutting_down, resumed_elsewhere).',
+      help: 'Connections refused or closed by the server, by reason (auth, origin, full, overloaded, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, invalid_events, unknown_character, shutting_down, resumed_elsewhere).',
       labelNames: ['reason'],
       registers,
     }),

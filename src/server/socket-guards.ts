@@ -1,6 +1,7 @@
 /**
  * What keeps one socket from holding the server: keepalive pings, idle and
- * lifetime clocks, a bounded and fair frame queue, and short echoes.
+ * lifetime clocks, a bounded and fair frame queue, a cap on invalid events,
+ * and short echoes.
  */
 import type { WebSocket } from 'ws';
 import type { Config } from '../config/index.js';
@@ -165,6 +166,48 @@ export class FrameGate {
     }
     this.#frames--;
     this.#bytes -= size;
+  }
+}
+
+/**
+ * Events one socket may have refused as invalid (not JSON, an unknown type,
+ * a field the schema refuses, a binary frame) within one second; one more
+ * closes it. A real client sends at most ~50 events a second (20 ms audio
+ * chunks), and an event refused is a bug it hears of at once; more than 100
+ * refused in a second is a flood, each answered by an `error` several times
+ * its size, and other sessions would wait on it.
+ */
+export const MAX_INVALID_EVENTS_PER_S = 100;
+
+/**
+ * Counts one socket's invalid events over a sliding second. It keeps the
+ * times of the last `max` refusals, so the count is exact, and holds nothing
+ * for a client whose events are all taken.
+ */
+export class InvalidEventMeter {
+  readonly #times: number[] = [];
+  #oldest = 0;
+  readonly #max: number;
+  readonly #now: () => number;
+
+  /** `now` is the clock (milliseconds; tests pass their own). */
+  constructor(max = MAX_INVALID_EVENTS_PER_S, now: () => number = () => performance.now()) {
+    this.#max = max;
+    this.#now = now;
+  }
+
+  /** Counts one refused event; true when it is more than `max` within one second. */
+  refused(): boolean {
+    const now = this.#now();
+    if (this.#times.length < this.#max) {
+      this.#times.push(now);
+      return false;
+    }
+    // The ring's oldest entry is the event `max` before this one.
+    const then = this.#times[this.#oldest]!;
+    this.#times[this.#oldest] = now;
+    this.#oldest = (this.#oldest + 1) % this.#max;
+    return now - then < 1000;
   }
 }
 

@@ -10,7 +10,13 @@ import type { WebSocket } from 'ws';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
-import { createEncoder, detectDialect, parseClientEvent, type Dialect } from '../protocol/index.js';
+import {
+  createEncoder,
+  detectDialect,
+  IGNORED_EVENT_CODE,
+  parseClientEvent,
+  type Dialect,
+} from '../protocol/index.js';
 import type { ClientEvent, ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import { createDeltaWindow } from './delta-window.js';
@@ -19,7 +25,13 @@ import { refuseImageUrls } from './image-policy.js';
 import type { ResumeTracker } from './resume.js';
 import { withResumeToken } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
-import { FrameGate, watchLifetime, withShortInstructions } from './socket-guards.js';
+import {
+  FrameGate,
+  InvalidEventMeter,
+  MAX_INVALID_EVENTS_PER_S,
+  watchLifetime,
+  withShortInstructions,
+} from './socket-guards.js';
 
 /** How long a slow consumer gets to read its way to the 1013 close frame before it is cut. */
 const SLOW_CLOSE_TIMEOUT_MS = 10_000;
@@ -47,6 +59,11 @@ export interface SocketLink {
   /** Sends a server event (the session's `send`). */
   send(event: ServerEvent): void;
   sendError(err: ProtocolError): void;
+  /**
+   * Sends the error of an event refused as invalid; past
+   * {@link MAX_INVALID_EVENTS_PER_S} in one second the socket is closed (1008).
+   */
+  refuse(err: ProtocolError): void;
   /** The session's link to the resume store, once it has one. */
   readonly resumeLink: { tracker?: ResumeTracker };
   readonly dialect: Dialect;
@@ -54,7 +71,7 @@ export interface SocketLink {
   readonly detecting: boolean;
   /** The session's logger (replaced when a resumed session keeps its old id). */
   log: Logger;
-  /** Whether the socket was cut off (slow consumer, idle, lifetime): frames are no longer handled. */
+  /** Whether the socket was cut off (slow consumer, idle, lifetime, invalid events): frames are no longer handled. */
   readonly cutOff: boolean;
   /** Unmute's frontend: its encoder, and Ogg/Opus spoken replies, before any event is handled. */
   speakUnmute(session: Session): void;
@@ -126,6 +143,26 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
       closeSocket(ws, end.code, end.wireCode);
     },
   );
+  const invalid = new InvalidEventMeter();
+  const refuse = (err: ProtocolError): void => {
+    sendError(err);
+    // Unmute's frontend sends bridge.* events as a matter of course: ignored, not invalid.
+    if (cutOff || err.wireCode === IGNORED_EVENT_CODE || !invalid.refused()) return;
+    sessionLog.warn({ limit: MAX_INVALID_EVENTS_PER_S }, 'invalid event flood closed');
+    metrics.server.rejected.inc({ reason: 'invalid_events' });
+    sendError(
+      new ProtocolError(
+        'too_many_invalid_events',
+        `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second, so the session was closed; fix the events the earlier errors name, then reconnect.`,
+      ),
+    );
+    cutOff = true;
+    connections.get(ws)?.close();
+    closeSocket(ws, CLOSE.POLICY, 'too_many_invalid_events');
+    // Read no more: a flooder keeps sending until it reads the close, and
+    // every frame would still be parsed. Its socket is cut within a second.
+    ws.pause();
+  };
   ws.on('close', () => {
     lifetime.stop();
     deltas.close();
@@ -135,6 +172,7 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   return {
     send,
     sendError,
+    refuse,
     resumeLink,
     speakUnmute,
     get dialect() {
@@ -198,6 +236,8 @@ export function listenFrames(o: FrameLoopOptions): () => void {
   let chain: Promise<unknown> = new Promise<void>((resolve) => (opened = resolve));
   const gate = new FrameGate(o.limits.maxPendingFrames);
   ws.on('message', (data, isBinary) => {
+    // Cut off: what is still in flight is dropped unanswered, at no cost.
+    if (link.cutOff) return;
     const receivedAt = performance.now();
     const size = (data as Buffer).length;
     const refused = gate.admit(size);
@@ -210,7 +250,7 @@ export function listenFrames(o: FrameLoopOptions): () => void {
       const session = connections.get(ws);
       if (!session || link.cutOff) return;
       if (isBinary) {
-        return link.sendError(
+        return link.refuse(
           new ProtocolError(
             'invalid_frame',
             'Binary frames are not taken; send each event as a JSON text frame.',
@@ -218,7 +258,7 @@ export function listenFrames(o: FrameLoopOptions): () => void {
         );
       }
       const event = link.decode((data as Buffer).toString('utf8'), session);
-      if (event instanceof ProtocolError) return link.sendError(event);
+      if (event instanceof ProtocolError) return link.refuse(event);
       if (o.closing.has(ws)) {
         // The session has stopped and the socket closes once its state is
         // written: said so, not dropped, so the client sends it again after resuming.

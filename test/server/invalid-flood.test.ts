@@ -1,0 +1,119 @@
+/**
+ * Floods of invalid events: a socket whose events are refused faster than a
+ * real client could get wrong is closed (1008) before it slows the other
+ * sessions; a client that gets a few events wrong keeps its session.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidEventMeter, MAX_INVALID_EVENTS_PER_S } from '../../src/server/socket-guards.js';
+import { metricValue, scrape } from '../helpers/http.js';
+import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { doneOf, openSession, turn } from '../helpers/session.js';
+import { within } from '../helpers/wait.js';
+
+/** The wire code of an `error` event. */
+const codeOf = (e: Received) => (e.error as { code: string }).code;
+
+/** Sends `{"type":"nope"}` as fast as the socket takes it, until it closes or `max` are sent. */
+function flood(c: TestClient, max = 50_000): void {
+  let sent = 0;
+  const pump = () => {
+    if (c.ws.readyState !== c.ws.OPEN || sent >= max) return;
+    // Without building an unbounded buffer on the client's side.
+    if (c.ws.bufferedAmount < 1 << 20) {
+      for (let i = 0; i < 200; i++) c.ws.send('{"type":"nope"}');
+      sent += 200;
+    }
+    setImmediate(pump);
+  };
+  pump();
+}
+
+describe('invalid event meter', () => {
+  it('trips on the event past the limit within one second, and not before', () => {
+    let now = 0;
+    const meter = new InvalidEventMeter(MAX_INVALID_EVENTS_PER_S, () => now);
+    for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) {
+      expect(meter.refused()).toBe(false);
+      now += 5;
+    }
+    expect(meter.refused()).toBe(true);
+  });
+
+  it('never trips for refusals spread more thinly than the limit a second', () => {
+    let now = 0;
+    const meter = new InvalidEventMeter(10, () => now);
+    for (let i = 0; i < 1_000; i++) {
+      expect(meter.refused()).toBe(false);
+      now += 101;
+    }
+  });
+});
+
+describe('invalid event floods', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(() => t.close());
+
+  it('closes each flooding socket with too_many_invalid_events and 1008, while another session completes a turn', async () => {
+    const healthy = await openSession(t, 'character=plain');
+    const flooders = await Promise.all(
+      Array.from({ length: 4 }, () => openSession(t, 'character=plain')),
+    );
+    for (const f of flooders) flood(f);
+    const [done] = await Promise.all([
+      turn(healthy, 'Hello'),
+      ...flooders.map(async (f) => {
+        const { code, reason } = await within(f.closed, 'the close of a flooding socket');
+        expect(code).toBe(1008);
+        expect(reason).toBe('too_many_invalid_events');
+        // The last word is why: nothing more after it.
+        const last = f.events.at(-1)!;
+        expect(last.type).toBe('error');
+        expect(codeOf(last)).toBe('too_many_invalid_events');
+        expect((last.error as { message: string }).message).toContain(
+          `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second`,
+        );
+      }),
+    ]);
+    expect(doneOf(done).status).toBe('completed');
+    expect(healthy.ws.readyState).toBe(healthy.ws.OPEN);
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'invalid_events',
+      }),
+    ).toBe(4);
+    // The healthy session is still served after the floods.
+    expect(doneOf(await turn(healthy, 'Hello again')).status).toBe('completed');
+    await healthy.close();
+  });
+
+  it('keeps the session of a client that gets up to the limit of events wrong at once', async () => {
+    const c = await openSession(t, 'character=plain');
+    const wrong = ['{"type":"nope"}', '{"type":', '{"type":"session.update","session":{"x":1}}'];
+    for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) c.send(wrong[i % wrong.length]!);
+    for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) await c.next('error');
+    expect(doneOf(await turn(c, 'Hello')).status).toBe('completed');
+    const errors = c.events.filter((e) => e.type === 'error');
+    expect(errors).toHaveLength(MAX_INVALID_EVENTS_PER_S);
+    expect(errors.map(codeOf)).not.toContain('too_many_invalid_events');
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    await c.close();
+  });
+
+  it("does not count Unmute's bridge.* events, which are ignored, not invalid", async () => {
+    const c = await connect(`${t.wsUrl}?dialect=unmute&character=plain`, {
+      protocols: ['realtime'],
+    });
+    const count = 2 * MAX_INVALID_EVENTS_PER_S;
+    for (let i = 0; i < count; i++) c.send({ type: 'bridge.resume_session' });
+    c.send({ type: 'session.update', session: { voice: 'plain', allow_recording: false } });
+    await c.next('session.updated');
+    const errors = c.events.filter((e) => e.type === 'error');
+    expect(errors.map(codeOf)).toEqual(Array.from({ length: count }, () => 'ignored_event'));
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    await c.close();
+  });
+});
