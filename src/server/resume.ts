@@ -163,7 +163,7 @@ export function createResumer(options: ResumerOptions): Resumer {
   /** Sessions whose write waits for its delay, for a store that sends saves together. */
   const waiting = new Set<() => void>();
   /** The sessions of this process still writing, by record key: told at once when claimed. */
-  const live = new Map<string, () => Promise<StoredRecord | undefined>>();
+  const live = new Map<string, LiveSession>();
   /** The sessions writing to the store, for the upkeep of their records. */
   const writers = new Set<Writer>();
   // A store back after an outage may have lost every record (a Redis
@@ -176,7 +176,7 @@ export function createResumer(options: ResumerOptions): Resumer {
     }
   });
   // Resumed in another process while still open here: closed at once, not at its next write.
-  store.onClaimedElsewhere?.((key) => void live.get(key)?.());
+  store.onClaimedElsewhere?.((key) => void live.get(key)?.takenOver());
   // A record's TTL counts from its last write: a session open and quiet for
   // longer would lose it while still running. Each record not written for
   // half its TTL is written again (its head; the turns are kept).
@@ -196,7 +196,8 @@ export function createResumer(options: ResumerOptions): Resumer {
       if (!local) return claimed;
       // Still open in this process: its connection is closed first, and the
       // conversation handed over is the session as it is then.
-      const now = await local();
+      await local.takenOver();
+      const now = local.reread();
       const record = now === undefined ? undefined : parseRecord(now);
       return record
         ? { ok: true, sessionId: record.session, state: record.state, parts: record.parts }
@@ -226,12 +227,20 @@ interface Writer {
   keepAlive(now: number, olderThanMs: number): void;
 }
 
+/** A session of this process still writing, as a claim of its record sees it. */
+interface LiveSession {
+  /** Stops its writes and closes it (once); resolves when its cut reply is recorded. */
+  takenOver(): Promise<void>;
+  /** Its record as it is now, if it was closed (else the claim's read is the same). */
+  reread(): StoredRecord | undefined;
+}
+
 /** One tracked session: its token and record key, and who to tell when another connection takes it. */
 interface Tracked {
   token: string;
   key: string;
   log: Logger;
-  live: Map<string, () => Promise<StoredRecord | undefined>>;
+  live: Map<string, LiveSession>;
   /** The session's record as it is now. */
   read: () => StoredRecord;
   onTakenOver?: () => void | Promise<void>;
@@ -255,10 +264,9 @@ function takeOverWatch(at: Tracked, stop: () => void): { takenOver(): void; forg
     }
     return told;
   };
-  const local = async (): Promise<StoredRecord | undefined> => {
-    await takenOver();
-    // Read again only after a session was closed: the claim's read is the same otherwise.
-    return at.onTakenOver ? at.read() : undefined;
+  const local: LiveSession = {
+    takenOver,
+    reread: () => (at.onTakenOver ? at.read() : undefined),
   };
   at.live.set(at.key, local);
   return {
