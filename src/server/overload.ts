@@ -17,7 +17,7 @@
  * machine busy with other processes does not either.
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { getHeapStatistics } from 'node:v8';
+import { heapShare } from '../session/memory.js';
 import type { Gauge } from 'prom-client';
 
 /** How often the event loop is sampled. */
@@ -102,10 +102,7 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
     busy = active + idle > 0 ? active / (active + idle) : 0;
     // Each sample covers SAMPLE_MS plus its lag.
     cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);
-    if (options.heap) {
-      const h = getHeapStatistics();
-      heap = h.used_heap_size / h.heap_size_limit;
-    }
+    if (options.heap) heap = heapShare();
     options.lagGauge?.set(lagMs / 1000);
     expected = now + SAMPLE_MS;
     timer = setTimeout(tick, SAMPLE_MS).unref();

@@ -21,6 +21,7 @@ import type {
 import { backgroundResultMessage } from '../tools/background.js';
 import type { ToolResult } from '../tools/types.js';
 import { History, type HistoryGroup, type TrimResult } from './history.js';
+import { heapShare, ITEM_HEAP_SHARE } from './memory.js';
 import {
   finishedMcpCall,
   itemNotFound,
@@ -225,6 +226,14 @@ export class Conversation {
         'invalid_value',
         `conversation.item.create: previous_item_id: items are added at the end of the conversation; expected ${JSON.stringify(newest)} or nothing, got "${previousItemId}".`,
         'previous_item_id',
+      );
+    }
+    const share = heapShare();
+    if (share > ITEM_HEAP_SHARE) {
+      return new ProtocolError(
+        'server_memory_full',
+        `conversation.item.create: the server's memory is at ${Math.round(share * 100)}% of its limit, so it takes no more items now; nothing was added. Send it again shortly, or start a session on another instance.`,
+        { type: 'server_error', param: null, eventId },
       );
     }
     const full = this.#full(item);

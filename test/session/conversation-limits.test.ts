@@ -2,10 +2,18 @@
  * A client that floods the conversation with items between responses: the
  * session refuses past its caps with a clear error and keeps working.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_CONVERSATION_BYTES, MAX_CONVERSATION_ITEMS } from '../../src/session/conversation.js';
+import type * as Memory from '../../src/session/memory.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { doneOf, nextError, openSession, turn, userMessage } from '../helpers/session.js';
+
+/** The heap's share of its limit as the session sees it: the real one unless a test sets it. */
+const memory = vi.hoisted(() => ({ share: undefined as number | undefined }));
+vi.mock('../../src/session/memory.js', async (importOriginal) => {
+  const real = await importOriginal<typeof Memory>();
+  return { ...real, heapShare: () => memory.share ?? real.heapShare() };
+});
 
 let t: TestServer;
 beforeAll(async () => {
@@ -61,6 +69,28 @@ describe('conversation caps', () => {
     // context budget; what matters is that the session still answers.
     const events = await turn(c, 'Hello?');
     expect(doneOf(events).status).toBe('completed');
+    c.close();
+  });
+
+  it("refuses items while the process's heap is near its limit, and takes them again after", async () => {
+    const c = await openSession(t, 'character=plain');
+    memory.share = 0.95;
+    try {
+      c.send(userMessage('one more line', { id: 'while_full' }));
+      const refused = await nextError(c, 'server_memory_full');
+      expect(refused.message).toContain('95% of its limit');
+      expect(refused.message).toContain('nothing was added');
+    } finally {
+      memory.share = undefined;
+    }
+    c.send(userMessage('one more line', { id: 'after' }));
+    await c.next('conversation.item.done', (e) => (e.item as { id: string }).id === 'after');
+    expect(
+      c.events.some(
+        (e) =>
+          e.type === 'conversation.item.done' && (e.item as { id: string }).id === 'while_full',
+      ),
+    ).toBe(false);
     c.close();
   });
 });
