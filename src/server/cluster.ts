@@ -25,7 +25,7 @@ import {
   type ResumeStore,
   type SaveResult,
 } from './resume-store.js';
-import { listenFailure, type ClusterView } from './index.js';
+import { listenFailure, type ClusterView, type WorkerState } from './index.js';
 import { logsWritten } from './logger.js';
 import { signalRepeats } from './signals.js';
 import {
@@ -263,11 +263,11 @@ function killStuckWorkers(router: WorkerRouter, log: Logger, stopping: () => boo
  * `shutting_down`, with its sessions. Answered at once: a stuck worker
  * does not hold up a health probe.
  */
-function workerStates(router: WorkerRouter, started: Map<number, number>): unknown[] {
+function workerStates(router: WorkerRouter, started: Map<number, number>): WorkerState[] {
   const rooms = new Map(router.rooms().map((r) => [r.worker.id, r]));
   return Object.values(cluster.workers ?? {})
     .filter((w): w is Worker => w !== undefined)
-    .map((w) => {
+    .map((w): WorkerState => {
       const base = {
         id: w.id,
         pid: w.process.pid,
@@ -295,8 +295,8 @@ export interface WorkerLink {
   /** Tells the primary this worker takes connections. */
   ready(url: string): void;
   /**
-   * Answers the primary's status questions and shutdown request, and tells
-   * it this worker's room as it changes.
+   * Tells the primary this worker's room as it changes, and at least every
+   * second (its sign of life), and takes its shutdown request.
    */
   serve(status: () => WorkerStatus, shutdown: () => void): void;
 }
@@ -352,7 +352,7 @@ function sharedStore(store: ResumeStore) {
   };
 }
 
-/** A worker's state, as the primary asks for it. */
+/** A worker's state, as it reports it to the primary. */
 export interface WorkerStatus {
   sessions: number;
   /** Why it would refuse a new session now (`shutting_down` once it drains), if it would. */
@@ -442,7 +442,7 @@ export function linkWorker(registry: Registry): WorkerLink {
   };
   return {
     view: {
-      workers: () => ask<unknown[]>({ troupe: 'ask', what: 'workers' }),
+      workers: () => ask<WorkerState[]>({ troupe: 'ask', what: 'workers' }),
       metrics: () => ask<string>({ troupe: 'ask', what: 'metrics' }),
       port: Number(process.env[PORT_VARIABLE]),
       onConnection(taker) {

@@ -59,7 +59,7 @@ export interface ServerOptions {
 /** Every worker of this instance, as a worker's routes see them. */
 export interface ClusterView {
   /** One entry per worker (pid, sessions, status). */
-  workers(): Promise<unknown[]>;
+  workers(): Promise<WorkerState[]>;
   /** Every worker's metrics, aggregated (Prometheus text). */
   metrics(): Promise<string>;
   /** The port the primary listens on: it hands this worker its connections. */
@@ -68,6 +68,18 @@ export interface ClusterView {
   onConnection(take: (socket: Socket) => void): void;
   /** A session opened or ended: the primary hears of this worker's room at once. */
   roomChanged(): void;
+}
+
+/** One worker as `/health` lists it. */
+export interface WorkerState {
+  id: number;
+  pid: number | undefined;
+  uptime_s: number;
+  status: 'ok' | 'shutting_down' | 'starting' | 'unresponsive';
+  /** Open sessions, when it has reported. */
+  sessions?: number;
+  /** Why it would refuse a new session now, if it would. */
+  refusing?: 'full' | 'overloaded';
 }
 
 /** A running server. */
@@ -302,11 +314,8 @@ function createScaleParts(
 }
 
 /** `/health`'s `sessions` with workers: every worker's, and the instance's cap. */
-function instanceSessions(workers: unknown[], config: Config): { active: number; max: number } {
-  const active = (workers as Array<{ sessions?: number }>).reduce(
-    (n, w) => n + (w.sessions ?? 0),
-    0,
-  );
+function instanceSessions(workers: WorkerState[], config: Config): { active: number; max: number } {
+  const active = workers.reduce((n, w) => n + (w.sessions ?? 0), 0);
   return { active, max: workers.length * config.server.maxSessions };
 }
 
@@ -322,7 +331,7 @@ async function readiness(
     const refusing = realtime.refusing();
     return refusing ? { ready: false, reason: refusing } : { ready: true };
   }
-  const workers = (await cluster.workers()) as Array<{ status: string; refusing?: string }>;
+  const workers = await cluster.workers();
   if (workers.some((w) => w.status === 'ok' && w.refusing === undefined)) return { ready: true };
   const reasons = new Set(workers.map((w) => w.refusing ?? w.status));
   return { ready: false, reason: [...reasons].join(', ') || 'no workers' };
