@@ -40,6 +40,11 @@ describe('npm start with WORKERS=2', () => {
     expect(states.map((w) => w.status)).toEqual(['ok', 'ok']);
     expect(new Set(states.map((w) => w.pid)).size).toBe(2);
     // The primary listens; the workers say they take its connections, not that they listen.
+    // A worker's line may reach the output after its primary's `workers ready`.
+    await instance.proc.waitFor(
+      /("msg":"worker taking connections"[^]*){2}/,
+      "both workers' lines",
+    );
     const lines = instance.logs().map((l) => l.msg);
     expect(lines.filter((m) => m === 'worker taking connections')).toHaveLength(2);
     expect(lines).not.toContain('server listening');
