@@ -150,7 +150,7 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
   readonly size: number;
 } {
   type Entry = { expiresAt: number } & (
-    | { kind: 'text'; record: StoredRecord & { seq: number } }
+    | { kind: 'text'; record: StoredRecord & { seq: number }; chars?: number }
     | { kind: 'live'; read: RecordReader }
     | { kind: 'claimed' }
   );
@@ -159,16 +159,18 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
   const maxChars = options.maxChars ?? DEFAULT_MEMORY_STORE_MAX_CHARS;
   /** Characters of the text records held now. */
   let chars = 0;
-  const sizeOf = (r: Entry | undefined): number =>
-    r?.kind === 'text'
-      ? r.record.head.length + r.record.parts.reduce((n, p) => n + p.length, 0)
-      : 0;
+  /** A text record's characters, counted once, when it is put. */
+  const sizeOf = (r: Entry | undefined): number => (r?.kind === 'text' ? (r.chars ?? 0) : 0);
   const drop = (key: string): void => {
     chars -= sizeOf(records.get(key));
     records.delete(key);
   };
   /** Sets a record as the last written, and makes room for it (never by letting it go itself). */
   const put = (key: string, entry: Entry): void => {
+    if (entry.kind === 'text') {
+      const { head, parts } = entry.record;
+      entry.chars = head.length + parts.reduce((n, p) => n + p.length, 0);
+    }
     const size = sizeOf(entry);
     if (size > maxChars) {
       throw new ResumeStoreError(
