@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { cgroupCpuLimit, usableCores } from '../../src/config/cores.js';
+import { cgroupCpuLimit } from '../../src/config/cgroup.js';
+import { usableCores } from '../../src/config/cores.js';
 
 /** A file system root with the given files (path → content). */
 async function fakeRoot(files: Record<string, string>): Promise<string> {
