@@ -136,5 +136,11 @@ export const DEFAULT_OVERLOAD_BUSY = 0.9;
  * enough to the limit that taking more sessions would risk a crash.
  */
 export const DEFAULT_OVERLOAD_HEAP = 0.85;
+/**
+ * New sessions are refused (1013) while the container uses more than this
+ * share of its memory limit (every process in it, as the kernel counts): the
+ * kernel kills at the limit, whatever V8's heap limit says.
+ */
+export const DEFAULT_OVERLOAD_MEMORY = 0.85;
 /** The retry hint given with an overload refusal, and with a full or draining server's 503 to a load balancer. */
 export const DEFAULT_OVERLOAD_RETRY_MS = 2_000;

@@ -190,6 +190,11 @@ export interface ScaleConfig {
   overloadCpu?: number;
   /** Share of V8's heap limit (0–1) above which new sessions are refused; 0 = never. @defaultValue 0.85 */
   overloadHeap: number;
+  /**
+   * Share of the container's memory limit (0–1) above which new sessions
+   * are refused; 0 = never, and never without a limit. @defaultValue 0.85
+   */
+  overloadMemory: number;
 }
 
 /** Troupe's settings. */
@@ -227,6 +232,16 @@ const integer = (min: number, max: number) =>
         .min(min, { error: `expected a whole number from ${min} to ${max}` })
         .max(max, { error: `expected a whole number from ${min} to ${max}` }),
     );
+
+/** A share from 0 to 1 (`0.85`, `1`, `0`), with the error naming what it is a share of. */
+function share(expected: string) {
+  return z
+    .string()
+    .trim()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, { error: `expected ${expected}` })
+    .transform(Number)
+    .optional();
+}
 
 const url = z
   .string()
@@ -345,22 +360,11 @@ const envSchema = z.object({
   RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
   RESUME_MEMORY_MB: integer(1, 1024 * 1024).optional(),
   OVERLOAD_LAG_MS: integer(0, 60_000).optional(),
-  OVERLOAD_BUSY: z
-    .string()
-    .trim()
-    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, {
-      error: 'expected a share of the time between 0 and 1 such as 0.9 (0 turns it off)',
-    })
-    .transform(Number)
-    .optional(),
-  OVERLOAD_HEAP: z
-    .string()
-    .trim()
-    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, {
-      error: "expected a share of the heap's limit between 0 and 1 such as 0.85 (0 turns it off)",
-    })
-    .transform(Number)
-    .optional(),
+  OVERLOAD_BUSY: share('a share of the time between 0 and 1 such as 0.9 (0 turns it off)'),
+  OVERLOAD_HEAP: share("a share of the heap's limit between 0 and 1 such as 0.85 (0 turns it off)"),
+  OVERLOAD_MEMORY: share(
+    "a share of the container's memory limit between 0 and 1 such as 0.85 (0 turns it off)",
+  ),
   OVERLOAD_CPU: z
     .string()
     .trim()
@@ -562,6 +566,7 @@ function scaleConfig(e: Partial<z.infer<typeof envSchema>>): ScaleConfig {
     overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
     overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
     overloadHeap: e.OVERLOAD_HEAP ?? D.DEFAULT_OVERLOAD_HEAP,
+    overloadMemory: e.OVERLOAD_MEMORY ?? D.DEFAULT_OVERLOAD_MEMORY,
     ...(e.OVERLOAD_CPU !== undefined && e.OVERLOAD_CPU > 0 ? { overloadCpu: e.OVERLOAD_CPU } : {}),
   };
 }

@@ -288,6 +288,7 @@ function createScaleParts(
     lagMs: config.scale.overloadLagMs,
     busy: config.scale.overloadBusy,
     heap: config.scale.overloadHeap,
+    container: config.scale.overloadMemory,
     ...(config.scale.overloadCpu !== undefined ? { cpu: config.scale.overloadCpu } : {}),
     retryMs: DEFAULT_OVERLOAD_RETRY_MS,
     lagGauge: metrics.scale.eventLoopLag,

@@ -12,12 +12,15 @@
  * the deltas of the sessions it already holds — or the mean lag is above
  * `lagMs` (a single long pause, such as a module compiling, is not
  * overload: it is one sample), or its CPU use is above `cpu` (a fraction of
- * one core), when set, or its heap is near V8's limit (`heap`). Utilisation counts the main thread only, so work on
+ * one core), when set, or its heap is near V8's limit (`heap`), or its
+ * container's memory is near the container's limit (`container`: every
+ * process in the container counts, and the kernel kills at that limit
+ * whatever V8's is). Utilisation counts the main thread only, so work on
  * other threads (speech recognition) does not look like overload, and a
  * machine busy with other processes does not either.
  */
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { heapShare } from '../session/memory.js';
+import { containerShare as ownContainer, heapShare } from '../session/memory.js';
 import type { Gauge } from 'prom-client';
 
 /** How often the event loop is sampled. */
@@ -39,6 +42,14 @@ export interface OverloadOptions {
    * crash that ends every session. Unset or 0 = never.
    */
   heap?: number;
+  /**
+   * Share of the container's memory limit in use (0–1; cgroup v2 or v1,
+   * usage less inactive file cache) above which the process is overloaded.
+   * Without a limit the share is 0. Unset or 0 = never.
+   */
+  container?: number;
+  /** Reads the container's share (tests); this process's container by default. */
+  containerShare?: () => number;
   /** The retry hint given to refused clients (ms). */
   retryMs: number;
   /** Set to the current mean lag (seconds) at each sample. */
@@ -47,8 +58,8 @@ export interface OverloadOptions {
 
 /** Why a session is refused, and when to try again. */
 export interface OverloadVerdict {
-  reason: 'event_loop_busy' | 'event_loop_lag' | 'cpu' | 'memory';
-  /** The measured value: utilisation (0–1), lag in ms, CPU as a fraction of one core, or the heap's share of its limit (0–1). */
+  reason: 'event_loop_busy' | 'event_loop_lag' | 'cpu' | 'memory' | 'container_memory';
+  /** The measured value: utilisation (0–1), lag in ms, CPU as a fraction of one core, or the heap's or container's share of its limit (0–1). */
   value: number;
   retryAfterMs: number;
 }
@@ -57,8 +68,8 @@ export interface OverloadVerdict {
 export interface OverloadMonitor {
   /** Undefined when a new session may start; O(1). */
   check(): OverloadVerdict | undefined;
-  /** The mean lag (ms), utilisation and CPU use over the last second, and the heap's share of its limit. */
-  readonly state: { lagMs: number; busy: number; cpu: number; heap: number };
+  /** The mean lag (ms), utilisation and CPU use over the last second, and the heap's and container's shares of their limits. */
+  readonly state: { lagMs: number; busy: number; cpu: number; heap: number; container: number };
   stop(): void;
 }
 
@@ -78,6 +89,8 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
   let busy = 0;
   let cpu = 0;
   let heap = 0;
+  let container = 0;
+  const readContainer = options.containerShare ?? ownContainer;
   let timer: NodeJS.Timeout;
   const tick = (): void => {
     const now = performance.now();
@@ -103,6 +116,7 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
     // Each sample covers SAMPLE_MS plus its lag.
     cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);
     if (options.heap) heap = heapShare();
+    if (options.container) container = readContainer();
     options.lagGauge?.set(lagMs / 1000);
     expected = now + SAMPLE_MS;
     timer = setTimeout(tick, SAMPLE_MS).unref();
@@ -135,10 +149,17 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
           retryAfterMs: options.retryMs,
         };
       }
+      if (options.container && container > options.container) {
+        return {
+          reason: 'container_memory',
+          value: Math.round(container * 100) / 100,
+          retryAfterMs: options.retryMs,
+        };
+      }
       return undefined;
     },
     get state() {
-      return { lagMs, busy, cpu, heap };
+      return { lagMs, busy, cpu, heap, container };
     },
     stop() {
       clearTimeout(timer);

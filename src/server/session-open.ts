@@ -190,6 +190,17 @@ function settled(session: Session): Promise<void> {
   ]).finally(() => clearTimeout(timer));
 }
 
+const percent = (share: number): number => Math.round(share * 100);
+
+/** Each overload verdict's cause, as the error says it. */
+const OVERLOAD_CAUSES: Record<OverloadVerdict['reason'], (value: number) => string> = {
+  cpu: (v) => `CPU ${v} of a core`,
+  memory: (v) => `memory at ${percent(v)}% of its limit`,
+  container_memory: (v) => `container memory at ${percent(v)}% of its limit`,
+  event_loop_busy: (v) => `event loop busy ${percent(v)}% of the time`,
+  event_loop_lag: (v) => `event loop ${v} ms behind`,
+};
+
 /** What an overloaded server tells a refused client: close reason, error, retry hint. */
 export function overloadRefusal(verdict: OverloadVerdict): {
   reason: string;
@@ -197,14 +208,7 @@ export function overloadRefusal(verdict: OverloadVerdict): {
   extra: { retry_after_ms: number };
 } {
   const seconds = Math.max(1, Math.round(verdict.retryAfterMs / 1000));
-  const cause =
-    verdict.reason === 'cpu'
-      ? `CPU ${verdict.value} of a core`
-      : verdict.reason === 'memory'
-        ? `memory at ${Math.round(verdict.value * 100)}% of its limit`
-        : verdict.reason === 'event_loop_busy'
-          ? `event loop busy ${Math.round(verdict.value * 100)}% of the time`
-          : `event loop ${verdict.value} ms behind`;
+  const cause = OVERLOAD_CAUSES[verdict.reason](verdict.value);
   return {
     reason: `server overloaded; retry in ${seconds} s`,
     error: new ProtocolError(

@@ -21,7 +21,7 @@ import type {
 import { backgroundResultMessage } from '../tools/background.js';
 import type { ToolResult } from '../tools/types.js';
 import { History, type HistoryGroup, type TrimResult } from './history.js';
-import { heapShare, ITEM_HEAP_SHARE } from './memory.js';
+import { ITEM_HEAP_SHARE, memoryShare } from './memory.js';
 import {
   finishedMcpCall,
   itemNotFound,
@@ -228,7 +228,7 @@ export class Conversation {
         'previous_item_id',
       );
     }
-    const share = heapShare();
+    const share = memoryShare();
     if (share > ITEM_HEAP_SHARE) {
       return new ProtocolError(
         'server_memory_full',

@@ -255,6 +255,18 @@ describe('config: server, LLM, sessions and logging', () => {
     expect(() => loadConfig({ TLS_KEY: 'key.pem' })).toThrow(/TLS_CERT and TLS_KEY/);
   });
 
+  it("reads the overload guard's memory shares, 0.85 each by default, and refuses a share past 1", () => {
+    expect(loadConfig({}).scale).toMatchObject({ overloadHeap: 0.85, overloadMemory: 0.85 });
+    expect(loadConfig({ OVERLOAD_MEMORY: '0.7', OVERLOAD_HEAP: '0' }).scale).toMatchObject({
+      overloadHeap: 0,
+      overloadMemory: 0.7,
+    });
+    const err = configError(() => loadConfig({ OVERLOAD_MEMORY: '85' }));
+    expect(err.message).toContain(
+      'OVERLOAD_MEMORY: expected a share of the container\'s memory limit between 0 and 1 such as 0.85 (0 turns it off), got "85"',
+    );
+  });
+
   it('parses ALLOWED_ORIGINS: a comma list without trailing slashes, or * for any', () => {
     expect(
       loadConfig({ ALLOWED_ORIGINS: ' https://app.example/ , http://localhost:5173,,' }).server

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOverloadMonitor, type OverloadMonitor } from '../../src/server/overload.js';
+import { overloadRefusal } from '../../src/server/session-open.js';
 import { metricValue, scrape } from '../helpers/http.js';
 import { connect } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -99,6 +100,36 @@ describe('overload refusal', () => {
     );
     expect(verdict).toMatchObject({ reason: 'memory', retryAfterMs: 2_000 });
     expect(verdict.value).toBeGreaterThan(share);
+  });
+
+  it("says overloaded while the container's memory is past its share of the limit, and says so", async () => {
+    const used = { share: 0.5 };
+    monitor = createOverloadMonitor({
+      lagMs: 0,
+      container: 0.85,
+      containerShare: () => used.share,
+      retryMs: 2_000,
+    });
+    const sampled = (): Promise<void> =>
+      within(
+        (async () => {
+          while (monitor!.state.container !== used.share)
+            await new Promise((r) => setTimeout(r, 20));
+        })(),
+        'a sample',
+      );
+    await sampled();
+    expect(monitor.check()).toBeUndefined();
+    used.share = 0.91;
+    await sampled();
+    const verdict = monitor.check();
+    expect(verdict).toEqual({ reason: 'container_memory', value: 0.91, retryAfterMs: 2_000 });
+    expect(overloadRefusal(verdict!).error.message).toBe(
+      'The server is overloaded (container memory at 91% of its limit); retry in 2 s, or on another instance.',
+    );
+    used.share = 0.6;
+    await sampled();
+    expect(monitor.check()).toBeUndefined();
   });
 
   it('answers 503 with Retry-After before the handshake behind a load balancer while saturated', async () => {

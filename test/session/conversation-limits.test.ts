@@ -8,11 +8,11 @@ import type * as Memory from '../../src/session/memory.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { doneOf, nextError, openSession, turn, userMessage } from '../helpers/session.js';
 
-/** The heap's share of its limit as the session sees it: the real one unless a test sets it. */
+/** The memory's share of its limit as the session sees it: the real one unless a test sets it. */
 const memory = vi.hoisted(() => ({ share: undefined as number | undefined }));
 vi.mock('../../src/session/memory.js', async (importOriginal) => {
   const real = await importOriginal<typeof Memory>();
-  return { ...real, heapShare: () => memory.share ?? real.heapShare() };
+  return { ...real, memoryShare: () => memory.share ?? real.memoryShare() };
 });
 
 let t: TestServer;
