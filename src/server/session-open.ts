@@ -236,11 +236,19 @@ function greetingParam(url: URL): boolean | ProtocolError {
   );
 }
 
-/** `session.created` with the session's resume token in `session.troupe.resume_token`. */
-export function withResumeToken(
+/**
+ * A session event with what its connection knows: `expires_at` (when the
+ * connection reaches `SESSION_MAX_DURATION_S`, Unix seconds; 0 without a
+ * limit) and, in `session.created`, the resume token in
+ * `session.troupe.resume_token`.
+ */
+export function withConnection(
   event: Extract<ServerEvent, { session: unknown }>,
-  token: string,
+  link: { expiresAt: number; token?: string | undefined },
 ): ServerEvent {
-  const troupe = { ...event.session.troupe, resume_token: token };
-  return { ...event, session: { ...event.session, troupe } };
+  const troupe =
+    event.type === 'session.created' && link.token !== undefined
+      ? { ...event.session.troupe, resume_token: link.token }
+      : event.session.troupe;
+  return { ...event, session: { ...event.session, expires_at: link.expiresAt, troupe } };
 }

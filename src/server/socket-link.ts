@@ -23,7 +23,7 @@ import { createDeltaWindow } from './delta-window.js';
 import { createFrameWriter } from './frame-writer.js';
 import { refuseImageUrls } from './image-policy.js';
 import type { ResumeTracker } from './resume.js';
-import { withResumeToken } from './session-open.js';
+import { withConnection } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
 import {
   FrameGate,
@@ -98,10 +98,13 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   let cutOff = false;
   const resumeLink: { tracker?: ResumeTracker } = {};
   const frames = createFrameWriter(ws, o.socket);
+  // The lifetime's clock starts with the link: `expires_at` says when it ends.
+  const maxS = limits.sessionMaxDurationS;
+  const expiresAt = maxS > 0 ? Math.floor(Date.now() / 1000) + maxS : 0;
   const deliver = (event: ServerEvent): void => {
     if (cutOff || ws.readyState !== ws.OPEN) return;
-    if (event.type === 'session.created' && resumeLink.tracker) {
-      event = withResumeToken(event, resumeLink.tracker.token);
+    if (event.type === 'session.created' || event.type === 'session.updated') {
+      event = withConnection(event, { expiresAt, token: resumeLink.tracker?.token });
     }
     // LLM failures are counted with the turns (status failed), not as protocol errors.
     if (event.type === 'error' && event.error.type !== 'llm_error') {

@@ -87,8 +87,9 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
       truncation: 'auto',
       include: [],
       prompt: null,
-      expires_at: 0,
     });
+    // When the session reaches SESSION_MAX_DURATION_S (an hour by default), in Unix seconds.
+    expect(session.expires_at).toBeGreaterThan(Date.now() / 1000 + 3000);
     expect(serverErrors(client)).toEqual([]);
   });
 

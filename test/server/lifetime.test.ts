@@ -47,6 +47,33 @@ describe('session lifetime (SESSION_MAX_DURATION_S=1)', () => {
   });
 });
 
+describe('expires_at', () => {
+  const servers: TestServer[] = [];
+  afterAll(() => Promise.all(servers.map((t) => t.close())));
+
+  /** `expires_at` of a new session's `session.created` and of its `session.updated`. */
+  async function expiry(env: Record<string, string>): Promise<number[]> {
+    const t = await startTestServer({ env });
+    servers.push(t);
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    const created = (await c.next('session.created')).session as { expires_at: number };
+    c.send({ type: 'session.update', session: { type: 'realtime', instructions: 'Be brief.' } });
+    const updated = (await c.next('session.updated')).session as { expires_at: number };
+    await c.close();
+    return [created.expires_at, updated.expires_at];
+  }
+
+  it('says when the session reaches SESSION_MAX_DURATION_S, in Unix seconds, and 0 without a limit', async () => {
+    const before = Math.floor(Date.now() / 1000);
+    const [created, updated] = await expiry({ SESSION_MAX_DURATION_S: '600' });
+    const after = Math.floor(Date.now() / 1000);
+    expect(created).toBeGreaterThanOrEqual(before + 600);
+    expect(created).toBeLessThanOrEqual(after + 600);
+    expect(updated).toBe(created);
+    expect(await expiry({ SESSION_MAX_DURATION_S: '0' })).toEqual([0, 0]);
+  });
+});
+
 describe('keepalive pings (WS_PING_INTERVAL_S=1)', () => {
   let t: TestServer;
   beforeAll(async () => {
