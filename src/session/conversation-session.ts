@@ -97,6 +97,7 @@ export class ConversationSession implements Session {
         log: () => this.#log,
         content: this.#content,
         responseLastItemId: () => this.#queue.active?.lastItemId?.(),
+        responseHas: (itemId) => this.#queue.active?.findItem?.(itemId) !== undefined,
       },
       state.conversation ?? undefined,
     );

@@ -52,6 +52,8 @@ export interface ConversationOptions {
   content: (text: string) => string | { chars: number };
   /** The newest item of the running response, if one runs and has items. */
   responseLastItemId: () => string | null | undefined;
+  /** Whether the running response has an item of this id. */
+  responseHas: (itemId: string) => boolean;
 }
 
 /** A client-side call awaiting output, and the assistant message that made it. */
@@ -221,10 +223,13 @@ export class Conversation {
     const err = (code: string, message: string, param: string | null) =>
       new ProtocolError(code, message, { param, eventId });
     const newest = this.newestItemId();
-    if (previousItemId != null && previousItemId !== newest) {
+    // `root` of an empty conversation, like its newest item, is its end.
+    const after = previousItemId === 'root' && newest === null ? null : previousItemId;
+    const inserting = after != null && after !== newest;
+    if (inserting && item.type !== 'message') {
       return err(
         'invalid_value',
-        `conversation.item.create: previous_item_id: items are added at the end of the conversation; expected ${JSON.stringify(newest)} or nothing, got "${previousItemId}".`,
+        `conversation.item.create: previous_item_id: a ${item.type} item is added at the end of the conversation; only a message can be put before the end. Expected ${JSON.stringify(newest)} or nothing, got "${after}".`,
         'previous_item_id',
       );
     }
@@ -265,6 +270,8 @@ export class Conversation {
     const problem = checkMessage(item, eventId);
     if (problem) return problem;
     const stored = messageItem(item.role, item.content, item.id);
+    if (inserting)
+      return this.#insert(after, stored, toChatMessage(item.role, item.content), eventId);
     const group = item.role === 'user' ? this.#history.startGroup() : this.#history.current();
     // A user message added while a response runs comes after the response's
     // items (not in history until it ends): it follows the newest of them.
@@ -276,6 +283,39 @@ export class Conversation {
         { item: stored.id, role: item.role, text: this.#o.content(textOf(item.content)) },
         'item added',
       );
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
+    return undefined;
+  }
+
+  /**
+   * A message put before the conversation's end: first (`root`) or right
+   * after an item of history. Not into the running response, whose items
+   * join history when it ends.
+   */
+  #insert(
+    after: string,
+    stored: MessageItem,
+    message: ChatMessage,
+    eventId: string | null,
+  ): ProtocolError | undefined {
+    const root = after === 'root';
+    const why =
+      !root && !this.#history.find(after) && this.#o.responseHas(after)
+        ? `"${after}" is in the running response; put the item after it once response.done has come, or leave previous_item_id out to add it at the end`
+        : this.#history.insertMessageItem(root ? null : after, stored, message);
+    if (why !== undefined) {
+      return new ProtocolError(
+        'invalid_value',
+        `conversation.item.create: previous_item_id: ${why}.`,
+        {
+          param: 'previous_item_id',
+          eventId,
+        },
+      );
+    }
+    const previous = root ? null : after;
+    this.#o.log().debug({ item: stored.id, after: previous }, 'item inserted');
     this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
     this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
     return undefined;

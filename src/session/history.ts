@@ -275,6 +275,43 @@ export class History {
     else places.push({ item: item.id, group: at, message: group.messages.length - 1 });
   }
 
+  /**
+   * Puts a message item that stands for one chat message first (`after`
+   * null: a group of its own, the oldest) or right after item `after`: at
+   * the end of that item's group when it is the group's last, else right
+   * after it when it is a message of its own (a client's, the greeting).
+   * Never between a tool call and its results. Returns why it cannot go
+   * there, or undefined once it is in.
+   */
+  insertMessageItem(after: string | null, item: Item, message: ChatMessage): string | undefined {
+    let group: HistoryGroup;
+    let itemAt: number;
+    let messageAt: number;
+    if (after === null) {
+      group = { items: [], messages: [] };
+      this.#groups.unshift(group);
+      itemAt = 0;
+      messageAt = 0;
+    } else {
+      const g = this.#groupOf.get(after);
+      if (g === undefined) return `no item "${after}" is in the conversation`;
+      group = g;
+      itemAt = g.items.findIndex((it) => it.id === after) + 1;
+      const own = this.#single.get(after);
+      messageAt =
+        itemAt === g.items.length ? g.messages.length : own ? g.messages.indexOf(own) + 1 : 0;
+      if (messageAt === 0 || g.messages[messageAt]?.role === 'tool') {
+        return `"${after}" is inside a response (between its text, tool calls and their results); put the item after the response's last item or after a message`;
+      }
+    }
+    group.items.splice(itemAt, 0, item);
+    group.messages.splice(messageAt, 0, message);
+    this.#single.set(item.id, message);
+    this.#indexGroup(group, [item], [message]);
+    this.#places = undefined;
+    return undefined;
+  }
+
   /** Finds an item by id. */
   find(id: string): Item | undefined {
     return this.#byId.get(id);

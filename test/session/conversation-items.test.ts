@@ -176,7 +176,7 @@ describe('conversation items', () => {
     await c.close();
   });
 
-  it('takes previous_item_id only when it names the last item', async () => {
+  it('puts an item where previous_item_id says: at the end, first (root) or after an item', async () => {
     const c = await openSession(t, 'character=plain');
     const greeting = (
       c.events.find((e) => e.type === 'conversation.item.added')!.item as {
@@ -184,13 +184,39 @@ describe('conversation items', () => {
       }
     ).id;
     const first = await addUser(c, 'One.', {});
-    c.send({ ...userMessage('Two.'), previous_item_id: greeting, event_id: 'evt_prev' });
-    const error = await nextError(c, 'invalid_value');
-    expect(error).toMatchObject({ param: 'previous_item_id', event_id: 'evt_prev' });
-    expect(error.message).toContain(first);
-
     c.send({ ...userMessage('Two.'), previous_item_id: first });
     expect(await c.next('conversation.item.added')).toMatchObject({ previous_item_id: first });
+    c.send({ ...userMessage('After the greeting.'), previous_item_id: greeting });
+    expect(await c.next('conversation.item.added')).toMatchObject({ previous_item_id: greeting });
+    c.send({ ...userMessage('Before all.'), previous_item_id: 'root' });
+    expect(await c.next('conversation.item.added')).toMatchObject({ previous_item_id: null });
+
+    c.send({ ...userMessage('Nowhere.'), previous_item_id: 'item_nope', event_id: 'evt_prev' });
+    const error = await nextError(c, 'invalid_value');
+    expect(error).toMatchObject({ param: 'previous_item_id', event_id: 'evt_prev' });
+    expect(error.message).toBe(
+      'conversation.item.create: previous_item_id: no item "item_nope" is in the conversation.',
+    );
+    c.send({
+      type: 'conversation.item.create',
+      previous_item_id: greeting,
+      item: { type: 'function_call_output', call_id: 'call_x', output: '{}' },
+    });
+    expect((await nextError(c, 'invalid_value')).message).toContain(
+      'a function_call_output item is added at the end of the conversation',
+    );
+
+    // The model reads them in that order.
+    c.send({ type: 'response.create' });
+    await c.untilDone();
+    const said = outline(lastChat(t.simulator).messages).slice(1);
+    expect(said).toEqual([
+      'user: Before all.',
+      expect.stringMatching(/^assistant: /),
+      'user: After the greeting.',
+      'user: One.',
+      'user: Two.',
+    ]);
     await stillWorks(c);
     await c.close();
   });

@@ -464,3 +464,62 @@ describe('History.groupsJson', () => {
     expect(History.staleJson.splice(0)).toEqual([expect.stringContaining('group 0 changed')]);
   });
 });
+
+describe('History.insertMessageItem', () => {
+  const note = (id: string, body: string): [Item, ChatMessage] => [
+    text(id, 'user', body),
+    { role: 'user', content: body },
+  ];
+
+  it('puts a message first, after a message of its own, or after a response’s last item', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addToolTurn(h, 2);
+    expect(h.insertMessageItem(null, ...note('r0', 'first'))).toBeUndefined();
+    expect(h.insertMessageItem('u2', ...note('m2', 'after u2'))).toBeUndefined();
+    expect(h.insertMessageItem('a2', ...note('e2', 'after a2'))).toBeUndefined();
+    expect(h.items.map((i) => i.id)).toEqual([
+      'r0',
+      'u1',
+      'a1',
+      'u2',
+      'm2',
+      'c2',
+      'o2',
+      'a2',
+      'e2',
+    ]);
+    const sent = contents(h.trim(1e9, 0).messages);
+    expect(sent).toEqual([
+      'first',
+      'question 1',
+      'x'.repeat(40),
+      'tool question 2',
+      'after u2',
+      'calls:call_2',
+      'tool:call_2',
+      'It is noon.',
+      'after a2',
+    ]);
+    // Each is a message of its own: it can be deleted, and the history survives a resume.
+    const back = History.fromState(JSON.parse(JSON.stringify(h.toState())) as never);
+    expect(contents(back.trim(1e9, 0).messages)).toEqual(sent);
+    expect(back.messageOf('m2')).toEqual({ role: 'user', content: 'after u2' });
+    expect(h.delete('r0')).toBe(true);
+    expect(h.items[0]!.id).toBe('u1');
+    expect(History.staleJson).toEqual([]);
+  });
+
+  it('never parts a tool call from its results, and names an item it does not have', () => {
+    const h = new History();
+    addToolTurn(h, 1);
+    for (const inside of ['c1', 'o1']) {
+      expect(h.insertMessageItem(inside, ...note('x', 'no'))).toContain('is inside a response');
+    }
+    expect(h.insertMessageItem('nope', ...note('x', 'no'))).toBe(
+      'no item "nope" is in the conversation',
+    );
+    expect(h.find('x')).toBeUndefined();
+    expect(h.items.map((i) => i.id)).toEqual(['u1', 'c1', 'o1', 'a1']);
+  });
+});
