@@ -31,6 +31,7 @@ import {
   type PromptCall,
 } from './prompt-tools.js';
 import { RoundReader } from './round-reader.js';
+import { estimateRoundUsage } from './token-estimate.js';
 import { TurnState, epochNow } from './turn-state.js';
 
 /** Options of {@link runTurn}. */
@@ -140,6 +141,11 @@ export interface TurnSummary {
   /** Calls of client-side tools awaiting the client's output (the last assistant message holds them). */
   clientCalls: ToolCall[];
   usage: TurnUsage;
+  /**
+   * Part of `usage` is estimated (about 4 characters a token): a round the
+   * model began was cut before the server's own count, which comes last.
+   */
+  usageEstimated?: true;
   /** Turn start → first reply text, ms; null when no text came. */
   ttftMs: number | null;
   rounds: RoundTiming[];
@@ -267,6 +273,13 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     if (done.usage) {
       addUsage(turn.usage, done.usage);
       yield { type: 'usage', round, usage: done.usage };
+    } else if (failure !== undefined && done.chunks > 0) {
+      // Cut (a cancel, barge-in, a dropped stream) after the model began: it
+      // read the request and wrote this much, though no count came.
+      const usage = estimateRoundUsage(request.messages, done);
+      addUsage(turn.usage, usage);
+      turn.usageEstimated = true;
+      yield { type: 'usage', round, usage };
     }
     if (failure !== undefined) {
       return yield* failedRound(turn, failure, signal, options.log, round, done.chunks);

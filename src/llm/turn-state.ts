@@ -32,6 +32,8 @@ export class TurnState {
   readonly clientCalls: ToolCall[] = [];
   readonly rounds: RoundTiming[] = [];
   readonly usage: TurnUsage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  /** Some of {@link usage} is estimated: a round was cut before its count came. */
+  usageEstimated = false;
   /** Text of the rounds before this one. */
   #earlier = '';
   readonly #started = performance.now();
@@ -95,6 +97,7 @@ export class TurnState {
       durationMs: performance.now() - this.#started,
     };
     if (reason) summary.reason = reason;
+    if (this.usageEstimated) summary.usageEstimated = true;
     return summary;
   }
 }

@@ -299,6 +299,11 @@ export interface ResponseTroupeInfo {
   /** Spoken replies: where the time to first audio went. */
   voice?: VoiceTimings;
   duration_ms: number;
+  /**
+   * Part of `usage` is estimated (about 4 characters a token): a request
+   * was cut after the model began, before the server's own count came.
+   */
+  usage_estimated?: true;
   tool_rounds: number;
   llm_requests: number;
   /** One entry per LLM request, in order: where the response's time went. */

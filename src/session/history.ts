@@ -4,6 +4,7 @@
  */
 import type { ChatMessage } from '../llm/chunk.js';
 import { keepMessageJson } from '../llm/request-body.js';
+import { estimateTokens } from '../llm/token-estimate.js';
 import type { Item } from './events.js';
 import type { HistoryState, MessagePlace } from './session-state.js';
 
@@ -13,31 +14,6 @@ export interface HistoryGroup {
   messages: ChatMessage[];
 }
 
-/** Tokens counted for an image, whatever its size (a high-detail tile set is ~765). */
-const IMAGE_TOKENS = 765;
-/** Per-message overhead of the chat format. */
-const MESSAGE_TOKENS = 4;
-
-/** A cheap, provider-neutral estimate: about 4 characters per token. */
-export function estimateTokens(message: ChatMessage): number {
-  let chars = 0;
-  let images = 0;
-  const content = message.content;
-  if (typeof content === 'string') chars += content.length;
-  else if (Array.isArray(content)) {
-    for (const part of content) {
-      if (part.type === 'text') chars += part.text.length;
-      else images++;
-    }
-  }
-  if (message.role === 'assistant') {
-    for (const call of message.tool_calls ?? []) {
-      chars += call.function.name.length + call.function.arguments.length + 16;
-    }
-    if (message.function_call) chars += message.function_call.arguments.length + 16;
-  }
-  return MESSAGE_TOKENS + Math.ceil(chars / 4) + images * IMAGE_TOKENS;
-}
 
 /** The messages of a history within a budget, and what had to go. */
 export interface TrimResult {

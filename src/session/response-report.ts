@@ -59,6 +59,7 @@ export function doneResponse(o: ResponseOutcome): ResponseObject {
       duration_ms: round(performance.now() - o.receivedAt),
       ...(o.firstAudioMs !== undefined ? { first_audio_ms: round(o.firstAudioMs) } : {}),
       ...(o.voice ? { voice: o.voice } : {}),
+      ...(summary?.usageEstimated ? { usage_estimated: true as const } : {}),
       tool_rounds: summary?.toolRounds ?? 0,
       llm_requests: summary?.requests ?? 0,
       rounds: responseRounds(summary?.rounds ?? []),

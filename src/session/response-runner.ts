@@ -14,7 +14,7 @@ import type { Toolset } from '../tools/library.js';
 import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
 import type { ResponseOptions, ServerEvent } from './events.js';
-import { estimateTokens } from './history.js';
+import { estimateTokens } from '../llm/token-estimate.js';
 import {
   conversationId,
   endedResponse,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/chunk.js';
-import { estimateTokens } from '../../src/session/history.js';
+import { estimateTokens } from '../../src/llm/token-estimate.js';
 import type { SimRule } from '../../src/testing/index.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { chatBodies, doneOf, openSession, turn } from '../helpers/session.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/chunk.js';
-import { History, estimateTokens } from '../../src/session/history.js';
+import { estimateTokens } from '../../src/llm/token-estimate.js';
+import { History } from '../../src/session/history.js';
 import type { Item } from '../../src/session/events.js';
 
 const text = (id: string, role: 'user' | 'assistant', body: string): Item => ({

@@ -1,3 +1,4 @@
+import { estimateTokens } from '../../src/llm/token-estimate.js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { SimScript } from '../../src/testing/index.js';
 import { say } from '../helpers/realtime-client.js';
@@ -78,6 +79,11 @@ describe('response lifecycle', () => {
         content: [{ type: 'output_text', text: sent }],
       }),
     ]);
+    // vLLM counts on every chunk: the cut request's usage is its running count.
+    const counted = response.usage as { input_tokens: number; output_tokens: number };
+    expect(counted.input_tokens).toBeGreaterThan(0);
+    expect(counted.output_tokens).toBeGreaterThan(0);
+    expect(response.troupe).not.toHaveProperty('usage_estimated');
 
     t.simulator.setLatency({});
     const next = await turn(c, 'Go on.');
@@ -89,6 +95,34 @@ describe('response lifecycle', () => {
     await c.close();
   });
 
+  it('estimates the usage of a response cut before the server counted it', async () => {
+    // OpenAI counts once, in a last chunk that a cut stream never gets.
+    t.simulator.setProfile('openai');
+    t.simulator.setLatency({ tokensPerSec: 20 });
+    try {
+      const c = await openSession(t, 'character=plain');
+      say(c, 'Tell me a story.');
+      await c.next('response.output_text.delta');
+      c.send({ type: 'response.cancel' });
+      const response = doneOf(await c.untilDone());
+      expect(response.status).toBe('cancelled');
+      // What the model read, and at least what it wrote before the cut.
+      const read = lastChat(t.simulator).messages.reduce((n, m) => n + estimateTokens(m), 0);
+      const usage = response.usage as { input_tokens: number; output_tokens: number };
+      expect(usage.input_tokens).toBe(read);
+      expect(usage.output_tokens).toBeGreaterThanOrEqual(Math.ceil(textOf(c.events).length / 4));
+      expect(response.troupe).toMatchObject({ usage_estimated: true });
+      // A reply that ends has the server's own count.
+      t.simulator.setLatency({});
+      const next = doneOf(await turn(c, 'Go on.'));
+      expect(next.status).toBe('completed');
+      expect(next.troupe).not.toHaveProperty('usage_estimated');
+      await c.close();
+    } finally {
+      t.simulator.setProfile('vllm-hermes');
+    }
+  });
+
   it('cancels a response still waiting for its first token', async () => {
     // A first token that never comes before the cancel, however busy the machine.
     t.simulator.setLatency({ ttftMs: 3_600_000 });
@@ -98,6 +132,9 @@ describe('response lifecycle', () => {
     c.send({ type: 'response.cancel' });
     const response = doneOf(await c.untilDone());
     expect(response).toMatchObject({ status: 'cancelled', output: [] });
+    // The model never began: it used nothing.
+    expect(response.usage).toMatchObject({ input_tokens: 0, output_tokens: 0 });
+    expect(response.troupe).not.toHaveProperty('usage_estimated');
 
     t.simulator.setLatency({});
     expect(doneOf(await turn(c, 'Go on.')).status).toBe('completed');
