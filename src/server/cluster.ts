@@ -52,6 +52,8 @@ const HEARTBEAT_MS = 1_000;
 const HANG_KILL_MS = 30_000;
 /** How the primary tells its workers the port it listens on for them. */
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
+/** Where a worker learns when its instance (the primary) started: epoch ms. */
+const STARTED_VARIABLE = 'TROUPE_INSTANCE_STARTED_MS';
 /** How often the primary lets go of which worker wrote records that have expired. */
 const WRITERS_SWEEP_MS = 60_000;
 /** The primary says it let resume records go for room at most this often. */
@@ -119,8 +121,12 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   let everReady = false;
   let stopping = false;
 
+  const instanceStarted = Date.now();
   const fork = (): Worker => {
-    const worker = cluster.fork({ [PORT_VARIABLE]: String(router.port) });
+    const worker = cluster.fork({
+      [PORT_VARIABLE]: String(router.port),
+      [STARTED_VARIABLE]: String(instanceStarted),
+    });
     started.set(worker.id, performance.now());
     worker.on('message', (m: ToPrimary) => void handle(worker, m));
     return worker;
@@ -445,6 +451,7 @@ export function linkWorker(registry: Registry): WorkerLink {
       workers: () => ask<WorkerState[]>({ troupe: 'ask', what: 'workers' }),
       metrics: () => ask<string>({ troupe: 'ask', what: 'metrics' }),
       port: Number(process.env[PORT_VARIABLE]),
+      startedAt: Number(process.env[STARTED_VARIABLE]),
       onConnection(taker) {
         take = taker;
       },

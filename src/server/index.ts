@@ -64,6 +64,8 @@ export interface ClusterView {
   metrics(): Promise<string>;
   /** The port the primary listens on: it hands this worker its connections. */
   readonly port: number;
+  /** When the instance (the primary) started, epoch ms: `/health`'s `uptime_s` is the instance's. */
+  readonly startedAt: number;
   /** Takes the connections the primary hands this worker. */
   onConnection(take: (socket: Socket) => void): void;
   /** A session opened or ended: the primary hears of this worker's room at once. */
@@ -303,7 +305,13 @@ function createScaleParts(
         degraded: !state.ok,
         fields: {
           resume: { store: store.kind, ...state },
-          ...(workers ? { workers, sessions: instanceSessions(workers, config) } : {}),
+          ...(workers && cluster
+            ? {
+                uptime_s: Math.round((Date.now() - cluster.startedAt) / 1000),
+                workers,
+                sessions: instanceSessions(workers, config),
+              }
+            : {}),
         },
       };
     },

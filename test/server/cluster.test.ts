@@ -129,6 +129,14 @@ describe('npm start with WORKERS=2', () => {
     expect(after).toHaveLength(2);
     expect(after.map((w) => w.pid)).not.toContain(victim.pid);
     expect(after.map((w) => w.status)).toEqual(['ok', 'ok']);
+    // The instance's uptime, whichever worker answers: never the new worker's own.
+    for (let i = 0; i < 4; i++) {
+      const { uptime_s, workers: states } = (await request(`${instance.url}/health`)).json<{
+        uptime_s: number;
+        workers: Array<{ uptime_s: number }>;
+      }>();
+      expect(uptime_s).toBeGreaterThanOrEqual(Math.max(...states.map((w) => w.uptime_s)));
+    }
 
     // Its clients resume on the workers left, through the primary's store.
     const dropped = clients.filter((c) => c.ws.readyState !== c.ws.OPEN);
