@@ -39,7 +39,8 @@ export function containerMemory(root = '/'): () => number {
   let readAt = -Infinity;
   let share = 0;
   return () => {
-    group ??= findMemoryGroup(root) ?? null;
+    // Looked up once: null (no limit) is an answer, not a reason to look again.
+    if (group === undefined) group = findMemoryGroup(root) ?? null;
     if (group === null) return 0;
     const now = performance.now();
     if (now - readAt >= CONTAINER_READ_MS) {

@@ -82,6 +82,20 @@ describe("the container's memory", () => {
     await expect.poll(share, { interval: 20, timeout: 5_000 }).toBe(0.95);
   });
 
+  it('looks for the group once, limit or none', async () => {
+    const root = await fakeRoot({
+      'proc/self/cgroup': '0::/\n',
+      'sys/fs/cgroup/memory.max': 'max\n',
+    });
+    const share = containerMemory(root);
+    expect(share()).toBe(0);
+    // Not looked for again at each call (it was, reading files at every item a
+    // client added): a limit that appears later is not seen, one that changes is.
+    await writeFile(path.join(root, 'sys/fs/cgroup/memory.max'), `${100 * MiB}\n`);
+    await writeFile(path.join(root, 'sys/fs/cgroup/memory.current'), `${90 * MiB}\n`);
+    expect(share()).toBe(0);
+  });
+
   it("reads this machine's tree without failing", () => {
     const share = containerMemory()();
     expect(share).toBeGreaterThanOrEqual(0);
