@@ -20,3 +20,23 @@ export function usableCores(root = '/', machine = availableParallelism()): numbe
   const limit = cgroupCpuLimit(root);
   return Math.max(1, limit === undefined ? machine : Math.min(machine, Math.ceil(limit)));
 }
+
+/**
+ * Set in each worker of an instance started with `WORKERS` > 1: how many
+ * workers share the instance's cores.
+ */
+export const WORKER_COUNT_VARIABLE = 'TROUPE_WORKER_COUNT';
+
+/**
+ * This process's share of the cores, to size its speech engines' thread
+ * pools by: the usable cores over the instance's workers, rounded up, at
+ * least 1. One process gets every core; with `WORKERS=4` on 8 cores each
+ * worker gets 2, so the machine runs 8 synthesis threads, not 32.
+ *
+ * @example const threads = coreShare(); // 1 in each of 2 workers on 2 cores
+ */
+export function coreShare(root = '/', machine = availableParallelism(), env = process.env): number {
+  const workers = Number(env[WORKER_COUNT_VARIABLE]);
+  const share = Number.isInteger(workers) && workers > 1 ? workers : 1;
+  return Math.max(1, Math.ceil(usableCores(root, machine) / share));
+}

@@ -17,7 +17,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Registry } from 'prom-client';
-import { usableCores } from '../config/cores.js';
+import { usableCores, WORKER_COUNT_VARIABLE } from '../config/cores.js';
 import {
   createMemoryResumeStore,
   ResumeStoreError,
@@ -126,6 +126,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     const worker = cluster.fork({
       [PORT_VARIABLE]: String(router.port),
       [STARTED_VARIABLE]: String(instanceStarted),
+      // Its speech engines' threads are sized by its share of the cores.
+      [WORKER_COUNT_VARIABLE]: String(options.workers),
     });
     started.set(worker.id, performance.now());
     worker.on('message', (m: ToPrimary) => void handle(worker, m));

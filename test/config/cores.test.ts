@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { cgroupCpuLimit } from '../../src/config/cgroup.js';
-import { usableCores } from '../../src/config/cores.js';
+import { coreShare, usableCores, WORKER_COUNT_VARIABLE } from '../../src/config/cores.js';
 
 /** A file system root with the given files (path → content). */
 async function fakeRoot(files: Record<string, string>): Promise<string> {
@@ -63,5 +63,21 @@ describe('usableCores', () => {
       'sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000\n',
     });
     expect(usableCores(root, 32)).toBe(2);
+  });
+});
+
+describe('coreShare', () => {
+  it("is a process's share of the usable cores: all of them alone, cores ÷ workers rounded up with workers", async () => {
+    const root = await fakeRoot({
+      'proc/self/cgroup': '0::/\n',
+      'sys/fs/cgroup/cpu.max': '400000 100000\n',
+    });
+    const workers = (n: string) => ({ [WORKER_COUNT_VARIABLE]: n });
+    expect(coreShare(root, 8, {})).toBe(4);
+    expect(coreShare(root, 8, workers('2'))).toBe(2);
+    expect(coreShare(root, 8, workers('3'))).toBe(2);
+    // Never less than one thread, whatever the count.
+    expect(coreShare(root, 8, workers('16'))).toBe(1);
+    expect(coreShare(root, 8, workers('nonsense'))).toBe(4);
   });
 });

@@ -12,7 +12,7 @@
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
-import { usableCores } from '../../config/cores.js';
+import { coreShare } from '../../config/cores.js';
 import type { SpeechProviderError } from '../../errors.js';
 import type { ProviderHealth, SttEvent, SttOpenOptions, SttProvider, SttStream } from '../types.js';
 import { SILENT_LOGGER, assertPcm16, deferred, emitSafely, messageOf, sttError } from './common.js';
@@ -33,14 +33,15 @@ export const DEFAULT_POCKETSPHINX_MODEL_DIR = '/usr/share/pocketsphinx/model/en-
 /** Decoders alive at once: at ~95 MB each, 4 is ~380 MB. More speakers at once wait their turn. */
 export const DEFAULT_POCKETSPHINX_MAX_DECODERS = 4;
 /**
- * Most worker threads: one per core. Workers start as speakers need them (a
+ * Most worker threads: one per core (this process's share of them, with
+ * `WORKERS`: each worker gets cores ÷ workers). Workers start as speakers need them (a
  * new one while every worker already hosts a decoder), so an idle server
  * has one, and four people speaking at once on two cores get both. Measured
  * on flite speech with the default search: 0.15–0.5 s of CPU per second of
  * audio per stream on a busy 2-core machine, so one core cannot carry four
  * speakers (docs/voice.md).
  */
-export const DEFAULT_POCKETSPHINX_MAX_WORKERS = usableCores();
+export const DEFAULT_POCKETSPHINX_MAX_WORKERS = coreShare();
 /**
  * The search's pruning with `fastSearch`: at most 3,000 HMMs and 5 word exits
  * per frame. Measured on flite speech: about a third less CPU than

@@ -16,6 +16,7 @@ import {
   SynthStream,
   SYNTH_WORKER_START_TIMEOUT_MS,
   synthWorkers,
+  threads,
 } from './synth-pool.js';
 import type { SynthVoice } from './synth-pool.js';
 
@@ -165,7 +166,7 @@ export class EspeakTts implements TtsProvider {
       }
       return {
         ok: true,
-        detail: `espeak-ng ready, voice ${this.#voice} (${id}), ${voices.length} voices`,
+        detail: `espeak-ng ready, voice ${this.#voice} (${id}), ${voices.length} voices, ${threads(this.#pool.size)}`,
       };
     } catch (error) {
       return { ok: false, detail: (error as Error).message };

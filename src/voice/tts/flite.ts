@@ -17,7 +17,7 @@
 import { ConfigError } from '../../errors.js';
 import type { ProviderHealth, TtsOpenOptions, TtsProvider, TtsStream } from '../types.js';
 import type { TtsLogger } from './emitter.js';
-import { SynthPool, SynthStream, synthWorkers } from './synth-pool.js';
+import { SynthPool, SynthStream, synthWorkers, threads } from './synth-pool.js';
 import type { SynthVoice } from './synth-pool.js';
 
 /** Flite's output rate with its built-in voices, in Hz. */
@@ -154,7 +154,7 @@ export class FliteTts implements TtsProvider {
       if (parseFliteVoice(this.#voice) === undefined) {
         return { ok: false, detail: `flite has no voice "${this.#voice}"` };
       }
-      return { ok: true, detail: `flite ready, voice ${this.#voice}` };
+      return { ok: true, detail: `flite ready, voice ${this.#voice}, ${threads(this.#pool.size)}` };
     } catch (error) {
       return { ok: false, detail: (error as Error).message };
     }

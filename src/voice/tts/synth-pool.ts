@@ -16,7 +16,7 @@
  * `busy` (jobs running in the pool) and `warmUp`.
  */
 import { Worker } from 'node:worker_threads';
-import { usableCores } from '../../config/cores.js';
+import { coreShare } from '../../config/cores.js';
 import { ConfigError, SpeechProviderError } from '../../errors.js';
 import type { TtsOpenOptions, TtsStream } from '../types.js';
 import { TtsEmitter } from './emitter.js';
@@ -27,10 +27,11 @@ export const SYNTH_WORKER_START_TIMEOUT_MS = 60_000;
 
 /**
  * The worker count a synthesis provider was given, checked: a whole number
- * from 1 to `max`, one per core when unset.
+ * from 1 to `max`, one per core when unset (this process's share of the
+ * cores, with `WORKERS`).
  */
 export function synthWorkers(provider: string, requested: number | undefined, max: number): number {
-  const workers = requested ?? usableCores();
+  const workers = requested ?? coreShare();
   if (!Number.isInteger(workers) || workers < 1 || workers > max) {
     throw new ConfigError(
       `${provider}: workers must be a whole number from 1 to ${max}, got ${String(requested)}; ` +
@@ -38,6 +39,11 @@ export function synthWorkers(provider: string, requested: number | undefined, ma
     );
   }
   return workers;
+}
+
+/** A pool's size as `/health` says it: `1 worker thread`, `4 worker threads`. */
+export function threads(size: number): string {
+  return `${size} worker thread${size === 1 ? '' : 's'}`;
 }
 
 /** A voice an engine has, as its worker lists them. */
@@ -130,6 +136,11 @@ export class SynthPool {
   #closed = false;
   /** Shared with every worker: how many jobs are running in the pool. */
   readonly #busy = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+
+  /** The worker threads it runs once started. */
+  get size(): number {
+    return this.#o.size;
+  }
 
   constructor(options: SynthPoolOptions) {
     this.#o = options;

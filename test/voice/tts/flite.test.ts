@@ -50,7 +50,7 @@ describe('Flite TTS', () => {
   it('reports its default voice healthy and speaks at 16 kHz', async () => {
     expect(await tts.health()).toEqual({
       ok: true,
-      detail: `flite ready, voice ${DEFAULT_FLITE_VOICE}`,
+      detail: `flite ready, voice ${DEFAULT_FLITE_VOICE}, 1 worker thread`,
     });
     expect(tts.sampleRate).toBe(FLITE_SAMPLE_RATE_HZ);
   });
