@@ -353,6 +353,7 @@ function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore
     return createMemoryResumeStore({
       maxChars: config.scale.resumeMemoryMb * 1024 * 1024,
       onEvicted: () => metrics.scale.storeEvictions.inc(),
+      onError: (op) => metrics.scale.storeErrors.inc({ op }),
     });
   }
   return createRedisResumeStore({

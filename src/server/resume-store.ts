@@ -138,6 +138,8 @@ export interface MemoryResumeStoreOptions {
   maxChars?: number;
   /** Told of each record let go for room, with its size. */
   onEvicted?: (chars: number) => void;
+  /** Told of each save refused (a record over the whole room), for a metric. */
+  onError?: (op: 'save') => void;
 }
 
 /**
@@ -173,6 +175,9 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
     }
     const size = sizeOf(entry);
     if (size > maxChars) {
+      // A text record written before stays (its TTL runs); a live session's
+      // reader goes: it would hold the ended session for good.
+      if (records.get(key)?.kind === 'live') drop(key);
       throw new ResumeStoreError(
         `a record of ${size} characters is over the in-memory store's ${maxChars} (RESUME_MEMORY_MB)`,
       );
@@ -231,6 +236,7 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
       try {
         put(key, { kind: 'text', record, expiresAt });
       } catch (err) {
+        options.onError?.('save');
         return Promise.reject(err as Error);
       }
       return Promise.resolve('saved');

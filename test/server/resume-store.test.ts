@@ -115,6 +115,21 @@ describe('the memory resume store', () => {
     await store.close();
   });
 
+  it("lets an ended session's reader go when its last record is over the room, and counts the refusal", async () => {
+    const errors: string[] = [];
+    const store = createMemoryResumeStore({ maxChars: 25, onError: (op) => errors.push(op) });
+    // The session runs: the store reads it live. It ends with a record too big to keep.
+    expect(store.hold?.('k', () => ({ head: 'x'.repeat(30), parts: [] }))).toBe('saved');
+    await expect(store.save('k', wholeRecord('x'.repeat(30)), 60)).rejects.toThrow(
+      /over the in-memory store's 25/,
+    );
+    expect(errors).toEqual(['save']);
+    // Nothing holds the ended session: not resumable, and not kept past any TTL.
+    expect(store.size).toBe(0);
+    expect(await store.claim('k', 60)).toBeUndefined();
+    await store.close();
+  });
+
   it("keeps a running session's record however long it is quiet", async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     const store = createMemoryResumeStore();
