@@ -79,7 +79,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   const log = isWorker ? root.child({ worker: process.pid }) : root;
   guardProcess(log);
   const metrics = createMetrics();
-  const link = isWorker ? linkWorker(metrics.registry) : undefined;
+  const link = isWorker ? linkWorker(metrics.registry, metrics.scale) : undefined;
   // Signals (and the primary's shutdown request) are heard before the server
   // listens: one that arrives while it starts stops it as soon as it is up.
   let server: TroupeServer | undefined;

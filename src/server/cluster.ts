@@ -18,12 +18,14 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Registry } from 'prom-client';
 import { usableCores, WORKER_COUNT_VARIABLE } from '../config/cores.js';
+import type { ScaleMetrics } from '../metrics/index.js';
 import {
   createMemoryResumeStore,
   ResumeStoreError,
   type RecordUpdate,
   type ResumeStore,
   type SaveResult,
+  type StoredRecord,
 } from './resume-store.js';
 import { listenFailure, type ClusterView, type WorkerState } from './index.js';
 import { logsWritten } from './logger.js';
@@ -76,7 +78,8 @@ type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'connection' }
   | { troupe: 'shutdown' }
-  | { troupe: 'claimed'; key: string };
+  | { troupe: 'claimed'; key: string }
+  | { troupe: 'evicted'; records: number };
 
 /** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
@@ -157,14 +160,23 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         reply(undefined, (err as Error).message);
       }
     } else if (m?.troupe === 'store') {
-      const answer = (value: unknown): void =>
-        void worker.send({ troupe: 'answer', id: m.id, value });
+      const answer = (value: unknown, error?: string): void =>
+        void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
       if (!store) return answer(undefined);
-      answer(
-        m.op === 'saves'
-          ? await Promise.all(m.saves.map((q) => store.save(worker, q)))
-          : await store.claim(worker, m.key, m.ttlS),
-      );
+      try {
+        answer(
+          m.op === 'saves'
+            ? // Each save's own outcome: one that fails (a record over the room) fails alone.
+              await Promise.all(
+                m.saves.map((q) =>
+                  store.save(worker, q).catch((err: Error) => ({ error: err.message })),
+                ),
+              )
+            : await store.claim(worker, m.key, m.ttlS),
+        );
+      } catch (err) {
+        answer(undefined, (err as Error).message);
+      }
     }
   }
 
@@ -312,11 +324,21 @@ export interface WorkerLink {
 /** The primary's resume store: its evictions are logged (its metrics are the workers'), at most once a minute. */
 function primaryMemoryStore(options: PrimaryOptions): ResumeStore {
   let evicted = 0;
-  let saidAt = 0;
+  let saidAt = -Infinity;
+  /** Evictions not yet told to a worker, whose /metrics counts them. */
+  let untold = 0;
+  const tell = (): void => {
+    const worker = Object.values(cluster.workers ?? {}).find((w) => w?.isConnected());
+    if (worker === undefined) return;
+    worker.send({ troupe: 'evicted', records: untold } satisfies ToWorker);
+    untold = 0;
+  };
   return createMemoryResumeStore({
     ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
     onEvicted: () => {
       evicted++;
+      // Evictions of one save cross in one message.
+      if (untold++ === 0) setImmediate(tell);
       const now = performance.now();
       if (now - saidAt < EVICTION_LOG_MS) return;
       saidAt = now;
@@ -372,7 +394,10 @@ export interface WorkerStatus {
  *
  * @example const link = linkWorker(metrics.registry);
  */
-export function linkWorker(registry: Registry): WorkerLink {
+export function linkWorker(
+  registry: Registry,
+  counts?: Pick<ScaleMetrics, 'storeEvictions' | 'storeErrors'>,
+): WorkerLink {
   // Constructing it makes prom-client answer the primary's metric requests.
   new AggregatorRegistry();
   AggregatorRegistry.setRegistries([registry]);
@@ -388,6 +413,11 @@ export function linkWorker(registry: Registry): WorkerLink {
   process.on('message', (m: ToWorker, handle?: Socket) => {
     if (m?.troupe === 'claimed') {
       for (const listener of claimedElsewhere) listener(m.key);
+      return;
+    }
+    if (m?.troupe === 'evicted') {
+      // The primary's store let records go: counted here, where /metrics sums them.
+      counts?.storeEvictions.inc(m.records);
       return;
     }
     if (m?.troupe === 'connection') {
@@ -437,15 +467,21 @@ export function linkWorker(registry: Registry): WorkerLink {
     if (queued.length === 0) return;
     const batch = queued;
     queued = [];
-    storeOp<SaveResult[] | undefined>({
+    storeOp<Array<SaveResult | { error: string }> | undefined>({
       op: 'saves',
       saves: batch.map(({ key, update, ttlS }) => ({ key, update, ttlS })),
     }).then(
       (results) =>
-        batch.forEach((q, i) =>
-          q.done(results?.[i] ?? new ResumeStoreError('the primary did not answer this save')),
-        ),
-      (err: Error) => batch.forEach((q) => q.done(err)),
+        batch.forEach((q, i) => {
+          const result = results?.[i];
+          if (result !== undefined && typeof result !== 'object') return q.done(result);
+          counts?.storeErrors.inc({ op: 'save' });
+          q.done(new ResumeStoreError(result?.error ?? 'the primary did not answer this save'));
+        }),
+      (err: Error) => {
+        counts?.storeErrors.inc({ op: 'save' }, batch.length);
+        batch.forEach((q) => q.done(err));
+      },
     );
   };
   return {
@@ -480,7 +516,11 @@ export function linkWorker(registry: Registry): WorkerLink {
           });
         }),
       sendNow: sendSaves,
-      claim: (key, ttlS) => storeOp({ op: 'claim', key, ttlS }),
+      claim: (key, ttlS) =>
+        storeOp<StoredRecord | undefined>({ op: 'claim', key, ttlS }).catch((err: Error) => {
+          counts?.storeErrors.inc({ op: 'claim' });
+          throw err;
+        }),
       onClaimedElsewhere: (listener) => void claimedElsewhere.push(listener),
       health: () => Promise.resolve({ ok: process.connected }),
       close: () => Promise.resolve(),

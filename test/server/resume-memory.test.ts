@@ -7,26 +7,34 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { metricValue, scrape } from '../helpers/http.js';
 import { connect } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startInstance, type Instance } from '../deploy/processes.js';
 import { within } from '../helpers/wait.js';
 
 describe('the in-memory resume store under conversations that fill it', () => {
   let t: TestServer | undefined;
+  let instance: Instance | undefined;
   afterEach(async () => {
     await t?.close();
     t = undefined;
+    await instance?.stop();
+    instance = undefined;
   });
 
-  /** A session that adds two items of 150,000 characters, then drops; its resume token. */
-  async function fillAndDrop(server: TestServer): Promise<string> {
+  /** A session that adds `items` items of `chars` characters, then drops; its resume token. */
+  async function fillAndDrop(
+    server: { wsUrl: string },
+    items = 2,
+    chars = 150_000,
+  ): Promise<string> {
     const c = await connect(`${server.wsUrl}?character=plain&greeting=0`);
     const created = await c.next('session.created');
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < items; i++) {
       c.send({
         type: 'conversation.item.create',
         item: {
           type: 'message',
           role: 'user',
-          content: [{ type: 'input_text', text: `${i}`.repeat(150_000) }],
+          content: [{ type: 'input_text', text: `${i}`.repeat(chars) }],
         },
       });
       await c.next('conversation.item.done', undefined, 15_000);
@@ -65,4 +73,45 @@ describe('the in-memory resume store under conversations that fill it', () => {
     expect(last.events.map((e) => e.type)).not.toContain('error');
     await last.close();
   }, 60_000);
+
+  it('with workers, counts and logs the records let go at once, and refuses one over the room alone, saying why', async () => {
+    instance = await startInstance({
+      WORKERS: '2',
+      RESUME_MEMORY_MB: '1',
+      LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+    });
+    const server = instance;
+    for (let i = 0; i < 5; i++) await fillAndDrop(server);
+    await within(
+      (async () => {
+        for (;;) {
+          const metrics = await scrape(server.url);
+          if ((metricValue(metrics, 'troupe_resume_store_evictions_total') ?? 0) >= 3) return;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })(),
+      'the records let go, counted by the workers',
+    );
+    // In the primary's first minute too.
+    await server.proc.waitFor(/"msg":"resume records let go for room/, 'the eviction line');
+    // 3 × 200,000 characters: over the 1 MiB room on its own.
+    await fillAndDrop(server, 3, 200_000);
+    await server.proc.waitFor(
+      /"err":"a record of \d+ characters is over the in-memory store's 1048576[^"]*","msg":"resume save failed"/,
+      'the refusal, with its reason, at the worker',
+    );
+    const errors = metricValue(await scrape(server.url), 'troupe_resume_store_errors_total', {
+      op: 'save',
+    });
+    expect(errors).toBe(1);
+    const messages = server.logs().map((l) => l.msg);
+    expect(messages).not.toContain('unhandled rejection (server kept running)');
+    // The sessions after it are saved as ever.
+    const token = await fillAndDrop(server, 1, 10);
+    const again = await connect(`${server.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.added');
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    await again.close();
+  }, 120_000);
 });
