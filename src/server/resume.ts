@@ -130,9 +130,17 @@ interface ResumeRecord {
   state: unknown;
 }
 
-/** The store key of a token: its hash, so the store never holds a usable token. */
-export function tokenKey(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+/**
+ * The store key of a token: its hash, so the store never holds a usable
+ * token; with an auth token, the hash of both. A token presented under
+ * another auth token then names no record: the claim, which spends a
+ * record, never reaches (or spends) a conversation it may not open, and the
+ * connection still open on it is not told it was resumed elsewhere.
+ */
+export function tokenKey(token: string, auth?: string): string {
+  const hash = createHash('sha256').update(token);
+  if (auth !== undefined) hash.update('\0').update(auth);
+  return hash.digest('base64url');
 }
 
 /** A new token: 256 random bits, base64url (43 characters). */
@@ -192,7 +200,7 @@ export function createResumer(options: ResumerOptions): Resumer {
     store,
     async claim(token, auth) {
       const claimed = await claimRecord(options, token, auth);
-      const local = claimed.ok ? live.get(tokenKey(token)) : undefined;
+      const local = claimed.ok ? live.get(tokenKey(token, auth)) : undefined;
       if (!local) return claimed;
       // Still open in this process: its connection is closed first, and the
       // conversation handed over is the session as it is then.
@@ -206,7 +214,7 @@ export function createResumer(options: ResumerOptions): Resumer {
     track(sessionId, source, auth, log, onTakenOver) {
       const token = newResumeToken();
       const read = (): StoredRecord => writeRecord(sessionId, authHash(auth), source);
-      const at: Tracked = { token, key: tokenKey(token), log, live, read };
+      const at: Tracked = { token, key: tokenKey(token, auth), log, live, read };
       if (onTakenOver) at.onTakenOver = onTakenOver;
       return store.hold
         ? holdSession(options, store.hold.bind(store), at)
@@ -297,7 +305,7 @@ async function claimRecord(
   let timer: NodeJS.Timeout | undefined;
   try {
     raw = await Promise.race([
-      store.claim(tokenKey(token), ttlS),
+      store.claim(tokenKey(token, auth), ttlS),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
           () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
@@ -320,10 +328,11 @@ async function claimRecord(
   const record = raw === undefined ? undefined : parseRecord(raw);
   if (record === undefined) {
     outcome('not_found');
+    const unknown = auth === undefined ? 'unknown' : 'unknown (or issued under another auth token)';
     return {
       ok: false,
       reason: 'not_found',
-      message: 'The resume token is unknown, expired or already used; a new session was started.',
+      message: `The resume token is ${unknown}, expired or already used; a new session was started.`,
     };
   }
   if (!sameHash(record.auth, authHash(auth))) {

@@ -378,17 +378,25 @@ describe('resume tokens', () => {
     expect(store.claims).toHaveLength(0);
   });
 
-  it('only open for the auth token the session was opened with', async () => {
+  it('only open for the auth token the session was opened with, and leave it for that one', async () => {
     const r = resumer(createMemoryResumeStore());
-    const tracker = r.track('sess_3', { snapshot: () => ({}) }, 'secret-a', log);
-    await tracker.flush();
-    expect(await r.claim(tracker.token, 'secret-b')).toMatchObject({
-      ok: false,
-      reason: 'auth_mismatch',
+    let takenOver = 0;
+    const tracker = r.track('sess_3', { snapshot: () => ({}) }, 'secret-a', log, () => {
+      takenOver++;
     });
-    const other = r.track('sess_4', { snapshot: () => ({}) }, 'secret-a', log);
-    await other.flush();
-    expect(await r.claim(other.token, 'secret-a')).toMatchObject({ ok: true });
+    await tracker.flush();
+    for (const other of ['secret-b', undefined]) {
+      expect(await r.claim(tracker.token, other)).toMatchObject({ ok: false, reason: 'not_found' });
+    }
+    expect((await r.claim(tracker.token, 'secret-b')) as { message: string }).toMatchObject({
+      message: expect.stringContaining('or issued under another auth token'),
+    });
+    // Untouched: its own connection was not told, and its own auth token still opens it.
+    expect(takenOver).toBe(0);
+    expect(await r.claim(tracker.token, 'secret-a')).toMatchObject({
+      ok: true,
+      sessionId: 'sess_3',
+    });
   });
 
   it('give up on a store that does not answer, and say the store is unavailable', async () => {
