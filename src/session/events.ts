@@ -516,6 +516,17 @@ export type ServerEvent =
       round: number;
       silent_ms: number;
     }
+  | {
+      /**
+       * The oldest exchanges were let go to keep history within
+       * `CONTEXT_TOKENS` (`context_tokens`): these items are gone from the
+       * server's conversation (retrieve, previous_item_id and resume no longer
+       * know them); the client may keep showing them.
+       */
+      type: 'troupe.conversation.trimmed';
+      item_ids: string[];
+      context_tokens: number;
+    }
   | { type: 'error'; error: ErrorPayload }
   // ── voice ──
   | { type: 'input_audio_buffer.speech_started'; audio_start_ms: number; item_id: string }

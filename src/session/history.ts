@@ -21,6 +21,8 @@ export interface TrimResult {
   estimatedTokens: number;
   droppedGroups: number;
   droppedItems: number;
+  /** The ids of the items dropped, oldest first (empty when none). */
+  droppedIds: string[];
 }
 
 /** Items and messages of one conversation. */
@@ -414,11 +416,15 @@ export class History {
     let total = reservedTokens + this.#totalTokens();
     let drop = 0;
     let droppedItems = 0;
+    const droppedIds: string[] = [];
     while (total > budgetTokens && drop < this.#groups.length - 1) {
       const g = this.#groups[drop]!;
       for (const m of g.messages) total -= this.#weigh(m);
       droppedItems += g.items.length;
-      for (const item of g.items) this.#single.delete(item.id);
+      for (const item of g.items) {
+        this.#single.delete(item.id);
+        droppedIds.push(item.id);
+      }
       this.#unindexGroup(g.items, g.messages);
       drop++;
     }
@@ -431,6 +437,7 @@ export class History {
       estimatedTokens: total,
       droppedGroups: drop,
       droppedItems,
+      droppedIds,
     };
   }
 

@@ -266,6 +266,12 @@ function trimmed(
       },
       message,
     );
+    // Not silently: the client learns which of its items the server let go.
+    ctx.send({
+      type: 'troupe.conversation.trimmed',
+      item_ids: trim.droppedIds,
+      context_tokens: ctx.settings.contextTokens,
+    });
   }
   return ctx.handoffs ? ctx.handoffs.view(trim.messages) : trim.messages;
 }

@@ -109,6 +109,23 @@ describe('the context budget', () => {
     // The greeting went with the first turns.
     const last = bodies.at(-1)!.messages;
     expect(last.some((m) => m.role === 'assistant' && textOf(m).startsWith('Hi!'))).toBe(false);
+
+    // The client was told of every item let go, and those are gone from the conversation.
+    const trims = c.events.filter((e) => e.type === 'troupe.conversation.trimmed');
+    expect(trims.length).toBeGreaterThan(0);
+    const gone = trims.flatMap((e) => e.item_ids as string[]);
+    expect(trims.every((e) => e.context_tokens === BUDGET)).toBe(true);
+    const greeting = c.events.find((e) => e.type === 'conversation.item.added')!.item as {
+      id: string;
+    };
+    expect(gone[0]).toBe(greeting.id);
+    expect(new Set(gone).size).toBe(gone.length);
+    c.send({ type: 'conversation.item.retrieve', item_id: gone.at(-1), event_id: 'evt_gone' });
+    const refused = await c.next(
+      'error',
+      (e) => (e.error as { event_id?: string }).event_id === 'evt_gone',
+    );
+    expect(refused.error).toMatchObject({ code: 'item_not_found' });
     await c.close();
   });
 
