@@ -321,13 +321,19 @@ export interface WorkerLink {
   serve(status: () => WorkerStatus, shutdown: () => void): void;
 }
 
-/** The primary's resume store: its evictions are logged (its metrics are the workers'), at most once a minute. */
+/**
+ * The primary's resume store: its evictions are logged, at most once a
+ * minute, and told to a worker to count (`/metrics` is the workers').
+ */
 function primaryMemoryStore(options: PrimaryOptions): ResumeStore {
   let evicted = 0;
   let saidAt = -Infinity;
   /** Evictions not yet told to a worker, whose /metrics counts them. */
   let untold = 0;
+  let telling = false;
   const tell = (): void => {
+    telling = false;
+    // None connected (all restarting): told with the next eviction.
     const worker = Object.values(cluster.workers ?? {}).find((w) => w?.isConnected());
     if (worker === undefined) return;
     worker.send({ troupe: 'evicted', records: untold } satisfies ToWorker);
@@ -337,8 +343,12 @@ function primaryMemoryStore(options: PrimaryOptions): ResumeStore {
     ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
     onEvicted: () => {
       evicted++;
+      untold++;
       // Evictions of one save cross in one message.
-      if (untold++ === 0) setImmediate(tell);
+      if (!telling) {
+        telling = true;
+        setImmediate(tell);
+      }
       const now = performance.now();
       if (now - saidAt < EVICTION_LOG_MS) return;
       saidAt = now;
@@ -392,7 +402,7 @@ export interface WorkerStatus {
 /**
  * The worker's side: registers its metrics for aggregation and talks to the primary.
  *
- * @example const link = linkWorker(metrics.registry);
+ * @example const link = linkWorker(metrics.registry, metrics.scale);
  */
 export function linkWorker(
   registry: Registry,
