@@ -44,5 +44,9 @@ export function estimateRoundUsage(
   let chars = written.text.length;
   for (const call of written.toolCalls) chars += call.name.length + call.arguments.length;
   const completion = Math.ceil(chars / 4);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+  };
 }

@@ -14,7 +14,6 @@ export interface HistoryGroup {
   messages: ChatMessage[];
 }
 
-
 /** The messages of a history within a budget, and what had to go. */
 export interface TrimResult {
   messages: ChatMessage[];
