@@ -56,6 +56,11 @@ const HANG_KILL_MS = 30_000;
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
 /** Where a worker learns when its instance (the primary) started: epoch ms. */
 const STARTED_VARIABLE = 'TROUPE_INSTANCE_STARTED_MS';
+/**
+ * How long a claim waits for the worker still running the session to close
+ * it and give its record; past it, the last write goes over.
+ */
+const HANDOVER_WAIT_MS = 1_000;
 /** How often the primary lets go of which worker wrote records that have expired. */
 const WRITERS_SWEEP_MS = 60_000;
 /** The primary says it let resume records go for room at most this often. */
@@ -67,7 +72,8 @@ type ToPrimary =
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
   | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
   | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
-  | { troupe: 'room'; room: WorkerRoom };
+  | { troupe: 'room'; room: WorkerRoom }
+  | { troupe: 'handedOver'; id: number; record: StoredRecord | undefined };
 /** One save as it crosses to the primary. */
 interface QueuedSave {
   key: string;
@@ -79,7 +85,8 @@ type ToWorker =
   | { troupe: 'connection' }
   | { troupe: 'shutdown' }
   | { troupe: 'claimed'; key: string }
-  | { troupe: 'evicted'; records: number };
+  | { troupe: 'evicted'; records: number }
+  | { troupe: 'handover'; id: number; key: string };
 
 /** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
@@ -142,6 +149,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
     if (m?.troupe === 'room') {
       router.report(worker, m.room);
+    } else if (m?.troupe === 'handedOver') {
+      store?.handedOver(m.id, m.record);
     } else if (m?.troupe === 'ready') {
       ready.add(worker.id);
       router.add(worker);
@@ -372,19 +381,46 @@ function sharedStore(store: ResumeStore) {
     const now = Date.now();
     for (const [key, w] of writers) if (w.expiresAt <= now) writers.delete(key);
   }, WRITERS_SWEEP_MS).unref();
+  let next = 0;
+  const handovers = new Map<number, (record: StoredRecord | undefined) => void>();
+  /** The writer closes its session and gives its record as it is now; undefined if it has none, or is too slow. */
+  const handover = (writer: Worker, key: string): Promise<StoredRecord | undefined> =>
+    new Promise((resolve) => {
+      const id = ++next;
+      const timer = setTimeout(() => {
+        handovers.delete(id);
+        resolve(undefined);
+      }, HANDOVER_WAIT_MS);
+      handovers.set(id, (record) => {
+        clearTimeout(timer);
+        handovers.delete(id);
+        resolve(record);
+      });
+      writer.send({ troupe: 'handover', id, key } satisfies ToWorker);
+    });
   return {
     save(worker: Worker, q: QueuedSave): Promise<SaveResult> {
       writers.set(q.key, { worker: worker.id, expiresAt: Date.now() + q.ttlS * 1000 });
       return store.save(q.key, q.update, q.ttlS);
     },
     async claim(worker: Worker, key: string, ttlS: number) {
-      const record = await store.claim(key, ttlS);
       const writer = writers.get(key);
+      const other = writer !== undefined && writer.worker !== worker.id;
+      const writing = other ? cluster.workers?.[writer.worker] : undefined;
+      // The session may still be open on its worker: it closes first and hands
+      // over what it has now (its cut reply, changes not yet written).
+      const given = writing?.isConnected() ? await handover(writing, key) : undefined;
+      const record = await store.claim(key, ttlS);
       writers.delete(key);
-      if (record !== undefined && writer !== undefined && writer.worker !== worker.id) {
+      if (record === undefined) return undefined;
+      if (other && given === undefined) {
         cluster.workers?.[writer.worker]?.send({ troupe: 'claimed', key } satisfies ToWorker);
       }
-      return record;
+      return given ?? record;
+    },
+    /** A worker's answer to {@link handover}. */
+    handedOver(id: number, record: StoredRecord | undefined): void {
+      handovers.get(id)?.(record);
     },
     forget(worker: Worker): void {
       for (const [key, w] of writers) if (w.worker === worker.id) writers.delete(key);
@@ -420,9 +456,23 @@ export function linkWorker(
   let reportSoon = false;
   /** Told when a record this worker writes was claimed by another worker. */
   const claimedElsewhere: Array<(key: string) => void> = [];
+  /** Closes a session another worker resumes, and gives its record (the resumer's). */
+  let give: ((key: string) => Promise<StoredRecord | undefined>) | undefined;
   process.on('message', (m: ToWorker, handle?: Socket) => {
     if (m?.troupe === 'claimed') {
       for (const listener of claimedElsewhere) listener(m.key);
+      return;
+    }
+    if (m?.troupe === 'handover') {
+      void (async () => {
+        let record: StoredRecord | undefined;
+        try {
+          record = await give?.(m.key);
+        } catch {
+          // The session could not give its record: the claim takes the last write.
+        }
+        process.send?.({ troupe: 'handedOver', id: m.id, record } satisfies ToPrimary);
+      })();
       return;
     }
     if (m?.troupe === 'evicted') {
@@ -532,6 +582,9 @@ export function linkWorker(
           throw err;
         }),
       onClaimedElsewhere: (listener) => void claimedElsewhere.push(listener),
+      onHandover(giver) {
+        give = giver;
+      },
       health: () => Promise.resolve({ ok: process.connected }),
       close: () => Promise.resolve(),
     },

@@ -102,6 +102,15 @@ export interface ResumeStore {
    * claimed it (a client resumed there while its old connection is here).
    */
   onClaimedElsewhere?(listener: (key: string) => void): void;
+  /**
+   * A store shared by processes that can ask the writer first (the
+   * primary's, for its workers) has this: before another process claims a
+   * record this one writes, `give` is asked for it. It closes that session
+   * (as taken over) and returns its record as it is then, its cut reply
+   * recorded, or undefined when it has no such session; the claim hands
+   * that over rather than the last write.
+   */
+  onHandover?(give: (key: string) => Promise<StoredRecord | undefined>): void;
   /** Whether the store answers now. */
   health(): Promise<{ ok: boolean; detail?: string }>;
   close(): Promise<void>;

@@ -185,6 +185,14 @@ export function createResumer(options: ResumerOptions): Resumer {
   });
   // Resumed in another process while still open here: closed at once, not at its next write.
   store.onClaimedElsewhere?.((key) => void live.get(key)?.takenOver());
+  // Another process is about to claim a record this one writes: the session
+  // closes first and its record as it is then goes over, cut reply and all.
+  store.onHandover?.(async (key) => {
+    const local = live.get(key);
+    if (!local) return undefined;
+    await local.takenOver();
+    return local.reread();
+  });
   // A record's TTL counts from its last write: a session open and quiet for
   // longer would lose it while still running. Each record not written for
   // half its TTL is written again (its head; the turns are kept).

@@ -108,6 +108,62 @@ describe('npm start with WORKERS=2', () => {
     expect(across).toBe(1);
   }, 60_000);
 
+  it('hands over a reply cut by a resume on another worker, with what was said of it', async () => {
+    const workerOf = (id: string, msg: string) =>
+      instance.logs().find((l) => l.msg === msg && l.session === id)?.worker;
+    sim.setLatency({ tokensPerSec: 5 });
+    const fillers: TestClient[] = [];
+    try {
+      // The router gives a connection to the worker with the fewest sessions:
+      // with the workers even, the old session makes its worker the fuller,
+      // and the resume lands on the other.
+      for (;;) {
+        const counts = (await workers(instance.url)).map((w) => w.sessions ?? 0);
+        if (Math.min(...counts) === Math.max(...counts)) break;
+        const filler = await connect(`${instance.wsUrl}?character=plain`);
+        await filler.next('session.created');
+        fillers.push(filler);
+      }
+      const old = await connect(`${instance.wsUrl}?character=plain`);
+      const created = await old.next('session.created');
+      const session = created.session as { id: string; troupe: { resume_token: string } };
+      say(old, 'Hello there!');
+      const delta = (await old.next(
+        'response.output_text.delta',
+        undefined,
+        15_000,
+      )) as unknown as {
+        item_id: string;
+        delta: string;
+      };
+      await instance.proc.waitFor(
+        new RegExp(`"session":"${session.id}"[^\\n]*"msg":"session opened"`),
+        'the opened line',
+      );
+      const oldPid = workerOf(session.id, 'session opened');
+      // The reply still streams on the old connection when the resume comes.
+      const again = await connect(`${instance.wsUrl}?resume=${session.troupe.resume_token}`);
+      await again.next('session.created', undefined, 15_000);
+      expect((await old.next('error')).error).toMatchObject({ code: 'session_resumed_elsewhere' });
+      const reply = await again.next(
+        'conversation.item.added',
+        (e) => (e.item as { id?: string }).id === delta.item_id,
+      );
+      expect(reply.item).toMatchObject({ role: 'assistant', status: 'incomplete' });
+      expect(JSON.stringify(reply.item)).toContain(delta.delta.trim());
+      await instance.proc.waitFor(
+        new RegExp(`"session":"${session.id}"[^\\n]*"msg":"session resumed"`),
+        'the resumed line',
+      );
+      expect(workerOf(session.id, 'session resumed')).not.toBe(oldPid);
+      await again.close();
+      await within(old.closed, 'the old connection closed', 15_000);
+    } finally {
+      sim.setLatency({});
+      for (const f of fillers) await f.close();
+    }
+  }, 120_000);
+
   it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
     const before = await workers(instance.url);
     const victim = before[0]!;
