@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
+import { STANDALONE_ENV } from '../helpers/files.js';
 
 let started: ChildProcess | undefined;
 afterEach(() => {
@@ -65,15 +66,7 @@ async function startNpm(): Promise<{
   ended: Promise<void>;
 }> {
   const child = spawn('npm', ['start', '--silent'], {
-    env: {
-      ...process.env,
-      PORT: '0',
-      LOG_LEVEL: 'info',
-      LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-      CHARACTERS_WATCH: '0',
-      STT_PROVIDER: 'none',
-      TTS_PROVIDER: 'none',
-    },
+    env: { ...process.env, ...STANDALONE_ENV },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });

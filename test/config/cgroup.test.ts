@@ -1,24 +1,9 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { fakeRoot } from '../helpers/files.js';
 import { findMemoryGroup, memoryUse } from '../../src/config/cgroup.js';
 import { containerMemory } from '../../src/session/memory.js';
-
-/** A file system root with the given files (path → content). */
-async function fakeRoot(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(path.join(tmpdir(), 'troupe-cgroup-'));
-  roots.push(root);
-  for (const [file, text] of Object.entries(files)) {
-    await mkdir(path.dirname(path.join(root, file)), { recursive: true });
-    await writeFile(path.join(root, file), text);
-  }
-  return root;
-}
-const roots: string[] = [];
-afterEach(async () => {
-  for (const r of roots.splice(0)) await rm(r, { recursive: true, force: true });
-});
 
 const MiB = 1024 * 1024;
 

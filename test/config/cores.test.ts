@@ -1,24 +1,7 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { fakeRoot } from '../helpers/files.js';
 import { cgroupCpuLimit } from '../../src/config/cgroup.js';
 import { coreShare, usableCores, WORKER_COUNT_VARIABLE } from '../../src/config/cores.js';
-
-/** A file system root with the given files (path → content). */
-async function fakeRoot(files: Record<string, string>): Promise<string> {
-  const root = await mkdtemp(path.join(tmpdir(), 'troupe-cores-'));
-  roots.push(root);
-  for (const [file, text] of Object.entries(files)) {
-    await mkdir(path.dirname(path.join(root, file)), { recursive: true });
-    await writeFile(path.join(root, file), text);
-  }
-  return root;
-}
-const roots: string[] = [];
-afterEach(async () => {
-  for (const r of roots.splice(0)) await rm(r, { recursive: true, force: true });
-});
 
 describe('usableCores', () => {
   it('is the machine’s cores without a CPU limit', async () => {

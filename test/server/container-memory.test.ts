@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryUse } from '../../src/config/cgroup.js';
+import { STANDALONE_ENV } from '../helpers/files.js';
 import { connect } from '../helpers/realtime-client.js';
 import { TEST_TIMEOUT_MS, within } from '../helpers/wait.js';
 
@@ -61,17 +62,7 @@ beforeAll(async () => {
       `echo $$ > ${dir}/cgroup.procs && exec "${process.execPath}" --import tsx src/cli/start.ts`,
     ],
     {
-      env: {
-        ...process.env,
-        WORKERS: '1',
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
-        STT_PROVIDER: 'none',
-        TTS_PROVIDER: 'none',
-        OVERLOAD_MEMORY: '0.5',
-      },
+      env: { ...process.env, ...STANDALONE_ENV, WORKERS: '1', OVERLOAD_MEMORY: '0.5' },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
