@@ -1,10 +1,11 @@
 /**
  * What the process's control group (its container) allows it: CPUs and
- * memory. Node reads neither limit: a container limited to 2 CPUs on a
- * 64-core host would start 64 workers, and one limited to 2 GiB is killed by
- * the kernel long before V8's heap limit (sized from the host's memory) is
- * near. Both cgroup v2 and v1 are read; a limit set on a group above the
- * process's own (a pod above its container) counts too.
+ * memory. Node's `availableParallelism()` ignores the CPU limit (a container
+ * limited to 2 CPUs on a 64-core host would start 64 workers), and V8's heap
+ * limit is per process, while the kernel kills at the container's memory
+ * limit, which every process in it shares. Both cgroup v2 and v1 are read; a
+ * limit set on a group above the process's own (a pod above its container)
+ * counts too.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

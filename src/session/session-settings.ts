@@ -256,6 +256,7 @@ export class SessionConfig {
       include: ga.include,
       prompt: ga.prompt,
       tracing: ga.tracing,
+      // The connection sets it (`SESSION_MAX_DURATION_S` runs from its start).
       expires_at: 0,
       troupe: {
         character: {
