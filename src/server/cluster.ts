@@ -10,7 +10,7 @@
  * questions for `/health` (every worker's state) and `/metrics` (every
  * worker's metrics, aggregated by prom-client's AggregatorRegistry), and
  * keeps the in-memory resume store when no Redis is set, so a conversation
- * resumes on any worker.
+ * resumes on any worker (see cluster-store.ts).
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Socket } from 'node:net';
@@ -20,13 +20,12 @@ import type { Registry } from 'prom-client';
 import { usableCores, WORKER_COUNT_VARIABLE } from '../config/cores.js';
 import type { ScaleMetrics } from '../metrics/index.js';
 import {
-  createMemoryResumeStore,
-  ResumeStoreError,
-  type RecordUpdate,
-  type ResumeStore,
-  type SaveResult,
-  type StoredRecord,
-} from './resume-store.js';
+  primaryStore,
+  workerStore,
+  type StoreToPrimary,
+  type StoreToWorker,
+} from './cluster-store.js';
+import type { ResumeStore } from './resume-store.js';
 import { listenFailure, type ClusterView, type WorkerState } from './index.js';
 import { logsWritten } from './logger.js';
 import { signalRepeats } from './signals.js';
@@ -56,41 +55,33 @@ const HANG_KILL_MS = 30_000;
 const PORT_VARIABLE = 'TROUPE_PRIMARY_PORT';
 /** Where a worker learns when its instance (the primary) started: epoch ms. */
 const STARTED_VARIABLE = 'TROUPE_INSTANCE_STARTED_MS';
-/**
- * How long a claim waits for the worker still running the session to close
- * it and give its record; past it, the last write goes over.
- */
-const HANDOVER_WAIT_MS = 1_000;
-/** How often the primary lets go of which worker wrote records that have expired. */
-const WRITERS_SWEEP_MS = 60_000;
-/** The primary says it let resume records go for room at most this often. */
-const EVICTION_LOG_MS = 60_000;
 
 /** Messages between the primary and its workers (all carry `troupe`). */
 type ToPrimary =
   | { troupe: 'ready'; url: string }
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
-  | { troupe: 'store'; id: number; op: 'claim'; key: string; ttlS: number }
-  | { troupe: 'store'; id: number; op: 'saves'; saves: QueuedSave[] }
-  | { troupe: 'room'; room: WorkerRoom }
-  | { troupe: 'handedOver'; id: number; record: StoredRecord | undefined };
-/** One save as it crosses to the primary. */
-interface QueuedSave {
-  key: string;
-  update: RecordUpdate;
-  ttlS: number;
-}
+  | StoreToPrimary
+  | { troupe: 'room'; room: WorkerRoom };
 type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'connection' }
   | { troupe: 'shutdown' }
-  | { troupe: 'claimed'; key: string }
-  | { troupe: 'evicted'; records: number }
-  | { troupe: 'handover'; id: number; key: string };
+  | StoreToWorker;
 
 /** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
   return setting === 'auto' ? usableCores() : setting;
+}
+
+/** Answers a worker's request with what `work` gives, or why it failed. */
+async function answer(worker: Worker, id: number, work: () => Promise<unknown>): Promise<void> {
+  let reply: ToWorker;
+  try {
+    reply = { troupe: 'answer', id, value: await work() };
+  } catch (err) {
+    reply = { troupe: 'answer', id, error: (err as Error).message };
+  }
+  worker.send(reply);
 }
 
 /** Options of {@link runPrimary}. */
@@ -124,7 +115,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
   const aggregator = new AggregatorRegistry();
-  const store = options.redis ? undefined : sharedStore(primaryMemoryStore(options));
+  const store = options.redis ? undefined : primaryStore(options);
   const started = new Map<number, number>();
   const ready = new Set<number>();
   const crashes: number[] = [];
@@ -159,33 +150,11 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       if (ready.size === options.workers)
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'ask') {
-      const reply = (value: unknown, error?: string): void =>
-        void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
-      try {
-        reply(
-          m.what === 'metrics' ? await aggregator.clusterMetrics() : workerStates(router, started),
-        );
-      } catch (err) {
-        reply(undefined, (err as Error).message);
-      }
+      await answer(worker, m.id, async () =>
+        m.what === 'metrics' ? aggregator.clusterMetrics() : workerStates(router, started),
+      );
     } else if (m?.troupe === 'store') {
-      const answer = (value: unknown, error?: string): void =>
-        void worker.send({ troupe: 'answer', id: m.id, value, ...(error ? { error } : {}) });
-      if (!store) return answer(undefined);
-      try {
-        answer(
-          m.op === 'saves'
-            ? // Each save's own outcome: one that fails (a record over the room) fails alone.
-              await Promise.all(
-                m.saves.map((q) =>
-                  store.save(worker, q).catch((err: Error) => ({ error: err.message })),
-                ),
-              )
-            : await store.claim(worker, m.key, m.ttlS),
-        );
-      } catch (err) {
-        answer(undefined, (err as Error).message);
-      }
+      await answer(worker, m.id, async () => store?.request(worker, m));
     }
   }
 
@@ -330,104 +299,6 @@ export interface WorkerLink {
   serve(status: () => WorkerStatus, shutdown: () => void): void;
 }
 
-/**
- * The primary's resume store: its evictions are logged, at most once a
- * minute, and told to a worker to count (`/metrics` is the workers').
- */
-function primaryMemoryStore(options: PrimaryOptions): ResumeStore {
-  let evicted = 0;
-  let saidAt = -Infinity;
-  /** Evictions not yet told to a worker, whose /metrics counts them. */
-  let untold = 0;
-  let telling = false;
-  const tell = (): void => {
-    telling = false;
-    // None connected (all restarting): told with the next eviction.
-    const worker = Object.values(cluster.workers ?? {}).find((w) => w?.isConnected());
-    if (worker === undefined) return;
-    worker.send({ troupe: 'evicted', records: untold } satisfies ToWorker);
-    untold = 0;
-  };
-  return createMemoryResumeStore({
-    ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
-    onEvicted: () => {
-      evicted++;
-      untold++;
-      // Evictions of one save cross in one message.
-      if (!telling) {
-        telling = true;
-        setImmediate(tell);
-      }
-      const now = performance.now();
-      if (now - saidAt < EVICTION_LOG_MS) return;
-      saidAt = now;
-      options.log.warn(
-        { evicted, resumeMemoryMb: options.resumeMemoryMb },
-        'resume records let go for room (RESUME_MEMORY_MB)',
-      );
-    },
-  });
-}
-
-/**
- * The primary's store as its workers share it: it remembers which worker
- * writes each record, and when another worker claims one (a client resumed
- * there), tells the writer at once, so the connection still open on it is
- * closed (one conversation, one connection).
- */
-function sharedStore(store: ResumeStore) {
-  const writers = new Map<string, { worker: number; expiresAt: number }>();
-  setInterval(() => {
-    const now = Date.now();
-    for (const [key, w] of writers) if (w.expiresAt <= now) writers.delete(key);
-  }, WRITERS_SWEEP_MS).unref();
-  let next = 0;
-  const handovers = new Map<number, (record: StoredRecord | undefined) => void>();
-  /** The writer closes its session and gives its record as it is now; undefined if it has none, or is too slow. */
-  const handover = (writer: Worker, key: string): Promise<StoredRecord | undefined> =>
-    new Promise((resolve) => {
-      const id = ++next;
-      const timer = setTimeout(() => {
-        handovers.delete(id);
-        resolve(undefined);
-      }, HANDOVER_WAIT_MS);
-      handovers.set(id, (record) => {
-        clearTimeout(timer);
-        handovers.delete(id);
-        resolve(record);
-      });
-      writer.send({ troupe: 'handover', id, key } satisfies ToWorker);
-    });
-  return {
-    save(worker: Worker, q: QueuedSave): Promise<SaveResult> {
-      writers.set(q.key, { worker: worker.id, expiresAt: Date.now() + q.ttlS * 1000 });
-      return store.save(q.key, q.update, q.ttlS);
-    },
-    async claim(worker: Worker, key: string, ttlS: number) {
-      const writer = writers.get(key);
-      const other = writer !== undefined && writer.worker !== worker.id;
-      const writing = other ? cluster.workers?.[writer.worker] : undefined;
-      // The session may still be open on its worker: it closes first and hands
-      // over what it has now (its cut reply, changes not yet written).
-      const given = writing?.isConnected() ? await handover(writing, key) : undefined;
-      const record = await store.claim(key, ttlS);
-      writers.delete(key);
-      if (record === undefined) return undefined;
-      if (other && given === undefined) {
-        cluster.workers?.[writer.worker]?.send({ troupe: 'claimed', key } satisfies ToWorker);
-      }
-      return given ?? record;
-    },
-    /** A worker's answer to {@link handover}. */
-    handedOver(id: number, record: StoredRecord | undefined): void {
-      handovers.get(id)?.(record);
-    },
-    forget(worker: Worker): void {
-      for (const [key, w] of writers) if (w.worker === worker.id) writers.delete(key);
-    },
-  };
-}
-
 /** A worker's state, as it reports it to the primary. */
 export interface WorkerStatus {
   sessions: number;
@@ -454,44 +325,6 @@ export function linkWorker(
   /** Tells the primary this worker's room if it changed (set by `serve`). */
   let report: (() => void) | undefined;
   let reportSoon = false;
-  /** Told when a record this worker writes was claimed by another worker. */
-  const claimedElsewhere: Array<(key: string) => void> = [];
-  /** Closes a session another worker resumes, and gives its record (the resumer's). */
-  let give: ((key: string) => Promise<StoredRecord | undefined>) | undefined;
-  process.on('message', (m: ToWorker, handle?: Socket) => {
-    if (m?.troupe === 'claimed') {
-      for (const listener of claimedElsewhere) listener(m.key);
-      return;
-    }
-    if (m?.troupe === 'handover') {
-      void (async () => {
-        let record: StoredRecord | undefined;
-        try {
-          record = await give?.(m.key);
-        } catch {
-          // The session could not give its record: the claim takes the last write.
-        }
-        process.send?.({ troupe: 'handedOver', id: m.id, record } satisfies ToPrimary);
-      })();
-      return;
-    }
-    if (m?.troupe === 'evicted') {
-      // The primary's store let records go: counted here, where /metrics sums them.
-      counts?.storeEvictions.inc(m.records);
-      return;
-    }
-    if (m?.troupe === 'connection') {
-      received++;
-      // Sent only after `ready`, when the server takes connections.
-      if (handle) (take ?? ((socket: Socket) => socket.destroy()))(handle);
-      return;
-    }
-    if (m?.troupe !== 'answer') return;
-    const w = waiting.get(m.id);
-    waiting.delete(m.id);
-    if (m.error !== undefined) w?.reject(new Error(m.error));
-    else w?.resolve(m.value);
-  });
   const ask = <T>(message: Record<string, unknown>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       const id = ++next;
@@ -511,39 +344,21 @@ export function linkWorker(
       });
       process.send!({ ...message, id });
     });
-  const storeOp = async <T>(message: Record<string, unknown>): Promise<T> => {
-    try {
-      return await ask<T>({ troupe: 'store', ...message });
-    } catch (err) {
-      throw new ResumeStoreError(`the primary's store failed: ${(err as Error).message}`, {
-        cause: err,
-      });
+  const stores = workerStore((message) => ask({ troupe: 'store', ...message }), counts);
+  process.on('message', (m: ToWorker, handle?: Socket) => {
+    if (stores.take(m)) return;
+    if (m?.troupe === 'connection') {
+      received++;
+      // Sent only after `ready`, when the server takes connections.
+      if (handle) (take ?? ((socket: Socket) => socket.destroy()))(handle);
+      return;
     }
-  };
-  // Saves made in one turn of the event loop cross together: one message
-  // (one wake-up of the primary) for all of them.
-  let queued: Array<QueuedSave & { done: (result: SaveResult | Error) => void }> = [];
-  const sendSaves = (): void => {
-    if (queued.length === 0) return;
-    const batch = queued;
-    queued = [];
-    storeOp<Array<SaveResult | { error: string }> | undefined>({
-      op: 'saves',
-      saves: batch.map(({ key, update, ttlS }) => ({ key, update, ttlS })),
-    }).then(
-      (results) =>
-        batch.forEach((q, i) => {
-          const result = results?.[i];
-          if (result !== undefined && typeof result !== 'object') return q.done(result);
-          counts?.storeErrors.inc({ op: 'save' });
-          q.done(new ResumeStoreError(result?.error ?? 'the primary did not answer this save'));
-        }),
-      (err: Error) => {
-        counts?.storeErrors.inc({ op: 'save' }, batch.length);
-        batch.forEach((q) => q.done(err));
-      },
-    );
-  };
+    if (m?.troupe !== 'answer') return;
+    const w = waiting.get(m.id);
+    waiting.delete(m.id);
+    if (m.error !== undefined) w?.reject(new Error(m.error));
+    else w?.resolve(m.value);
+  });
   return {
     view: {
       workers: () => ask<WorkerState[]>({ troupe: 'ask', what: 'workers' }),
@@ -563,31 +378,7 @@ export function linkWorker(
         });
       },
     },
-    store: {
-      kind: 'cluster',
-      save: (key, update, ttlS) =>
-        new Promise((resolve, reject) => {
-          if (queued.length === 0) setImmediate(sendSaves);
-          queued.push({
-            key,
-            update,
-            ttlS,
-            done: (r) => (r instanceof Error ? reject(r) : resolve(r)),
-          });
-        }),
-      sendNow: sendSaves,
-      claim: (key, ttlS) =>
-        storeOp<StoredRecord | undefined>({ op: 'claim', key, ttlS }).catch((err: Error) => {
-          counts?.storeErrors.inc({ op: 'claim' });
-          throw err;
-        }),
-      onClaimedElsewhere: (listener) => void claimedElsewhere.push(listener),
-      onHandover(giver) {
-        give = giver;
-      },
-      health: () => Promise.resolve({ ok: process.connected }),
-      close: () => Promise.resolve(),
-    },
+    store: stores.store,
     ready(url) {
       process.send!({ troupe: 'ready', url } satisfies ToPrimary);
     },
