@@ -135,7 +135,17 @@ export function primaryStore(options: { resumeMemoryMb?: number; log: Logger }):
  */
 function memoryStore(options: { resumeMemoryMb?: number; log: Logger }): ResumeStore {
   let evicted = 0;
+  /** Evictions since the last line said. */
+  let unsaid = 0;
   let saidAt = -Infinity;
+  const say = (): void => {
+    saidAt = performance.now();
+    options.log.warn(
+      { evicted: unsaid, total: evicted, resumeMemoryMb: options.resumeMemoryMb },
+      'resume records let go for room (RESUME_MEMORY_MB)',
+    );
+    unsaid = 0;
+  };
   /** Evictions not yet told to a worker. */
   let untold = 0;
   let telling = false;
@@ -157,13 +167,12 @@ function memoryStore(options: { resumeMemoryMb?: number; log: Logger }): ResumeS
         telling = true;
         setImmediate(tell);
       }
-      const now = performance.now();
-      if (now - saidAt < EVICTION_LOG_MS) return;
-      saidAt = now;
-      options.log.warn(
-        { evicted, resumeMemoryMb: options.resumeMemoryMb },
-        'resume records let go for room (RESUME_MEMORY_MB)',
-      );
+      // The first at once, then what came since, at most once a minute.
+      if (unsaid++ === 0) {
+        const wait = saidAt + EVICTION_LOG_MS - performance.now();
+        if (wait <= 0) say();
+        else setTimeout(say, wait).unref();
+      }
     },
   });
 }

@@ -184,9 +184,10 @@ export function createMemoryResumeStore(options: MemoryResumeStoreOptions = {}):
     }
     const size = sizeOf(entry);
     if (size > maxChars) {
-      // A text record written before stays (its TTL runs); a live session's
-      // reader goes: it would hold the ended session for good.
-      if (records.get(key)?.kind === 'live') drop(key);
+      // What was held under the key goes too: a resume of an older state
+      // would lose the newer items without a word (resume_failed says so),
+      // and a live session's reader would hold the ended session for good.
+      if (records.get(key)?.kind !== 'claimed') drop(key);
       throw new ResumeStoreError(
         `a record of ${size} characters is over the in-memory store's ${maxChars} (RESUME_MEMORY_MB)`,
       );

@@ -95,7 +95,7 @@ describe('the in-memory resume store under conversations that fill it', () => {
     // In the primary's first minute too.
     await server.proc.waitFor(/"msg":"resume records let go for room/, 'the eviction line');
     // 3 × 200,000 characters: over the 1 MiB room on its own.
-    await fillAndDrop(server, 3, 200_000);
+    const big = await fillAndDrop(server, 3, 200_000);
     await server.proc.waitFor(
       /"err":"a record of \d+ characters is over the in-memory store's 1048576[^"]*","msg":"resume save failed"/,
       'the refusal, with its reason, at the worker',
@@ -106,6 +106,11 @@ describe('the in-memory resume store under conversations that fill it', () => {
     expect(errors).toBe(1);
     const messages = server.logs().map((l) => l.msg);
     expect(messages).not.toContain('unhandled rejection (server kept running)');
+    // Not an older state of it either: the client is told.
+    const refused = await connect(`${server.wsUrl}?resume=${big}`);
+    await refused.next('session.created');
+    expect((await refused.next('error')).error).toMatchObject({ code: 'resume_failed' });
+    await refused.close();
     // The sessions after it are saved as ever.
     const token = await fillAndDrop(server, 1, 10);
     const again = await connect(`${server.wsUrl}?resume=${token}`);
