@@ -462,6 +462,11 @@ function watchSocketErrors(
 ): SocketErrors {
   let logs: { log: Logger } = { log };
   let accepted = false;
+  // ws closes the socket of a bad frame with its code alone, before it emits
+  // the error: the close's reason says why.
+  const close = ws.close.bind(ws);
+  ws.close = (code?: number, reason?: string | Buffer): void =>
+    close(code, reason ?? (code === undefined ? undefined : frameCloseReason(code, maxFrameBytes)));
   ws.on('error', (err: Error & { code?: string }) => {
     if (err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') {
       // A refused socket was already counted under its refusal reason.
@@ -476,6 +481,18 @@ function watchSocketErrors(
     },
   };
 }
+
+/** The reason of a close for a bad frame, which ws gives without one. */
+function frameCloseReason(code: number, maxFrameBytes: number): string | undefined {
+  if (code === CLOSE_BAD_FRAME.tooLarge)
+    return `frame over MAX_FRAME_BYTES (${maxFrameBytes} bytes)`;
+  if (code === CLOSE_BAD_FRAME.notUtf8) return 'a text frame that is not UTF-8';
+  if (code === CLOSE_BAD_FRAME.protocol) return 'an invalid WebSocket frame';
+  return undefined;
+}
+
+/** The codes ws closes a bad frame's socket with. */
+const CLOSE_BAD_FRAME = { tooLarge: 1009, notUtf8: 1007, protocol: 1002 } as const;
 
 /** What every session of the endpoint is made with. */
 function sessionOptions(

@@ -10,6 +10,10 @@ import type { WebSocket } from 'ws';
 export const CLOSE = {
   NORMAL: 1000,
   GOING_AWAY: 1001,
+  /** ws: a frame that breaks the protocol. */
+  PROTOCOL: 1002,
+  /** ws: a text frame that is not UTF-8. */
+  NOT_UTF8: 1007,
   POLICY: 1008,
   TOO_BIG: 1009,
   INTERNAL: 1011,

@@ -92,13 +92,27 @@ describe('frame limits', () => {
     const c = await connect(`${t.wsUrl}?character=plain`);
     const id = await sessionId(c);
     c.send(JSON.stringify({ type: 'session.update', session: { instructions: 'x'.repeat(4096) } }));
-    expect((await within(c.closed, 'the close after an oversized frame')).code).toBe(1009);
+    expect(await within(c.closed, 'the close after an oversized frame')).toEqual({
+      code: 1009,
+      reason: 'frame over MAX_FRAME_BYTES (2048 bytes)',
+    });
     await t.waitForLog('session closed', (l) => l.session === id);
     const text = await scrape(t.url);
     expect(
       metricValue(text, 'troupe_connections_rejected_total', { reason: 'frame_too_large' }),
     ).toBe(1);
     expect(metricValue(text, 'troupe_sessions_active')).toBe(0);
+  });
+
+  it('closes the socket with 1007, saying why, for a text frame that is not UTF-8', async () => {
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    // 0xff never appears in UTF-8: a text frame with it breaks the protocol.
+    c.ws.send(Buffer.from([0x7b, 0xff, 0x7d]), { binary: false });
+    expect(await within(c.closed, 'the close after a frame that is not UTF-8')).toEqual({
+      code: 1007,
+      reason: 'a text frame that is not UTF-8',
+    });
   });
 
   it('answers a binary frame with an invalid_frame error and keeps the session open', async () => {
