@@ -484,15 +484,11 @@ function watchSocketErrors(
 
 /** The reason of a close for a bad frame, which ws gives without one. */
 function frameCloseReason(code: number, maxFrameBytes: number): string | undefined {
-  if (code === CLOSE_BAD_FRAME.tooLarge)
-    return `frame over MAX_FRAME_BYTES (${maxFrameBytes} bytes)`;
-  if (code === CLOSE_BAD_FRAME.notUtf8) return 'a text frame that is not UTF-8';
-  if (code === CLOSE_BAD_FRAME.protocol) return 'an invalid WebSocket frame';
+  if (code === CLOSE.TOO_BIG) return `frame over MAX_FRAME_BYTES (${maxFrameBytes} bytes)`;
+  if (code === CLOSE.NOT_UTF8) return 'a text frame that is not UTF-8';
+  if (code === CLOSE.PROTOCOL) return 'an invalid WebSocket frame';
   return undefined;
 }
-
-/** The codes ws closes a bad frame's socket with. */
-const CLOSE_BAD_FRAME = { tooLarge: 1009, notUtf8: 1007, protocol: 1002 } as const;
 
 /** What every session of the endpoint is made with. */
 function sessionOptions(
