@@ -185,14 +185,18 @@ export function createResumer(options: ResumerOptions): Resumer {
   });
   // Resumed in another process while still open here: closed at once, not at its next write.
   store.onClaimedElsewhere?.((key) => void live.get(key)?.takenOver());
-  // Another process is about to claim a record this one writes: the session
-  // closes first and its record as it is then goes over, cut reply and all.
-  store.onHandover?.(async (key) => {
+  /**
+   * Closes this process's session of `key`, if it runs here, and gives its
+   * record as it is then, cut reply and all: for a claim in this process,
+   * and for one in another that asks first (the primary's store).
+   */
+  const handOver = async (key: string): Promise<StoredRecord | undefined> => {
     const local = live.get(key);
     if (!local) return undefined;
     await local.takenOver();
     return local.reread();
-  });
+  };
+  store.onHandover?.(handOver);
   // A record's TTL counts from its last write: a session open and quiet for
   // longer would lose it while still running. Each record not written for
   // half its TTL is written again (its head; the turns are kept).
@@ -208,12 +212,10 @@ export function createResumer(options: ResumerOptions): Resumer {
     store,
     async claim(token, auth) {
       const claimed = await claimRecord(options, token, auth);
-      const local = claimed.ok ? live.get(tokenKey(token, auth)) : undefined;
-      if (!local) return claimed;
+      if (!claimed.ok) return claimed;
       // Still open in this process: its connection is closed first, and the
       // conversation handed over is the session as it is then.
-      await local.takenOver();
-      const now = local.reread();
+      const now = await handOver(tokenKey(token, auth));
       const record = now === undefined ? undefined : parseRecord(now);
       return record
         ? { ok: true, sessionId: record.session, state: record.state, parts: record.parts }
