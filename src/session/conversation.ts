@@ -147,12 +147,17 @@ export class Conversation {
     return this.#pending.has(callId) || this.#history.hasCall(callId);
   }
 
+  /** Tells the client of an item that joined the conversation after `previous`. */
+  #added(previous: string | null, item: Item): void {
+    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+  }
+
   /** Sends every item, as a new client (or one after a change of character) learns them. */
   announce(): void {
     let previous: string | null = null;
     for (const item of this.#history.items) {
-      this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
-      this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+      this.#added(previous, item);
       previous = item.id;
     }
   }
@@ -283,8 +288,7 @@ export class Conversation {
         { item: stored.id, role: item.role, text: this.#o.content(textOf(item.content)) },
         'item added',
       );
-    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
-    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
+    this.#added(previous, stored);
     return undefined;
   }
 
@@ -316,8 +320,7 @@ export class Conversation {
     }
     const previous = root ? null : after;
     this.#o.log().debug({ item: stored.id, after: previous }, 'item inserted');
-    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item: stored });
-    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item: stored });
+    this.#added(previous, stored);
     return undefined;
   }
 
@@ -358,8 +361,7 @@ export class Conversation {
     this.#history.addItems(this.#history.current(), [item], [message]);
     this.#pending.set(callId, { name: item.name, owner: message });
     this.#o.log().debug({ item: item.id, tool: item.name }, 'call item added');
-    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
-    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    this.#added(previous, item);
     return undefined;
   }
 
@@ -450,8 +452,7 @@ export class Conversation {
       content: backgroundResultMessage(result, handedOverBy),
     };
     this.#history.addItems(this.#history.startGroup(), [item], [message]);
-    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
-    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    this.#added(previous, item);
     return item;
   }
 
@@ -502,8 +503,7 @@ export class Conversation {
     const legacy = turn.toolFormat === 'functions';
     const messages = toolResultMessages([{ callId, name, outcome: 'ok', output }], mode, legacy);
     const previous = this.#history.insertToolResults(callId, item, messages, owner);
-    this.#o.send({ type: 'conversation.item.added', previous_item_id: previous, item });
-    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
+    this.#added(previous, item);
   }
 
   /** The group a response adds to: the newest exchange. */
