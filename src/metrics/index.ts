@@ -2,9 +2,16 @@
  * Every Prometheus metric Troupe exports, on one prom-client registry per
  * server. Names are `troupe_<area>_<thing>_<unit>`; labels stay low-cardinality.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type Aggregator,
+} from 'prom-client';
 import { CHARACTER_ERROR_KINDS } from '../errors.js';
-import type { CharacterMetrics } from '../characters/registry.js';
+import type { CharacterMetrics, CharacterRegistry } from '../characters/registry.js';
 import type { McpMetrics } from '../mcp/metrics.js';
 import { TOOL_OUTCOMES } from '../tools/types.js';
 
@@ -12,6 +19,46 @@ import { TOOL_OUTCOMES } from '../tools/types.js';
 const LATENCY_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 /** Tool handler buckets (seconds); the Unmute fork's, for existing dashboards. */
 const TOOL_BUCKETS_S = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
+/** Troupe's own tool buckets: the Unmute fork's, then on to a background call's longest timeout (600 s). */
+const ALL_TOOL_BUCKETS_S = [...TOOL_BUCKETS_S, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/**
+ * Why the server refuses or closes a connection:
+ * `troupe_connections_rejected_total`'s reasons, each counted from 0.
+ */
+export const REJECT_REASONS = [
+  'auth',
+  'origin',
+  'full',
+  'overloaded',
+  'shutting_down',
+  'invalid_dialect',
+  'no_characters',
+  'unknown_character',
+  'unknown_variant',
+  'character_unavailable',
+  'resumed_elsewhere',
+  'frame_too_large',
+  'frame_flood',
+  'invalid_events',
+  'slow_consumer',
+  'idle',
+  'expired',
+  'dead_peer',
+] as const;
+
+/** `troupe_resume_attempts_total`'s outcomes, each counted from 0. */
+export const RESUME_OUTCOMES = [
+  'resumed',
+  'not_found',
+  'invalid_token',
+  'auth_mismatch',
+  'store_unavailable',
+  'restore_failed',
+] as const;
+
+/** How a response ends, as `troupe_turns_total` counts it. */
+const TURN_STATUSES = ['completed', 'cancelled', 'failed', 'incomplete'] as const;
 
 /** Session, turn and tool metrics, as a session records them. */
 export interface SessionMetrics {
@@ -106,8 +153,7 @@ export interface Metrics {
  */
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  if (options.processMetrics ?? true)
-    collectDefaultMetrics({ register: registry, prefix: 'troupe_' });
+  if (options.processMetrics ?? true) processMetrics(registry);
   const registers = [registry];
   // In this order: /metrics lists them as they were registered.
   const characters = createCharacterMetrics(registers);
@@ -116,6 +162,43 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   const scale = createScaleMetrics(registers);
   const mcp = createMcpMetrics(registers);
   return { registry, characters: { ...characters, mcp }, sessions, server, scale };
+}
+
+/**
+ * prom-client's gauges that carry a `_total` suffix, which Prometheus keeps
+ * for counters (`promtool check metrics` rejects them): the same sums are
+ * `troupe_nodejs_active_handles` and the others, by type.
+ */
+const TOTAL_GAUGES = [
+  'troupe_nodejs_active_handles_total',
+  'troupe_nodejs_active_requests_total',
+  'troupe_nodejs_active_resources_total',
+];
+
+/**
+ * How a process metric is summed over an instance's processes, where
+ * prom-client's own choice does not fit: the instance started with its
+ * first process (prom-client leaves it out), and a descriptor limit is
+ * each process's, not a sum.
+ */
+const PROCESS_AGGREGATORS: Record<string, Aggregator> = {
+  troupe_process_start_time_seconds: 'min',
+  troupe_process_max_fds: 'min',
+};
+
+/**
+ * Node's process metrics (CPU, memory, event loop, GC) on a registry, as
+ * `troupe_process_*` and `troupe_nodejs_*`.
+ *
+ * @example processMetrics(registry);
+ */
+export function processMetrics(registry: Registry): void {
+  collectDefaultMetrics({ register: registry, prefix: 'troupe_' });
+  for (const name of TOTAL_GAUGES) registry.removeSingleMetric(name);
+  for (const [name, aggregator] of Object.entries(PROCESS_AGGREGATORS)) {
+    const metric = registry.getSingleMetric(name) as { aggregator: Aggregator } | undefined;
+    if (metric) metric.aggregator = aggregator;
+  }
 }
 
 /** Character loading and hot reload. */
@@ -211,7 +294,7 @@ function createSessionMetrics(registers: Registry[]): SessionMetrics {
       name: 'troupe_tool_latency_seconds',
       help: 'Tool call duration (validation and handler), by character, tool, variant and outcome.',
       labelNames: ['character', 'tool', 'variant', 'outcome'],
-      buckets: TOOL_BUCKETS_S,
+      buckets: ALL_TOOL_BUCKETS_S,
       registers,
     }),
     toolRounds: new Histogram({
@@ -232,7 +315,7 @@ function createSessionMetrics(registers: Registry[]): SessionMetrics {
 
 /** Connections refused and protocol errors. */
 function createServerMetrics(registers: Registry[]): ServerMetrics {
-  return {
+  const server: ServerMetrics = {
     protocolErrors: new Counter({
       name: 'troupe_protocol_errors_total',
       help: 'error events sent to clients, by code.',
@@ -241,11 +324,13 @@ function createServerMetrics(registers: Registry[]): ServerMetrics {
     }),
     rejected: new Counter({
       name: 'troupe_connections_rejected_total',
-      help: 'Connections refused or closed by the server, by reason (auth, origin, full, overloaded, frame_too_large, slow_consumer, idle, expired, dead_peer, frame_flood, invalid_events, unknown_character, shutting_down, resumed_elsewhere).',
+      help: `Connections refused or closed by the server, by reason (${REJECT_REASONS.join(', ')}).`,
       labelNames: ['reason'],
       registers,
     }),
   };
+  for (const reason of REJECT_REASONS) server.rejected.inc({ reason }, 0);
+  return server;
 }
 
 /** Speech, per provider. */
@@ -339,8 +424,9 @@ function createMcpMetrics(registers: Registry[]): McpMetrics {
     }),
     connected: new Gauge({
       name: 'troupe_mcp_server_connected',
-      help: 'Whether the MCP server is connected now (1) or not (0), by server label; summed over workers.',
+      help: "Whether the MCP server is connected now (1) or not (0), by server label; with workers, the lowest worker's (0 while any one has lost it).",
       labelNames: ['server'] as const,
+      aggregator: 'min',
       registers,
     }),
     connects: new Counter({
@@ -363,8 +449,9 @@ function createMcpMetrics(registers: Registry[]): McpMetrics {
     }),
     tools: new Gauge({
       name: 'troupe_mcp_tools',
-      help: 'Tools characters offer from the MCP server (after allowedTools), by server label, as of the last load; summed over workers.',
+      help: "Tools characters offer from the MCP server (after allowedTools), by server label, as of the last load; with workers, the lowest worker's.",
       labelNames: ['server'] as const,
+      aggregator: 'min',
       registers,
     }),
   };
@@ -381,7 +468,7 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
     }),
     attempts: new Counter({
       name: 'troupe_resume_attempts_total',
-      help: 'Reconnections with ?resume=, by outcome (resumed, not_found, invalid_token, auth_mismatch, store_unavailable, restore_failed).',
+      help: `Reconnections with ?resume=, by outcome (${RESUME_OUTCOMES.join(', ')}).`,
       labelNames: ['outcome'],
       registers,
     }),
@@ -404,5 +491,27 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
     }),
   };
   for (const op of ['save', 'claim', 'connection']) scale.storeErrors.inc({ op }, 0);
+  for (const outcome of RESUME_OUTCOMES) scale.attempts.inc({ outcome }, 0);
   return scale;
+}
+
+/**
+ * Starts each character's session and turn counts at 0, as it loads, so
+ * a series exists before its first increment (Prometheus' `increase()`
+ * counts nothing for a series that is born at 1).
+ *
+ * @example countFromZero(metrics.sessions, registry);
+ */
+export function countFromZero(
+  sessions: Pick<SessionMetrics, 'total' | 'turns'>,
+  characters: Pick<CharacterRegistry, 'list' | 'subscribe'>,
+): void {
+  const start = (character: string): void => {
+    sessions.total.inc({ character }, 0);
+    for (const status of TURN_STATUSES) sessions.turns.inc({ character, status }, 0);
+  };
+  for (const c of characters.list()) start(c.id);
+  characters.subscribe((change) => {
+    if (change.type === 'added') start(change.id);
+  });
 }

@@ -13,7 +13,7 @@ import type { CharacterRegistry } from '../characters/registry.js';
 import { DEFAULT_OVERLOAD_RETRY_MS } from '../config/defaults.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
-import type { Metrics } from '../metrics/index.js';
+import { countFromZero, type Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
@@ -105,6 +105,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     metrics,
     log,
   });
+  countFromZero(metrics.sessions, ctx.registry);
   // Background calls of a dropped session run on, for a resume in this process to take over.
   const handover = ctx.resume
     ? new BackgroundHandover({
