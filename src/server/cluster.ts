@@ -8,17 +8,22 @@
  * The primary replaces a worker that dies, forwards SIGTERM/SIGINT as a
  * drain to every worker and exits when they have, answers the workers'
  * questions for `/health` (every worker's state) and `/metrics` (every
- * worker's metrics, aggregated by prom-client's AggregatorRegistry), and
+ * worker's metrics, aggregated: see cluster-metrics.ts), and
  * keeps the in-memory resume store when no Redis is set, so a conversation
  * resumes on any worker (see cluster-store.ts).
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { AggregatorRegistry } from 'prom-client';
 import type { Registry } from 'prom-client';
 import { usableCores, WORKER_COUNT_VARIABLE } from '../config/cores.js';
 import type { ScaleMetrics } from '../metrics/index.js';
+import {
+  answerMetrics,
+  primaryMetrics,
+  type MetricsToPrimary,
+  type MetricsToWorker,
+} from './cluster-metrics.js';
 import {
   primaryStore,
   workerStore,
@@ -61,12 +66,14 @@ type ToPrimary =
   | { troupe: 'ready'; url: string }
   | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
   | StoreToPrimary
+  | MetricsToPrimary
   | { troupe: 'room'; room: WorkerRoom };
 type ToWorker =
   | { troupe: 'answer'; id: number; value?: unknown; error?: string }
   | { troupe: 'connection' }
   | { troupe: 'shutdown' }
-  | StoreToWorker;
+  | StoreToWorker
+  | MetricsToWorker;
 
 /** The number of workers a setting asks for: `auto` = the cores this process may use (a container's CPU limit included). */
 export function resolveWorkers(setting: number | 'auto'): number {
@@ -114,7 +121,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   } catch (err) {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
-  const aggregator = new AggregatorRegistry();
+  const metrics = primaryMetrics({ workers: () => Object.values(cluster.workers ?? {}), log });
   const store = options.redis ? undefined : primaryStore(options);
   const started = new Map<number, number>();
   const ready = new Set<number>();
@@ -138,6 +145,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   killStuckWorkers(router, log, () => stopping);
 
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
+    if (metrics.take(worker, m)) return;
     if (m?.troupe === 'room') {
       router.report(worker, m.room);
     } else if (m?.troupe === 'handedOver') {
@@ -151,7 +159,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'ask') {
       await answer(worker, m.id, async () =>
-        m.what === 'metrics' ? aggregator.clusterMetrics() : workerStates(router, started),
+        m.what === 'metrics' ? metrics.text() : workerStates(router, started),
       );
     } else if (m?.troupe === 'store') {
       await answer(worker, m.id, async () => store?.request(worker, m));
@@ -161,6 +169,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   cluster.on('exit', (worker, code, signal) => {
     router.remove(worker);
     store?.forget(worker);
+    metrics.retire(worker);
     ready.delete(worker.id);
     started.delete(worker.id);
     if (stopping) {
@@ -315,9 +324,7 @@ export function linkWorker(
   registry: Registry,
   counts?: Pick<ScaleMetrics, 'storeEvictions' | 'storeErrors'>,
 ): WorkerLink {
-  // Constructing it makes prom-client answer the primary's metric requests.
-  new AggregatorRegistry();
-  AggregatorRegistry.setRegistries([registry]);
+  answerMetrics(registry);
   let next = 0;
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let take: ((socket: Socket) => void) | undefined;

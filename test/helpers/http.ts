@@ -25,6 +25,11 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** How long the socket may stay silent; never shorter than `DEFAULT_WAIT_MS`. */
   timeoutMs?: number;
+  /**
+   * Gives the request up after this long, answered or not: for a request
+   * that may rightly go unanswered, which the caller asks again.
+   */
+  giveUpMs?: number;
 }
 
 /**
@@ -69,6 +74,10 @@ export function request(url: string, options: RequestOptions = {}): Promise<Http
       },
     );
     req.on('timeout', () => req.destroy(new Error(`${options.method ?? 'GET'} ${url}: no answer`)));
+    if (options.giveUpMs !== undefined) {
+      const timer = setTimeout(() => req.destroy(new Error(`${url}: given up`)), options.giveUpMs);
+      req.on('close', () => clearTimeout(timer));
+    }
     req.on('error', reject);
     req.end();
   });
@@ -93,6 +102,27 @@ export function parseMetrics(text: string): Sample[] {
       labels[l[1]!] = l[2]!;
     }
     samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/**
+ * The samples of counters and histograms (buckets, sums, counts), which
+ * must never fall while the instance runs, by name and labels.
+ *
+ * @example expect(growingSamples(after).get(key)).toBeGreaterThanOrEqual(growingSamples(before).get(key)!)
+ */
+export function growingSamples(text: string): Map<string, number> {
+  const kinds = new Map<string, string>();
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) kinds.set(m[1]!, m[2]!);
+  const family = (name: string): string | undefined =>
+    [name, name.replace(/_(bucket|sum|count)$/, '')].find((n) => kinds.has(n));
+  const samples = new Map<string, number>();
+  for (const s of parseMetrics(text)) {
+    const kind = kinds.get(family(s.name) ?? '');
+    if (kind !== 'counter' && kind !== 'histogram') continue;
+    const labels = Object.entries(s.labels).sort(([a], [b]) => (a < b ? -1 : 1));
+    samples.set(`${s.name}${JSON.stringify(labels)}`, s.value);
   }
   return samples;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 import { startInstance, type Instance } from '../deploy/processes.js';
-import { metricValue, request, scrape } from '../helpers/http.js';
+import { growingSamples, metricValue, request, scrape } from '../helpers/http.js';
 import { connect, say, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
 
@@ -15,6 +15,26 @@ interface WorkerState {
 async function workers(url: string): Promise<WorkerState[]> {
   const health = (await request(`${url}/health`)).json<{ workers?: WorkerState[] }>();
   return health.workers ?? [];
+}
+
+/**
+ * Asks /health until `done` holds. A request the router handed to a stopped
+ * worker goes unanswered: it is given up after a while and asked again.
+ */
+async function healthUntil(url: string, done: (states: WorkerState[]) => boolean): Promise<void> {
+  for (;;) {
+    const answer = await request(`${url}/health`, { giveUpMs: 2_000 }).catch(() => undefined);
+    const states = answer?.json<{ workers?: WorkerState[] }>().workers;
+    if (states && done(states)) return;
+  }
+}
+
+/** The samples of `before`'s counters and histograms that are lower, or gone, in `after`. */
+function fallen(before: string, after: string): string[] {
+  const later = growingSamples(after);
+  return [...growingSamples(before)]
+    .filter(([key, value]) => !((later.get(key) ?? -1) >= value))
+    .map(([key, value]) => `${key}: ${value} → ${later.get(key)}`);
 }
 
 describe('npm start with WORKERS=2', () => {
@@ -58,8 +78,13 @@ describe('npm start with WORKERS=2', () => {
       const session = created.session as { id: string; troupe: { resume_token: string } };
       tokens.set(c, { id: session.id, token: session.troupe.resume_token });
     }
+    // The workers tell the primary of their sessions as they open: once it has heard of all four…
+    await within(
+      healthUntil(instance.url, (s) => s.reduce((n, w) => n + (w.sessions ?? 0), 0) === 4),
+      'the primary told of the four sessions',
+    );
     const states = await workers(instance.url);
-    // Each went to the worker with the fewest sessions.
+    // …each went to the worker with the fewest sessions.
     expect(states.map((w) => w.sessions)).toEqual([2, 2]);
     // The instance's sessions, whichever worker answers.
     const health = (await request(`${instance.url}/health`)).json<{
@@ -164,7 +189,38 @@ describe('npm start with WORKERS=2', () => {
     }
   }, 120_000);
 
+  it('answers /metrics while a worker is stuck, counting it as it last answered', async () => {
+    const before = await scrape(instance.url);
+    const stuck = (await workers(instance.url))[0]!;
+    process.kill(stuck.pid, 'SIGSTOP');
+    try {
+      // Once the primary finds it silent, the router hands it nothing more.
+      await within(
+        healthUntil(
+          instance.url,
+          (s) => s.find((w) => w.id === stuck.id)?.status === 'unresponsive',
+        ),
+        'the stopped worker reported unresponsive',
+      );
+      const during = await scrape(instance.url);
+      expect(metricValue(during, 'troupe_metrics_stale_workers')).toBe(1);
+      expect(fallen(before, during)).toEqual([]);
+      await instance.proc.waitFor(
+        /"msg":"worker's metrics not in time; its last ones are used"/,
+        "the primary saying it used the stuck worker's last metrics",
+      );
+    } finally {
+      process.kill(stuck.pid, 'SIGCONT');
+    }
+    await within(
+      healthUntil(instance.url, (s) => s.every((w) => w.status === 'ok')),
+      'both workers ok again',
+    );
+    expect(metricValue(await scrape(instance.url), 'troupe_metrics_stale_workers')).toBe(0);
+  }, 300_000);
+
   it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
+    const metricsBefore = await scrape(instance.url);
     const before = await workers(instance.url);
     const victim = before[0]!;
     const readyLines = () => instance.logs().filter((l) => l.msg === 'worker ready').length;
@@ -185,6 +241,16 @@ describe('npm start with WORKERS=2', () => {
     expect(after).toHaveLength(2);
     expect(after.map((w) => w.pid)).not.toContain(victim.pid);
     expect(after.map((w) => w.status)).toEqual(['ok', 'ok']);
+    // What the dead worker counted stays counted: no counter falls, so
+    // Prometheus sees no reset.
+    expect(fallen(metricsBefore, await scrape(instance.url))).toEqual([]);
+    // And counting goes on from there: a new session adds one.
+    const opened = (text: string) =>
+      metricValue(text, 'troupe_sessions_total', { character: 'plain' });
+    const extra = await connect(`${instance.wsUrl}?character=plain`);
+    clients.push(extra);
+    await extra.next('session.created');
+    expect(opened(await scrape(instance.url))).toBe(opened(metricsBefore)! + 1);
     // The instance's uptime, whichever worker answers: never the new worker's own.
     for (let i = 0; i < 4; i++) {
       const { uptime_s, workers: states } = (await request(`${instance.url}/health`)).json<{
