@@ -188,7 +188,7 @@ export async function startNginx(upstreams: string[], workerProcesses = 1): Prom
         return upstreams.map((u) => `    server ${u}${params};\n`).join('');
       },
     )
-    .replace(/listen 80;/, `listen 127.0.0.1:${port};`);
+    .replace(/listen 80( default_server)?;/, `listen 127.0.0.1:${port}$1;`);
   if (lists === 0) throw new Error('deploy/nginx/troupe.conf: no upstream servers');
   await writeFile(path.join(dir, 'troupe.conf'), rendered);
   const temp = (name: string): string => path.join(dir, name);
