@@ -252,6 +252,9 @@ export function createHttpHandler(ctx: RouteContext) {
       switch (unmuteRoute(path)) {
         case '/health':
           return json(res, 200, await health(ctx, speechHealth), head, cors);
+        case '/health/live':
+          // Nothing awaited (no LLM probe, no other worker): a liveness probe's answer.
+          return json(res, 200, { live: true }, head, { ...cors, 'cache-control': 'no-store' });
         case '/health/ready': {
           const ready = (await ctx.ready?.()) ?? { ready: true };
           return json(res, ready.ready ? 200 : 503, ready, head, {
@@ -519,7 +522,7 @@ function notFound(
     404,
     {
       error: {
-        message: `No route ${path}. Routes: GET /, /health, /health/ready, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime.`,
+        message: `No route ${path}. Routes: GET /, /health, /health/live, /health/ready, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime.`,
       },
     },
     head,
