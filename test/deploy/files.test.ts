@@ -24,6 +24,10 @@ describe('deploy/Dockerfile', () => {
     expect(text).toMatch(/^COPY --from=deps /m);
     expect(text).toMatch(/^USER node$/m);
     expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
+    // The health check awaits nothing, on the port the server was given.
+    expect(text).toMatch(
+      /^HEALTHCHECK .*\n\s+CMD .*process\.env\.PORT \|\| 8080\) \+ '\/health\/live'/m,
+    );
     // Exec form, Node itself: no shell or npm in between to swallow SIGTERM.
     expect(text).toMatch(
       /^CMD \["node", "--max-semi-space-size=64", "--heap-growing-percent=100", "--import", "tsx", "src\/cli\/start.ts"\]$/m,
@@ -50,6 +54,10 @@ describe('deploy/compose.yaml', () => {
       const s = services[name]!;
       expect(s.hostname).toBe(name);
       expect(s.environment.REDIS_URL).toBe('redis://redis:6379');
+      // WORKERS=auto follows the CPU limit, not the host's cores; the memory guard, the limit.
+      expect(s.environment.WORKERS).toBe('auto');
+      expect(s.cpus).toBeGreaterThan(0);
+      expect(s.mem_limit).toMatch(/^\d+[mg]$/);
       expect(Number.parseInt(s.stop_grace_period as string, 10) * 1000).toBeGreaterThan(
         Number(s.environment.SHUTDOWN_GRACE_MS),
       );
@@ -61,7 +69,7 @@ describe('deploy/compose.yaml', () => {
 });
 
 describe('deploy/k8s/troupe.yaml', () => {
-  it('has readiness on /health/ready, liveness on /health, a preStop drain inside the grace period, and a sessions autoscaler', async () => {
+  it('has readiness on /health/ready, liveness on /health/live, a preStop drain inside the grace period, and a sessions autoscaler', async () => {
     const docs = await yamlDocs('deploy/k8s/troupe.yaml');
     const byKind = (kind: string, name: string) =>
       docs.find((d) => d.kind === kind && d.metadata?.name === name)!;
@@ -69,11 +77,29 @@ describe('deploy/k8s/troupe.yaml', () => {
     const pod = byKind('Deployment', 'troupe').spec.template.spec as Doc;
     const container = pod.containers[0] as Doc;
     expect(container.readinessProbe.httpGet.path).toBe('/health/ready');
-    expect(container.livenessProbe.httpGet.path).toBe('/health');
+    expect(container.livenessProbe.httpGet.path).toBe('/health/live');
+    expect(container.livenessProbe.timeoutSeconds).toBeGreaterThanOrEqual(2);
     const preStopS = Number(container.lifecycle.preStop.exec.command[1]);
     const drainS = Number(config.SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS) / 1000;
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(preStopS + drainS);
-    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    // Pod Security Standards, restricted.
+    expect(pod.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(container.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+    });
+    // A read-only root: /tmp (tsx's compile cache) is a volume of its own.
+    const tmp = container.volumeMounts.find((m: Doc) => m.mountPath === '/tmp');
+    expect(pod.volumes.find((v: Doc) => v.name === tmp.name).emptyDir).toEqual({});
+    // Speech threads sized to the CPUs requested, one worker per CPU.
+    const cpus = Number(container.resources.requests.cpu);
+    expect(Number(config.WORKERS)).toBe(cpus);
+    expect(Number(config.STT_WORKERS) * Number(config.WORKERS)).toBe(cpus);
+    expect(Number(config.TTS_WORKERS) * Number(config.WORKERS)).toBe(cpus);
     const hpa = byKind('HorizontalPodAutoscaler', 'troupe').spec as Doc;
     expect(hpa.metrics[0].pods.metric.name).toBe('troupe_sessions_active');
     expect(config.REDIS_URL).toBe('redis://troupe-redis:6379');
