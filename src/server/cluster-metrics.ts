@@ -48,10 +48,11 @@ export interface PrimaryMetrics {
  * of workers that died.
  *
  * @example
- * const metrics = primaryMetrics({ workers: () => Object.values(cluster.workers ?? {}), log });
+ * const metrics = primaryMetrics({ workers: () => readyWorkers(), log });
  * worker.on('message', (m) => metrics.take(worker, m));
  */
 export function primaryMetrics(options: {
+  /** The workers that take connections (one still starting has nothing to count). */
   workers: () => Array<Worker | undefined>;
   log: Logger;
 }): PrimaryMetrics {
@@ -92,12 +93,14 @@ export function primaryMetrics(options: {
       const id = ++next;
       const timer = setTimeout(() => {
         waiting.delete(id);
-        options.log.warn(
-          { worker: worker.id, pid: worker.process.pid, waitMs: COLLECT_WAIT_MS },
-          last.has(worker.id)
-            ? "worker's metrics not in time; its last ones are used"
-            : "worker's metrics not in time; it has none yet",
-        );
+        // One that died meanwhile is retired, not late.
+        if (!worker.isDead())
+          options.log.warn(
+            { worker: worker.id, pid: worker.process.pid, waitMs: COLLECT_WAIT_MS },
+            last.has(worker.id)
+              ? "worker's metrics not in time; its last ones are used"
+              : "worker's metrics not in time; it has none yet",
+          );
         resolve(false);
       }, COLLECT_WAIT_MS);
       waiting.set(id, {
@@ -117,7 +120,7 @@ export function primaryMetrics(options: {
         .workers()
         .filter((w): w is Worker => w !== undefined && w.isConnected());
       const answered = await Promise.all(workers.map(collect));
-      stale.set(answered.filter((a) => !a).length);
+      stale.set(workers.filter((w, i) => !answered[i] && !w.isDead()).length);
       const ownMetrics = await own.getMetricsAsJSON();
       // Put together after the last wait: a worker that stopped meanwhile is
       // in `retired` and no longer in `last`, never in both or neither.
@@ -132,8 +135,9 @@ export function primaryMetrics(options: {
     take(worker, message) {
       const m = message as MetricsToPrimary | undefined;
       if (m?.troupe !== 'collected') return false;
-      // Late or not, it is newer than what the worker gave before.
-      last.set(worker.id, m.metrics);
+      // Late or not, it is newer than what the worker gave before (and one
+      // still in the pipe when its worker died would count it twice).
+      if (!worker.isDead()) last.set(worker.id, m.metrics);
       const w = waiting.get(m.id);
       if (w?.worker === worker.id) {
         waiting.delete(m.id);

@@ -121,10 +121,13 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   } catch (err) {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
-  const metrics = primaryMetrics({ workers: () => Object.values(cluster.workers ?? {}), log });
   const store = options.redis ? undefined : primaryStore(options);
   const started = new Map<number, number>();
   const ready = new Set<number>();
+  const metrics = primaryMetrics({
+    workers: () => Object.values(cluster.workers ?? {}).filter((w) => ready.has(w?.id ?? -1)),
+    log,
+  });
   const crashes: number[] = [];
   let everReady = false;
   let stopping = false;
