@@ -194,6 +194,17 @@ const PROCESS_AGGREGATORS: Record<string, Aggregator> = {
  */
 export function processMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry, prefix: 'troupe_' });
+  // prom-client counts CPU from here on; what the process spent before
+  // (loading, compiling the TypeScript) is counted once, so the counters
+  // run from the process's start, as `ps` shows.
+  const spent = process.cpuUsage();
+  const cpu = (name: string, micros: number): void =>
+    (registry.getSingleMetric(`troupe_process_cpu_${name}`) as Counter | undefined)?.inc(
+      micros / 1e6,
+    );
+  cpu('user_seconds_total', spent.user);
+  cpu('system_seconds_total', spent.system);
+  cpu('seconds_total', spent.user + spent.system);
   for (const name of TOTAL_GAUGES) registry.removeSingleMetric(name);
   for (const [name, aggregator] of Object.entries(PROCESS_AGGREGATORS)) {
     const metric = registry.getSingleMetric(name) as { aggregator: Aggregator } | undefined;

@@ -63,3 +63,14 @@ describe('series that exist before their first count', () => {
     expect(after).toMatch(/troupe_tool_latency_seconds_bucket\{le="600",[^}]*\} 1/);
   });
 });
+
+describe('process metrics', () => {
+  it("count the process's CPU from its start, not from when the registry was made", async () => {
+    const spent = process.cpuUsage();
+    const text = await createMetrics().registry.metrics();
+    expect(metricValue(text, 'troupe_process_cpu_seconds_total')).toBeGreaterThanOrEqual(
+      (spent.user + spent.system) / 1e6,
+    );
+    expect(text).not.toMatch(/^# TYPE \S+_total gauge$/m);
+  });
+});
