@@ -16,8 +16,13 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry, Gauge, Registry } from 'prom-client';
 import { processMetrics } from '../metrics/index.js';
 
-/** How long the primary waits for a worker's metrics before it uses the ones it last gave. */
+/**
+ * How long the primary waits for a worker's metrics before it uses the
+ * ones it last gave; less when the scraper's own timeout asks (down to
+ * {@link MIN_COLLECT_WAIT_MS}).
+ */
 export const COLLECT_WAIT_MS = 1_000;
+const MIN_COLLECT_WAIT_MS = 50;
 
 /** A registry's metrics as `getMetricsAsJSON()` gives them (and IPC carries them). */
 type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
@@ -35,8 +40,8 @@ const KEPT_KINDS = new Set<unknown>(['counter', 'histogram']);
 
 /** The primary's side of `/metrics`. */
 export interface PrimaryMetrics {
-  /** The instance's metrics, as Prometheus text. */
-  text(): Promise<string>;
+  /** The instance's metrics, as Prometheus text, waiting at most `waitMs` for each worker. */
+  text(waitMs?: number): Promise<string>;
   /** Takes a worker's answer; false for any other message. */
   take(worker: Worker, message: unknown): boolean;
   /** A worker that stopped: what it counted stays in the sums. */
@@ -60,7 +65,7 @@ export function primaryMetrics(options: {
   processMetrics(own);
   const stale = new Gauge({
     name: 'troupe_metrics_stale_workers',
-    help: `Workers whose metrics in this scrape are from an earlier one: they did not answer within ${COLLECT_WAIT_MS} ms (a stuck or busy event loop).`,
+    help: `Workers whose metrics in this scrape are from an earlier one: they did not answer within ${COLLECT_WAIT_MS} ms, or half the scraper's timeout if less (a stuck or busy event loop).`,
     registers: [own],
   });
   /** Each worker's latest metrics, until it stops. */
@@ -88,7 +93,7 @@ export function primaryMetrics(options: {
   const waiting = new Map<number, { worker: number; done: () => void }>();
 
   /** Asks a worker for its metrics: true when it answered in time. */
-  function collect(worker: Worker): Promise<boolean> {
+  function collect(worker: Worker, waitMs: number): Promise<boolean> {
     return new Promise((resolve) => {
       const id = ++next;
       const timer = setTimeout(() => {
@@ -96,13 +101,13 @@ export function primaryMetrics(options: {
         // One that died meanwhile is retired, not late.
         if (!worker.isDead())
           options.log.warn(
-            { worker: worker.id, pid: worker.process.pid, waitMs: COLLECT_WAIT_MS },
+            { worker: worker.id, pid: worker.process.pid, waitMs },
             last.has(worker.id)
               ? "worker's metrics not in time; its last ones are used"
               : "worker's metrics not in time; it has none yet",
           );
         resolve(false);
-      }, COLLECT_WAIT_MS);
+      }, waitMs);
       waiting.set(id, {
         worker: worker.id,
         done: () => {
@@ -115,11 +120,12 @@ export function primaryMetrics(options: {
   }
 
   return {
-    async text() {
+    async text(waitMs = COLLECT_WAIT_MS) {
+      const wait = Math.min(COLLECT_WAIT_MS, Math.max(MIN_COLLECT_WAIT_MS, waitMs));
       const workers = options
         .workers()
         .filter((w): w is Worker => w !== undefined && w.isConnected());
-      const answered = await Promise.all(workers.map(collect));
+      const answered = await Promise.all(workers.map((w) => collect(w, wait)));
       stale.set(workers.filter((w, i) => !answered[i] && !w.isDead()).length);
       const ownMetrics = await own.getMetricsAsJSON();
       // Put together after the last wait: a worker that stopped meanwhile is

@@ -64,7 +64,7 @@ const STARTED_VARIABLE = 'TROUPE_INSTANCE_STARTED_MS';
 /** Messages between the primary and its workers (all carry `troupe`). */
 type ToPrimary =
   | { troupe: 'ready'; url: string }
-  | { troupe: 'ask'; id: number; what: 'workers' | 'metrics' }
+  | { troupe: 'ask'; id: number; what: 'workers' | 'metrics'; waitMs?: number }
   | StoreToPrimary
   | MetricsToPrimary
   | { troupe: 'room'; room: WorkerRoom };
@@ -162,7 +162,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'ask') {
       await answer(worker, m.id, async () =>
-        m.what === 'metrics' ? metrics.text() : workerStates(router, started),
+        m.what === 'metrics' ? metrics.text(m.waitMs) : workerStates(router, started),
       );
     } else if (m?.troupe === 'store') {
       await answer(worker, m.id, async () => store?.request(worker, m));
@@ -372,7 +372,7 @@ export function linkWorker(
   return {
     view: {
       workers: () => ask<WorkerState[]>({ troupe: 'ask', what: 'workers' }),
-      metrics: () => ask<string>({ troupe: 'ask', what: 'metrics' }),
+      metrics: (waitMs) => ask<string>({ troupe: 'ask', what: 'metrics', waitMs }),
       port: Number(process.env[PORT_VARIABLE]),
       startedAt: Number(process.env[STARTED_VARIABLE]),
       onConnection(taker) {

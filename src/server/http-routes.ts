@@ -81,7 +81,7 @@ export interface RouteContext {
    */
   healthExtras?: () => Promise<{ degraded: boolean; fields: Record<string, unknown> }>;
   /** The `/metrics` text, when it is not this registry's alone (every worker's, aggregated). */
-  metricsText?: () => Promise<string>;
+  metricsText?: (waitMs?: number) => Promise<string>;
   /**
    * `/health/ready`: whether the instance takes a new session now, and if
    * not why (full, overloaded, shutting down).
@@ -263,7 +263,7 @@ export function createHttpHandler(ctx: RouteContext) {
           });
         }
         case '/metrics': {
-          const body = await (ctx.metricsText?.() ?? ctx.metrics.registry.metrics());
+          const body = await (ctx.metricsText?.(scrapeWait(req)) ?? ctx.metrics.registry.metrics());
           res.writeHead(200, { ...cors, 'content-type': ctx.metrics.registry.contentType });
           return void res.end(head ? undefined : body);
         }
@@ -544,4 +544,14 @@ function json(
     ...headers,
   });
   res.end(head ? undefined : text);
+}
+
+/**
+ * How long `/metrics` may wait for each worker: half the scraper's own
+ * timeout, which Prometheus sends in `X-Prometheus-Scrape-Timeout-Seconds`,
+ * so a stuck worker does not make the scrape itself time out.
+ */
+function scrapeWait(req: IncomingMessage): number | undefined {
+  const timeoutS = Number(req.headers['x-prometheus-scrape-timeout-seconds']);
+  return Number.isFinite(timeoutS) && timeoutS > 0 ? (timeoutS * 1000) / 2 : undefined;
 }

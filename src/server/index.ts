@@ -60,8 +60,11 @@ export interface ServerOptions {
 export interface ClusterView {
   /** One entry per worker (pid, sessions, status). */
   workers(): Promise<WorkerState[]>;
-  /** Every worker's metrics, aggregated (Prometheus text). */
-  metrics(): Promise<string>;
+  /**
+   * Every worker's metrics, aggregated (Prometheus text), waiting at most
+   * `waitMs` for each worker (a scraper's own timeout allows).
+   */
+  metrics(waitMs?: number): Promise<string>;
   /** The port the primary listens on: it hands this worker its connections. */
   readonly port: number;
   /** When the instance (the primary) started, epoch ms: `/health`'s `uptime_s` is the instance's. */

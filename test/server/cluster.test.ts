@@ -209,6 +209,15 @@ describe('npm start with WORKERS=2', () => {
         /"msg":"worker's metrics not in time; its last ones are used"/,
         "the primary saying it used the stuck worker's last metrics",
       );
+      // A scraper with a short timeout (Prometheus says it in a header) is waited for half of it.
+      const quick = await request(`${instance.url}/metrics`, {
+        headers: { 'X-Prometheus-Scrape-Timeout-Seconds': '0.4' },
+      });
+      expect(metricValue(quick.body, 'troupe_metrics_stale_workers')).toBe(1);
+      await instance.proc.waitFor(
+        /"waitMs":200,"msg":"worker's metrics not in time/,
+        'a wait of 200 ms',
+      );
     } finally {
       process.kill(stuck.pid, 'SIGCONT');
     }
