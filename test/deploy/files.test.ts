@@ -24,10 +24,8 @@ describe('deploy/Dockerfile', () => {
     expect(text).toMatch(/^COPY --from=deps /m);
     expect(text).toMatch(/^USER node$/m);
     expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"\]$/m);
-    // The health check awaits nothing, on the port the server was given.
-    expect(text).toMatch(
-      /^HEALTHCHECK .*\n\s+CMD .*process\.env\.PORT \|\| 8080\) \+ '\/health\/live'/m,
-    );
+    // The health check awaits nothing, where the server listens (healthcheck.test.ts runs it).
+    expect(text).toMatch(/^HEALTHCHECK .*\n\s+CMD \["node", "src\/cli\/healthcheck.mjs"\]$/m);
     // Exec form, Node itself: no shell or npm in between to swallow SIGTERM.
     expect(text).toMatch(
       /^CMD \["node", "--max-semi-space-size=64", "--heap-growing-percent=100", "--import", "tsx", "src\/cli\/start.ts"\]$/m,
@@ -82,11 +80,18 @@ describe('deploy/k8s/troupe.yaml', () => {
     const preStopS = Number(container.lifecycle.preStop.exec.command[1]);
     const drainS = Number(config.SHUTDOWN_GRACE_MS ?? DEFAULT_SHUTDOWN_GRACE_MS) / 1000;
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(preStopS + drainS);
-    // Pod Security Standards, restricted.
-    expect(pod.securityContext).toMatchObject({
-      runAsNonRoot: true,
-      seccompProfile: { type: 'RuntimeDefault' },
-    });
+    // Pod Security Standards, restricted: both pods (a namespace enforcing it refuses either).
+    for (const name of ['troupe', 'troupe-redis']) {
+      const spec = byKind('Deployment', name).spec.template.spec as Doc;
+      expect(spec.securityContext).toMatchObject({
+        runAsNonRoot: true,
+        seccompProfile: { type: 'RuntimeDefault' },
+      });
+      expect(spec.containers[0].securityContext).toMatchObject({
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+      });
+    }
     expect(container.securityContext).toEqual({
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
