@@ -4,6 +4,8 @@
  * for real in nginx.test.ts).
  */
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/config/index.js';
@@ -110,4 +112,56 @@ describe('deploy/k8s/troupe.yaml', () => {
     expect(config.REDIS_URL).toBe('redis://troupe-redis:6379');
     expect(byKind('Service', 'troupe-redis')).toBeDefined();
   });
+});
+
+/**
+ * Each document of a manifest as a TypeScript object of its kind's type in
+ * `kubernetes-types` (Kubernetes' API types, generated from its OpenAPI
+ * spec), type-checked: a wrong type or a misspelt field is an error.
+ */
+function kubernetesTypeErrors(docs: Doc[]): string[] {
+  const file = path.resolve('test/deploy/manifest-check.ts');
+  const source = docs
+    .map((d, i) => {
+      const [group, version] = String(d.apiVersion).includes('/')
+        ? String(d.apiVersion).split('/')
+        : ['core', d.apiVersion];
+      const from = `kubernetes-types/${group!.replace(/\..*$/, '')}/${version}`;
+      return `import type { ${d.kind} as T${i} } from '${from}';\nexport const doc${i}: T${i} = ${JSON.stringify(d)};`;
+    })
+    .join('\n');
+  const options: ts.CompilerOptions = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    module: ts.ModuleKind.ESNext,
+    moduleResolution: ts.ModuleResolutionKind.Node10,
+    target: ts.ScriptTarget.ES2022,
+    types: [],
+  };
+  const host = ts.createCompilerHost(options);
+  const read = host.getSourceFile.bind(host);
+  host.getSourceFile = (name, language) =>
+    name === file ? ts.createSourceFile(name, source, language) : read(name, language);
+  const program = ts.createProgram([file], options, host);
+  return ts
+    .getPreEmitDiagnostics(program)
+    .map((d) => ts.flattenDiagnosticMessageText(d.messageText, ' '));
+}
+
+describe("deploy/k8s/troupe.yaml against Kubernetes' API types", () => {
+  it('type-checks every object, and would catch a misspelt field', async () => {
+    const docs = await yamlDocs('deploy/k8s/troupe.yaml');
+    expect(docs.map((d) => d.kind)).toContain('HorizontalPodAutoscaler');
+    expect(kubernetesTypeErrors(docs)).toEqual([]);
+    // The check itself: a probe's name misspelt, as a hand edit might.
+    const text = (await readFile('deploy/k8s/troupe.yaml', 'utf8')).replace(
+      'readinessProbe:',
+      'readinesProbe:',
+    );
+    const broken = parseAllDocuments(text).map((d) => d.toJS() as Doc);
+    expect(kubernetesTypeErrors(broken).join('\n')).toMatch(
+      /'"readinesProbe"' does not exist in type 'Container'/,
+    );
+  }, 60_000);
 });
