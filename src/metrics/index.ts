@@ -495,15 +495,23 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
       aggregator: 'max',
       registers,
     }),
-    storeEvictions: new Counter({
-      name: 'troupe_resume_store_evictions_total',
-      help: 'Records the in-memory resume store let go before their TTL to stay within RESUME_MEMORY_MB (the oldest written first).',
-      registers,
-    }),
+    storeEvictions: storeEvictionsCounter(registers),
   };
   for (const op of ['save', 'claim', 'connection']) scale.storeErrors.inc({ op }, 0);
   for (const outcome of RESUME_OUTCOMES) scale.attempts.inc({ outcome }, 0);
   return scale;
+}
+
+/**
+ * `troupe_resume_store_evictions_total`: in each server, and in the primary
+ * of an instance with workers, which keeps their shared store.
+ */
+export function storeEvictionsCounter(registers: Registry[]): Counter {
+  return new Counter({
+    name: 'troupe_resume_store_evictions_total',
+    help: 'Records the in-memory resume store let go before their TTL to stay within RESUME_MEMORY_MB (the oldest written first).',
+    registers,
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * `/metrics` for an instance with workers: the primary asks each worker for
- * its metrics, adds its own process metrics, and sums them (prom-client's
+ * its metrics, adds its own (process metrics, its resume store's
+ * evictions), and sums them (prom-client's
  * aggregation, by each metric's `aggregator`).
  *
  * Two things a plain sum of the live workers gets wrong, kept right here:
@@ -13,8 +14,8 @@
  */
 import type { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
-import { AggregatorRegistry, Gauge, Registry } from 'prom-client';
-import { processMetrics } from '../metrics/index.js';
+import { AggregatorRegistry, Gauge, Registry, type Counter } from 'prom-client';
+import { processMetrics, storeEvictionsCounter } from '../metrics/index.js';
 
 /**
  * How long the primary waits for a worker's metrics before it uses the
@@ -46,6 +47,8 @@ export interface PrimaryMetrics {
   take(worker: Worker, message: unknown): boolean;
   /** A worker that stopped: what it counted stays in the sums. */
   retire(worker: Worker): void;
+  /** The records the primary's resume store let go for room, counted where it runs. */
+  readonly storeEvictions: Counter;
 }
 
 /**
@@ -68,6 +71,7 @@ export function primaryMetrics(options: {
     help: `Workers whose metrics in this scrape are from an earlier one: they did not answer within ${COLLECT_WAIT_MS} ms, or half the scraper's timeout if less (a stuck or busy event loop).`,
     registers: [own],
   });
+  const storeEvictions = storeEvictionsCounter([own]);
   /** Each worker's latest metrics, until it stops. */
   const last = new Map<number, MetricsJson>();
   /** The counters and histograms of workers that stopped, summed. */
@@ -120,6 +124,7 @@ export function primaryMetrics(options: {
   }
 
   return {
+    storeEvictions,
     async text(waitMs = COLLECT_WAIT_MS) {
       const wait = Math.min(COLLECT_WAIT_MS, Math.max(MIN_COLLECT_WAIT_MS, waitMs));
       const workers = options

@@ -6,12 +6,13 @@
  * The primary remembers which worker writes each record. When another
  * worker claims one (a client resumed there while its old connection is
  * still open), it first asks the writer to close that session and give its
- * record as it is then, cut reply and all, and hands that over. It counts
- * nothing itself: its evictions are told to a worker, whose `/metrics` the
- * primary aggregates.
+ * record as it is then, cut reply and all, and hands that over. Its
+ * evictions count in the primary's own metrics, which `/metrics` adds to
+ * the workers'.
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
+import type { Counter } from 'prom-client';
 import type { ScaleMetrics } from '../metrics/index.js';
 import {
   createMemoryResumeStore,
@@ -52,9 +53,16 @@ export type StoreToPrimary =
 
 /** The store's messages from the primary to a worker. */
 export type StoreToWorker =
-  | { troupe: 'claimed'; key: string }
-  | { troupe: 'evicted'; records: number }
-  | { troupe: 'handover'; id: number; key: string };
+  { troupe: 'claimed'; key: string } | { troupe: 'handover'; id: number; key: string };
+
+/** Options of {@link primaryStore}. */
+export interface PrimaryStoreOptions {
+  /** Room for the records, MiB (`RESUME_MEMORY_MB`). @defaultValue 256 */
+  resumeMemoryMb?: number;
+  log: Logger;
+  /** Counts the records let go for room (in the primary's own metrics). */
+  evictions?: Pick<Counter, 'inc'>;
+}
 
 /** The primary's side of the store. */
 export interface PrimaryStore {
@@ -71,7 +79,7 @@ export interface PrimaryStore {
  *
  * @example const store = primaryStore({ resumeMemoryMb: 256, log });
  */
-export function primaryStore(options: { resumeMemoryMb?: number; log: Logger }): PrimaryStore {
+export function primaryStore(options: PrimaryStoreOptions): PrimaryStore {
   const store = memoryStore(options);
   const writers = new Map<string, { worker: number; expiresAt: number }>();
   setInterval(() => {
@@ -130,10 +138,10 @@ export function primaryStore(options: { resumeMemoryMb?: number; log: Logger }):
 }
 
 /**
- * The records as text within their room: evictions are logged, at most
- * once a minute, and told to a worker to count.
+ * The records as text within their room: evictions are counted, and
+ * logged at most once a minute.
  */
-function memoryStore(options: { resumeMemoryMb?: number; log: Logger }): ResumeStore {
+function memoryStore(options: PrimaryStoreOptions): ResumeStore {
   let evicted = 0;
   /** Evictions since the last line said. */
   let unsaid = 0;
@@ -146,27 +154,11 @@ function memoryStore(options: { resumeMemoryMb?: number; log: Logger }): ResumeS
     );
     unsaid = 0;
   };
-  /** Evictions not yet told to a worker. */
-  let untold = 0;
-  let telling = false;
-  const tell = (): void => {
-    telling = false;
-    // None connected (all restarting): told with the next eviction.
-    const worker = Object.values(cluster.workers ?? {}).find((w) => w?.isConnected());
-    if (worker === undefined) return;
-    worker.send({ troupe: 'evicted', records: untold } satisfies StoreToWorker);
-    untold = 0;
-  };
   return createMemoryResumeStore({
     ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
     onEvicted: () => {
       evicted++;
-      untold++;
-      // Evictions of one save cross in one message.
-      if (!telling) {
-        telling = true;
-        setImmediate(tell);
-      }
+      options.evictions?.inc();
       // The first at once, then what came since, at most once a minute.
       if (unsaid++ === 0) {
         const wait = saidAt + EVICTION_LOG_MS - performance.now();
@@ -186,13 +178,14 @@ export interface WorkerStore {
 
 /**
  * The store as a worker sees it: saves made in one turn of the event loop
- * cross together; claims, handovers and evictions go through `ask`.
+ * cross together; claims go through `ask`, and the primary's handovers
+ * and claims elsewhere come back through `take`.
  *
  * @example const { store, take } = workerStore((m) => ask({ troupe: 'store', ...m }), metrics.scale);
  */
 export function workerStore(
   ask: (message: StoreOp) => Promise<unknown>,
-  counts?: Pick<ScaleMetrics, 'storeEvictions' | 'storeErrors'>,
+  counts?: Pick<ScaleMetrics, 'storeErrors'>,
 ): WorkerStore {
   /** Told when a record this worker writes was claimed by another worker. */
   const claimedElsewhere: Array<(key: string) => void> = [];
@@ -270,9 +263,6 @@ export function workerStore(
         for (const listener of claimedElsewhere) listener(m.key);
       } else if (m?.troupe === 'handover') {
         void handOver(m.id, m.key);
-      } else if (m?.troupe === 'evicted') {
-        // The primary's store let records go: counted here, where /metrics sums them.
-        counts?.storeEvictions.inc(m.records);
       } else {
         return false;
       }

@@ -121,13 +121,15 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   } catch (err) {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
-  const store = options.redis ? undefined : primaryStore(options);
   const started = new Map<number, number>();
   const ready = new Set<number>();
   const metrics = primaryMetrics({
     workers: () => Object.values(cluster.workers ?? {}).filter((w) => ready.has(w?.id ?? -1)),
     log,
   });
+  const store = options.redis
+    ? undefined
+    : primaryStore({ ...options, evictions: metrics.storeEvictions });
   const crashes: number[] = [];
   let everReady = false;
   let stopping = false;
@@ -325,7 +327,7 @@ export interface WorkerStatus {
  */
 export function linkWorker(
   registry: Registry,
-  counts?: Pick<ScaleMetrics, 'storeEvictions' | 'storeErrors'>,
+  counts?: Pick<ScaleMetrics, 'storeErrors'>,
 ): WorkerLink {
   answerMetrics(registry);
   let next = 0;

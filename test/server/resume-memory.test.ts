@@ -90,7 +90,7 @@ describe('the in-memory resume store under conversations that fill it', () => {
           await new Promise((r) => setTimeout(r, 20));
         }
       })(),
-      'the records let go, counted by the workers',
+      'the records let go, counted in /metrics',
     );
     // In the primary's first minute too.
     await server.proc.waitFor(/"msg":"resume records let go for room/, 'the eviction line');
