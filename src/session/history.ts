@@ -414,12 +414,10 @@ export class History {
   trim(budgetTokens: number, reservedTokens: number): TrimResult {
     let total = reservedTokens + this.#totalTokens();
     let drop = 0;
-    let droppedItems = 0;
     const droppedIds: string[] = [];
     while (total > budgetTokens && drop < this.#groups.length - 1) {
       const g = this.#groups[drop]!;
       for (const m of g.messages) total -= this.#weigh(m);
-      droppedItems += g.items.length;
       for (const item of g.items) {
         this.#single.delete(item.id);
         droppedIds.push(item.id);
@@ -435,7 +433,7 @@ export class History {
       messages: flat(this.#groups, (g) => g.messages),
       estimatedTokens: total,
       droppedGroups: drop,
-      droppedItems,
+      droppedItems: droppedIds.length,
       droppedIds,
     };
   }
