@@ -106,6 +106,11 @@ interface Phase {
   deltasPerS: number;
   /** Replies ended (response.done) over the measured seconds. */
   turns: number;
+  /**
+   * Deltas per reply, counted over the replies that ended in the measured
+   * seconds (a reply's deltas can straddle the window's edges).
+   */
+  deltasPerTurn: number;
   cpuPercent: number;
   usPerDelta: number;
   /** `usPerDelta` split: user and system, and off the main thread (null without deltas). */
@@ -125,6 +130,8 @@ interface Phase {
 function drive(url: string): {
   deltas: () => number;
   turns: () => number;
+  /** Deltas of the replies that have ended. */
+  turnDeltas: () => number;
   errors: () => number;
   /** Added latencies and times to first token (ms) from now on. */
   measure: () => { added: number[]; ttft: number[] };
@@ -132,6 +139,7 @@ function drive(url: string): {
 } {
   let deltas = 0;
   let turns = 0;
+  let turnDeltas = 0;
   let samples: { added: number[]; ttft: number[] } | undefined;
   let errors = 0;
   let stopping = false;
@@ -146,6 +154,7 @@ function drive(url: string): {
         closed.push(new Promise((resolve) => ws.once('close', () => resolve())));
         let turn = i;
         let askedAt: number | undefined;
+        let replyDeltas = 0;
         const ask = (): void => {
           if (stopping || ws.readyState !== WebSocket.OPEN) return;
           const text = CONVERSATION[turn++ % CONVERSATION.length]!.user;
@@ -164,6 +173,7 @@ function drive(url: string): {
           const type = event.type;
           if (type === 'response.output_text.delta') {
             deltas++;
+            replyDeltas++;
             if (samples !== undefined) {
               for (const t of readStamps(event.delta ?? '').sentAt) samples.added.push(now - t);
               if (askedAt !== undefined) samples.ttft.push(now - askedAt);
@@ -172,6 +182,8 @@ function drive(url: string): {
           } else if (type === 'session.created') ask();
           else if (type === 'response.done') {
             turns++;
+            turnDeltas += replyDeltas;
+            replyDeltas = 0;
             setTimeout(ask, THINK_MS);
           } else if (type === 'error') errors++;
         });
@@ -184,6 +196,7 @@ function drive(url: string): {
   return {
     deltas: () => deltas,
     turns: () => turns,
+    turnDeltas: () => turnDeltas,
     errors: () => errors,
     measure: () => (samples = { added: [], ttft: [] }),
     async stop() {
@@ -226,12 +239,14 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
     await child.stats();
     const from = run.deltas();
     const fromTurns = run.turns();
+    const fromTurnDeltas = run.turnDeltas();
     const samples = run.measure();
     const load = os.loadavg()[0]!;
     await sleep(SECONDS * 1000);
     const stats = await child.stats();
     const deltas = run.deltas() - from;
     const turns = run.turns() - fromTurns;
+    const turnDeltas = run.turnDeltas() - fromTurnDeltas;
     await run.stop();
     return {
       target,
@@ -239,6 +254,7 @@ async function phase(target: TargetName, round: number, sim: Child): Promise<Pha
       deltas,
       deltasPerS: deltas / SECONDS,
       turns,
+      deltasPerTurn: turns > 0 ? turnDeltas / turns : NaN,
       cpuPercent: stats.cpuPercent,
       usPerDelta: deltas > 0 ? (stats.cpuS * 1e6) / deltas : NaN,
       split: deltas > 0 ? splitPerDelta(stats, deltas) : null,
@@ -278,7 +294,7 @@ try {
       phases.push(p);
       console.log(
         `round ${round} ${target.padEnd(6)} ${p.usPerDelta.toFixed(1).padStart(6)} µs per delta${splitText(p.split ?? undefined)} · ` +
-          `${p.usPerTurn.toFixed(0)} µs per turn (${(p.deltas / p.turns).toFixed(1)} deltas) · ` +
+          `${p.usPerTurn.toFixed(0)} µs per turn (${p.deltasPerTurn.toFixed(1)} deltas) · ` +
           `${p.deltasPerS.toFixed(0)} deltas/s · CPU ${p.cpuPercent.toFixed(0)}% · ` +
           `added p50 ${p.added.p50.toFixed(2)} p95 ${p.added.p95.toFixed(2)} p99 ${p.added.p99.toFixed(2)} ms · ` +
           `TTFT p50 ${p.ttft.p50.toFixed(1)} p95 ${p.ttft.p95.toFixed(1)} ms · ` +
