@@ -28,6 +28,12 @@ export const DEFAULT_DELTA_BATCH_MS = 0;
 export const DEFAULT_SESSION_IDLE_TIMEOUT_S = 900;
 /** A session open this long is closed with 4001 (OpenAI Realtime ends sessions at 60 minutes; 0 = never). */
 export const DEFAULT_SESSION_MAX_DURATION_S = 3600;
+/**
+ * Seconds a connection has to send its whole request (a WebSocket upgrade or
+ * an HTTP request) before it gets 408 and is closed: a client that connects
+ * and sends nothing, or half a request, holds a socket no longer than this.
+ */
+export const DEFAULT_HANDSHAKE_TIMEOUT_S = 10;
 /** WebSocket ping interval; a peer that misses a whole interval is cut off (0 = no pings). */
 export const DEFAULT_WS_PING_INTERVAL_S = 30;
 /** Client frames a session may have waiting to be handled; past it they are refused. */

@@ -50,6 +50,8 @@ export interface ServerConfig {
   sessionIdleTimeoutS: number;
   /** Seconds a session may last (closed with 4001); 0 = no limit. @defaultValue 3600 */
   sessionMaxDurationS: number;
+  /** Seconds a connection has to send its whole request (408 after). @defaultValue 10 */
+  handshakeTimeoutS: number;
   /** Seconds between WebSocket pings; a peer that misses one is cut off. 0 = none. @defaultValue 30 */
   pingIntervalS: number;
   /** Client frames one socket may have waiting; more are refused. @defaultValue 256 */
@@ -287,6 +289,7 @@ const envSchema = z.object({
   SESSION_IDLE_TIMEOUT_S: integer(0, 7 * 24 * 3600).optional(),
   SESSION_MAX_DURATION_S: integer(0, 7 * 24 * 3600).optional(),
   WS_PING_INTERVAL_S: integer(0, 3600).optional(),
+  HANDSHAKE_TIMEOUT_S: integer(1, 3600).optional(),
   MAX_PENDING_FRAMES: integer(1, 1_000_000).optional(),
   LLM_IDLE_TIMEOUT_MS: integer(100, 3_600_000).optional(),
   LLM_TOTAL_TIMEOUT_MS: integer(0, 24 * 3_600_000).optional(),
@@ -484,6 +487,7 @@ export function loadConfig(
       sessionIdleTimeoutS: e.SESSION_IDLE_TIMEOUT_S ?? D.DEFAULT_SESSION_IDLE_TIMEOUT_S,
       sessionMaxDurationS: e.SESSION_MAX_DURATION_S ?? D.DEFAULT_SESSION_MAX_DURATION_S,
       pingIntervalS: e.WS_PING_INTERVAL_S ?? D.DEFAULT_WS_PING_INTERVAL_S,
+      handshakeTimeoutS: e.HANDSHAKE_TIMEOUT_S ?? D.DEFAULT_HANDSHAKE_TIMEOUT_S,
       maxPendingFrames: e.MAX_PENDING_FRAMES ?? D.DEFAULT_MAX_PENDING_FRAMES,
       maxFrameBytes: e.MAX_FRAME_BYTES ?? D.DEFAULT_MAX_FRAME_BYTES,
       maxBufferedBytes: e.MAX_BUFFERED_BYTES ?? D.DEFAULT_MAX_BUFFERED_BYTES,

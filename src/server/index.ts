@@ -367,6 +367,27 @@ function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore
 }
 
 /**
+ * Node's request timeouts for `HANDSHAKE_TIMEOUT_S`: a connection that has
+ * not sent a whole request by then (nothing at all, or half its headers) gets
+ * 408 and is closed. Node checks its connections every
+ * `connectionsCheckingInterval` (30 s by default, which would let one live
+ * 90 s past its 60 s default); a second here. An upgraded WebSocket leaves
+ * these checks once its handshake is done.
+ */
+function handshakeTimeouts(seconds: number): {
+  headersTimeout: number;
+  requestTimeout: number;
+  connectionsCheckingInterval: number;
+} {
+  const ms = seconds * 1000;
+  return {
+    headersTimeout: ms,
+    requestTimeout: ms,
+    connectionsCheckingInterval: Math.min(1000, ms / 2),
+  };
+}
+
+/**
  * Creates the HTTP(S) server and listens on the configured address, or, in
  * a worker, takes the connections its primary hands it.
  */
@@ -378,9 +399,10 @@ async function listen(
   cluster: ClusterView | undefined,
 ): Promise<Server> {
   let server: Server;
+  const timeouts = handshakeTimeouts(config.server.handshakeTimeoutS);
   if (tls) {
     try {
-      server = createHttpsServer(tls, handler);
+      server = createHttpsServer({ ...tls, ...timeouts }, handler);
     } catch (err) {
       throw new ConfigError(
         `TLS_CERT=${config.server.tls?.certFile} and TLS_KEY=${config.server.tls?.keyFile}: not a usable PEM certificate and key (${(err as Error).message}).`,
@@ -388,7 +410,7 @@ async function listen(
       );
     }
   } else {
-    server = createHttpServer(handler);
+    server = createHttpServer(timeouts, handler);
   }
   server.on('upgrade', upgrade);
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {

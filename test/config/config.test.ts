@@ -82,6 +82,7 @@ describe('config: server, LLM, sessions and logging', () => {
       sessionIdleTimeoutS: 900,
       sessionMaxDurationS: 3600,
       pingIntervalS: 30,
+      handshakeTimeoutS: 10,
       maxPendingFrames: 256,
       maxFrameBytes: 1024 * 1024,
       maxBufferedBytes: 4 * 1024 * 1024,
@@ -112,6 +113,7 @@ describe('config: server, LLM, sessions and logging', () => {
       SESSION_IDLE_TIMEOUT_S: '60',
       SESSION_MAX_DURATION_S: '0',
       WS_PING_INTERVAL_S: '5',
+      HANDSHAKE_TIMEOUT_S: '3',
       MAX_PENDING_FRAMES: '32',
       LLM_IDLE_TIMEOUT_MS: '2000',
       LLM_TOTAL_TIMEOUT_MS: '90000',
@@ -124,6 +126,7 @@ describe('config: server, LLM, sessions and logging', () => {
       sessionIdleTimeoutS: 60,
       sessionMaxDurationS: 0,
       pingIntervalS: 5,
+      handshakeTimeoutS: 3,
       maxPendingFrames: 32,
     });
     expect(config.llm).toMatchObject({

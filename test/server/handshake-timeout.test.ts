@@ -1,0 +1,64 @@
+/**
+ * `HANDSHAKE_TIMEOUT_S`: a connection that sends nothing, or half a request,
+ * gets 408 and is closed once its time is up (with Node's defaults it held
+ * its socket 60–90 s), while a client that completes its handshake keeps its
+ * session past that time.
+ */
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+/** Opens a raw connection, sends `text`, and resolves with all it was sent once the server closes it. */
+function rawUntilClosed(port: number, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let got = '';
+    const socket = connect(port, '127.0.0.1', () => {
+      if (text) socket.write(text);
+    });
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (got += d));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(got));
+  });
+}
+
+describe('HANDSHAKE_TIMEOUT_S=1', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ env: { HANDSHAKE_TIMEOUT_S: '1' } });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('answers 408 to a connection that sent nothing, or half an upgrade, and closes it', async () => {
+    const port = Number(new URL(t.url).port);
+    const [nothing, half] = await Promise.all([
+      rawUntilClosed(port, ''),
+      rawUntilClosed(
+        port,
+        'GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n',
+      ),
+    ]);
+    expect(nothing).toMatch(/^HTTP\/1\.1 408 /);
+    expect(half).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it('leaves a session alone once its handshake is done', async () => {
+    const ws = new WebSocket(`${t.wsUrl}?character=plain&greeting=0`);
+    await new Promise((resolve, reject) => {
+      ws.once('message', resolve);
+      ws.once('error', reject);
+    });
+    // A connection that opens after the session and sends nothing is closed
+    // at its deadline; the session, older than that, is still open.
+    const port = Number(new URL(t.url).port);
+    await rawUntilClosed(port, '');
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    const pong = new Promise((resolve) => ws.once('pong', resolve));
+    ws.ping();
+    await pong;
+    ws.close();
+  });
+});
