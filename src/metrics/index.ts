@@ -41,6 +41,7 @@ export const REJECT_REASONS = [
   'frame_too_large',
   'frame_flood',
   'invalid_events',
+  'ping_flood',
   'slow_consumer',
   'idle',
   'expired',

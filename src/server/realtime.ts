@@ -123,6 +123,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: limits.maxFrameBytes,
+    // Each session's link answers pings, and closes a flood of them with a reason.
+    autoPong: false,
     // Browsers fail a connection whose offered subprotocols were all refused,
     // so one is always picked: `realtime` when offered, else another one, and
     // the token's only when the client offered nothing else (it goes back to

@@ -27,8 +27,9 @@ import { withConnection } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
 import {
   FrameGate,
-  InvalidEventMeter,
   MAX_INVALID_EVENTS_PER_S,
+  MAX_PINGS_PER_S,
+  RateMeter,
   watchLifetime,
   withShortInstructions,
 } from './socket-guards.js';
@@ -146,26 +147,44 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
       closeSocket(ws, end.code, end.wireCode);
     },
   );
-  const invalid = new InvalidEventMeter();
-  const refuse = (err: ProtocolError): void => {
+  /** Closes a flooding socket (1008) with `err`, its code as the reason; its session stops. */
+  const closeFlood = (err: ProtocolError, metric: 'invalid_events' | 'ping_flood'): void => {
+    sessionLog.warn({ code: err.wireCode }, 'flood closed');
+    metrics.server.rejected.inc({ reason: metric });
     sendError(err);
-    // Unmute's frontend sends bridge.* events as a matter of course: ignored, not invalid.
-    if (cutOff || err.wireCode === IGNORED_EVENT_CODE || !invalid.refused()) return;
-    sessionLog.warn({ limit: MAX_INVALID_EVENTS_PER_S }, 'invalid event flood closed');
-    metrics.server.rejected.inc({ reason: 'invalid_events' });
-    sendError(
-      new ProtocolError(
-        'too_many_invalid_events',
-        `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second, so the session was closed; fix the events the earlier errors name, then reconnect.`,
-      ),
-    );
     cutOff = true;
     connections.get(ws)?.close();
-    closeSocket(ws, CLOSE.POLICY, 'too_many_invalid_events');
+    closeSocket(ws, CLOSE.POLICY, err.wireCode);
     // Read no more: a flooder keeps sending until it reads the close, and
     // every frame would still be parsed. Its socket is cut within a second.
     ws.pause();
   };
+  const invalid = new RateMeter(MAX_INVALID_EVENTS_PER_S);
+  const refuse = (err: ProtocolError): void => {
+    sendError(err);
+    // Unmute's frontend sends bridge.* events as a matter of course: ignored, not invalid.
+    if (cutOff || err.wireCode === IGNORED_EVENT_CODE || !invalid.over()) return;
+    closeFlood(
+      new ProtocolError(
+        'too_many_invalid_events',
+        `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second, so the session was closed; fix the events the earlier errors name, then reconnect.`,
+      ),
+      'invalid_events',
+    );
+  };
+  // Pings are answered here (the server's ws has autoPong off), counted.
+  const pings = new RateMeter(MAX_PINGS_PER_S);
+  ws.on('ping', (data) => {
+    if (cutOff || ws.readyState !== ws.OPEN) return;
+    if (!pings.over()) return ws.pong(data);
+    closeFlood(
+      new ProtocolError(
+        'too_many_pings',
+        `More than ${MAX_PINGS_PER_S} WebSocket pings within one second, so the session was closed; a keepalive ping every few seconds is plenty.`,
+      ),
+      'ping_flood',
+    );
+  });
   ws.on('close', () => {
     lifetime.stop();
     deltas.close();

@@ -4,7 +4,11 @@
  * sessions; a client that gets a few events wrong keeps its session.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidEventMeter, MAX_INVALID_EVENTS_PER_S } from '../../src/server/socket-guards.js';
+import {
+  MAX_INVALID_EVENTS_PER_S,
+  MAX_PINGS_PER_S,
+  RateMeter,
+} from '../../src/server/socket-guards.js';
 import { metricValue, scrape } from '../helpers/http.js';
 import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -32,19 +36,19 @@ function flood(c: TestClient, max = 50_000): void {
 describe('invalid event meter', () => {
   it('trips on the event past the limit within one second, and not before', () => {
     let now = 0;
-    const meter = new InvalidEventMeter(MAX_INVALID_EVENTS_PER_S, () => now);
+    const meter = new RateMeter(MAX_INVALID_EVENTS_PER_S, () => now);
     for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) {
-      expect(meter.refused()).toBe(false);
+      expect(meter.over()).toBe(false);
       now += 5;
     }
-    expect(meter.refused()).toBe(true);
+    expect(meter.over()).toBe(true);
   });
 
   it('never trips for refusals spread more thinly than the limit a second', () => {
     let now = 0;
-    const meter = new InvalidEventMeter(10, () => now);
+    const meter = new RateMeter(10, () => now);
     for (let i = 0; i < 1_000; i++) {
-      expect(meter.refused()).toBe(false);
+      expect(meter.over()).toBe(false);
       now += 101;
     }
   });
@@ -115,5 +119,38 @@ describe('invalid event floods', () => {
     expect(errors.map(codeOf)).toEqual(Array.from({ length: count }, () => 'ignored_event'));
     expect(c.ws.readyState).toBe(c.ws.OPEN);
     await c.close();
+  });
+
+  it('answers up to the limit of pings at once, and closes a ping flood with too_many_pings and 1008', async () => {
+    const polite = await openSession(t, 'character=plain');
+    let pongs = 0;
+    polite.ws.on('pong', () => pongs++);
+    for (let i = 0; i < MAX_PINGS_PER_S; i++) polite.ws.ping(String(i));
+    await within(
+      new Promise<void>((resolve) =>
+        polite.ws.on('pong', () => pongs === MAX_PINGS_PER_S && resolve()),
+      ),
+      'a pong for each ping',
+    );
+
+    const flooder = await openSession(t, 'character=plain');
+    // Before this server answered pings itself, ws cut such a socket at 60
+    // pongs not yet written: close 1006, no frame, no reason.
+    for (let i = 0; i < 10 * MAX_PINGS_PER_S; i++) flooder.ws.ping();
+    const { code, reason } = await within(flooder.closed, 'the close of a ping flood');
+    expect(code).toBe(1008);
+    expect(reason).toBe('too_many_pings');
+    const last = flooder.events.at(-1)!;
+    expect(codeOf(last)).toBe('too_many_pings');
+    expect((last.error as { message: string }).message).toContain(
+      `More than ${MAX_PINGS_PER_S} WebSocket pings within one second`,
+    );
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'ping_flood',
+      }),
+    ).toBe(1);
+    expect(doneOf(await turn(polite, 'Hello')).status).toBe('completed');
+    await polite.close();
   });
 });
