@@ -356,6 +356,15 @@ export function linkWorker(
       });
       process.send!({ ...message, id });
     });
+  /** Sessions that open or end, and connections taken, in one turn of the event loop: one report. */
+  const roomChanged = (): void => {
+    if (reportSoon || !report) return;
+    reportSoon = true;
+    setImmediate(() => {
+      reportSoon = false;
+      report?.();
+    });
+  };
   const stores = workerStore((message) => ask({ troupe: 'store', ...message }), counts);
   process.on('message', (m: ToWorker, handle?: Socket) => {
     if (stores.take(m)) return;
@@ -363,6 +372,8 @@ export function linkWorker(
       received++;
       // Sent only after `ready`, when the server takes connections.
       if (handle) (take ?? ((socket: Socket) => socket.destroy()))(handle);
+      // Told at once: the primary takes a worker slow to say so for a stuck one.
+      roomChanged();
       return;
     }
     if (m?.troupe !== 'answer') return;
@@ -380,15 +391,7 @@ export function linkWorker(
       onConnection(taker) {
         take = taker;
       },
-      roomChanged() {
-        // Sessions that open or end in one turn of the event loop: one report.
-        if (reportSoon || !report) return;
-        reportSoon = true;
-        setImmediate(() => {
-          reportSoon = false;
-          report?.();
-        });
-      },
+      roomChanged,
     },
     store: stores.store,
     ready(url) {

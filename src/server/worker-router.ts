@@ -6,7 +6,9 @@
  * counting the connections handed to it that it has not reported yet. When
  * none has room, the one with the fewest sessions gets it, and its refusal
  * (1013, or 503 before the handshake, with a retry hint) tells the client why.
- * A worker that has not reported for {@link UNRESPONSIVE_MS} comes last of all.
+ * A worker that has not reported for {@link UNRESPONSIVE_MS} comes last of
+ * all; one that has not taken a connection handed to it within
+ * {@link TAKE_MS} comes after those with room.
  *
  * `node:cluster` alone hands connections round-robin, blind to this: with
  * `MAX_SESSIONS` per worker, a full worker refused clients while another
@@ -24,8 +26,23 @@ const MAX_WAITING = 1024;
  * gets a connection only when no other worker is there.
  */
 export const UNRESPONSIVE_MS = 3_000;
+/**
+ * A worker tells the primary of each connection it is handed at once (its
+ * `received` count). One that has not within this long is stopped, or its
+ * event loop far behind: without this, a worker stopped with fewer sessions
+ * than the others was handed every other new connection, each of which
+ * hung, until it had been silent for {@link UNRESPONSIVE_MS}.
+ */
+export const TAKE_MS = 250;
 /** Added to an unresponsive worker's load: after every other, draining ones too. */
 const UNRESPONSIVE_WEIGHT = 1e12;
+/**
+ * Added to the load of a worker slow to take a connection ({@link TAKE_MS}):
+ * after every worker that takes them and has room, but before one that
+ * would refuse. A worker only far behind still takes its sessions, and one
+ * that refuses would turn the client away.
+ */
+const SLOW_WEIGHT = 1e5;
 
 /**
  * Added to a refusing worker's load: one that is full or overloaded still
@@ -53,6 +70,8 @@ export interface WorkerRouterOptions {
   /** 0: any free one. */
   port: number;
   log: Logger;
+  /** The clock, in milliseconds (tests pass their own). @defaultValue performance.now */
+  now?: () => number;
 }
 
 /** The primary's listening socket and which worker gets each connection. */
@@ -76,7 +95,9 @@ interface Entry {
   room: WorkerRoom;
   /** Connections handed to it in all. */
   sent: number;
-  /** When it last reported (performance.now()). */
+  /** When each connection it has not yet said it received was handed to it, oldest first. */
+  untaken: number[];
+  /** When it last reported (the router's clock). */
   heardAt: number;
 }
 
@@ -90,6 +111,7 @@ interface Entry {
  */
 export async function openWorkerRouter(options: WorkerRouterOptions): Promise<WorkerRouter> {
   const { log } = options;
+  const clock = options.now ?? (() => performance.now());
   const entries = new Map<number, Entry>();
   const waiting: Socket[] = [];
 
@@ -97,13 +119,14 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
   function pick(): Entry | undefined {
     let best: Entry | undefined;
     let bestScore = Infinity;
-    const now = performance.now();
+    const now = clock();
     for (const e of entries.values()) {
       if (!e.worker.isConnected()) continue;
-      const load = e.room.sessions + Math.max(0, e.sent - e.room.received);
+      const load = e.room.sessions + e.untaken.length;
       const score =
         (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) +
         (now - e.heardAt > UNRESPONSIVE_MS ? UNRESPONSIVE_WEIGHT : 0) +
+        (now - (e.untaken[0] ?? now) > TAKE_MS ? SLOW_WEIGHT : 0) +
         load;
       if (score < bestScore) {
         best = e;
@@ -121,9 +144,16 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
       return;
     }
     entry.sent++;
+    const handedAt = clock();
+    entry.untaken.push(handedAt);
     // The primary's copy of the socket is closed once the worker has it.
     entry.worker.send({ troupe: 'connection' }, socket, (err: Error | null) => {
-      if (err) socket.destroy();
+      if (!err) return;
+      socket.destroy();
+      // Never reached the worker: it will not count it.
+      entry.sent--;
+      const at = entry.untaken.lastIndexOf(handedAt);
+      if (at >= 0) entry.untaken.splice(at, 1);
     });
   }
 
@@ -149,7 +179,8 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
         worker,
         room: { sessions: 0, received: 0 },
         sent: 0,
-        heardAt: performance.now(),
+        untaken: [],
+        heardAt: clock(),
       });
       for (const socket of waiting.splice(0)) if (!socket.destroyed) hand(socket);
     },
@@ -160,10 +191,12 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
       const entry = entries.get(worker.id);
       if (!entry) return;
       entry.room = room;
-      entry.heardAt = performance.now();
+      entry.heardAt = clock();
+      // The ones it has received were handed to it first.
+      entry.untaken.splice(0, entry.untaken.length - Math.max(0, entry.sent - room.received));
     },
     rooms() {
-      const now = performance.now();
+      const now = clock();
       return [...entries.values()].map((e) => ({
         worker: e.worker,
         room: e.room,

@@ -2,7 +2,7 @@ import type { Worker } from 'node:cluster';
 import { connect, type Socket } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openWorkerRouter, type WorkerRouter } from '../../src/server/worker-router.js';
+import { openWorkerRouter, TAKE_MS, type WorkerRouter } from '../../src/server/worker-router.js';
 import { within } from '../helpers/wait.js';
 
 /** A stand-in for a cluster worker: records the connections handed to it. */
@@ -98,6 +98,67 @@ describe('the primary handing connections to workers', () => {
     router.add(next.worker);
     await next.holds(2);
     expect(gone.handed).toHaveLength(0);
+  });
+
+  it('hands nothing more to a worker that has not taken a connection within TAKE_MS (stopped)', async () => {
+    let now = 0;
+    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
+    const stopped = fakeWorker(1);
+    const live = fakeWorker(2);
+    router.add(stopped.worker);
+    router.add(live.worker);
+    // Both have room; each is handed one, as the load says.
+    await dial();
+    await stopped.holds(1);
+    await dial();
+    await live.holds(1);
+    router.report(live.worker, { sessions: 1, received: 1 });
+    // Tied on load, the stopped one would take every other connection; once
+    // its first has been untaken for TAKE_MS it gets none while another can.
+    now += TAKE_MS + 1;
+    router.report(live.worker, { sessions: 1, received: 1 });
+    for (let i = 2; i <= 5; i++) {
+      await dial();
+      await live.holds(i);
+      router.report(live.worker, { sessions: i, received: i });
+    }
+    expect(stopped.handed).toHaveLength(1);
+  });
+
+  it('still prefers a worker slow to take its connections to one that would refuse', async () => {
+    let now = 0;
+    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
+    const slow = fakeWorker(1);
+    const full = fakeWorker(2);
+    router.add(slow.worker);
+    router.add(full.worker);
+    router.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
+    await dial();
+    await slow.holds(1);
+    now += TAKE_MS + 1;
+    router.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
+    await dial();
+    await slow.holds(2);
+    expect(full.handed).toHaveLength(0);
+  });
+
+  it('keeps handing connections to a worker that takes them, however long ago the last was', async () => {
+    let now = 0;
+    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
+    const a = fakeWorker(1);
+    const b = fakeWorker(2);
+    router.add(a.worker);
+    router.add(b.worker);
+    router.report(b.worker, { sessions: 5, received: 0 });
+    await dial();
+    await a.holds(1);
+    router.report(a.worker, { sessions: 1, received: 1 });
+    now += 10 * TAKE_MS;
+    router.report(b.worker, { sessions: 5, received: 0 });
+    router.report(a.worker, { sessions: 1, received: 1 });
+    await dial();
+    await a.holds(2);
+    expect(b.handed).toHaveLength(0);
   });
 
   it('rejects when the port is taken', async () => {
