@@ -402,7 +402,11 @@ async function listen(
   const timeouts = handshakeTimeouts(config.server.handshakeTimeoutS);
   if (tls) {
     try {
-      server = createHttpsServer({ ...tls, ...timeouts }, handler);
+      // TLS's own handshake first (Node's default: 120 s), then the request's.
+      server = createHttpsServer(
+        { ...tls, ...timeouts, handshakeTimeout: timeouts.headersTimeout },
+        handler,
+      );
     } catch (err) {
       throw new ConfigError(
         `TLS_CERT=${config.server.tls?.certFile} and TLS_KEY=${config.server.tls?.keyFile}: not a usable PEM certificate and key (${(err as Error).message}).`,

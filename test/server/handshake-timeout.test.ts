@@ -5,9 +5,11 @@
  * session past that time.
  */
 import { connect } from 'node:net';
+import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { startTlsTestServer, type TlsTestServer } from '../helpers/tls-server.js';
 
 /** Opens a raw connection, sends `text`, and resolves with all it was sent once the server closes it. */
 function rawUntilClosed(port: number, text: string): Promise<string> {
@@ -60,5 +62,35 @@ describe('HANDSHAKE_TIMEOUT_S=1', () => {
     ws.ping();
     await pong;
     ws.close();
+  });
+});
+
+describe('HANDSHAKE_TIMEOUT_S=1 over TLS', () => {
+  let t: TlsTestServer;
+  beforeAll(async () => {
+    t = await startTlsTestServer({ env: { HANDSHAKE_TIMEOUT_S: '1' } });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('closes a connection that never starts its TLS handshake (Node alone waits 120 s)', async () => {
+    expect(await rawUntilClosed(Number(new URL(t.url).port), '')).toBe('');
+  });
+
+  it('answers 408 to a TLS connection that sends no request', async () => {
+    const got = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      const socket = connectTls({
+        host: '127.0.0.1',
+        port: Number(new URL(t.url).port),
+        ca: t.ca,
+      });
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (text += d));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(text));
+    });
+    expect(got).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
