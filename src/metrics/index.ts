@@ -123,7 +123,7 @@ export interface ScaleMetrics {
   attempts: Counter<'outcome'>;
   /** One write to the resume store. */
   saveSeconds: Histogram;
-  /** The event loop's mean lag over the last second, as the overload check sees it. */
+  /** The event loop's mean lag over the last second (its longest sample left out), as the overload check sees it. */
   eventLoopLag: Gauge;
   /** Records the in-memory store let go for room (`RESUME_MEMORY_MB`) before their TTL. */
   storeEvictions: Counter;
@@ -492,7 +492,7 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
     }),
     eventLoopLag: new Gauge({
       name: 'troupe_server_event_loop_lag_seconds',
-      help: "The event loop's mean lag over the last second, as the overload check sees it (the highest worker's when aggregated).",
+      help: "The event loop's mean lag over the last second, its longest sample left out, as the overload check sees it (the highest worker's when aggregated).",
       aggregator: 'max',
       registers,
     }),

@@ -10,8 +10,9 @@
  * process is overloaded while, over the last ten samples (about a second),
  * the loop was busy more than `busy` of the time — it has no time left for
  * the deltas of the sessions it already holds — or the mean lag is above
- * `lagMs` (a single long pause, such as a module compiling, is not
- * overload: it is one sample), or its CPU use is above `cpu` (a fraction of
+ * `lagMs` (leaving out the window's longest sample: a single long pause,
+ * such as a module compiling or the process stopped, is not overload), or
+ * its CPU use is above `cpu` (a fraction of
  * one core), when set, or its heap is near V8's limit (`heap`), or its
  * container's memory is near the container's limit (`container`: every
  * process in the container counts, and the kernel kills at that limit
@@ -102,16 +103,22 @@ export function createOverloadMonitor(options: OverloadOptions): OverloadMonitor
     samples.push({ lag, cpuUs: used.user + used.system, elu });
     if (samples.length > WINDOW_SAMPLES) samples.shift();
     let lagSum = 0;
+    let lagMax = 0;
     let cpuUs = 0;
     let active = 0;
     let idle = 0;
     for (const s of samples) {
       lagSum += s.lag;
+      lagMax = Math.max(lagMax, s.lag);
       cpuUs += s.cpuUs;
       active += s.elu.active;
       idle += s.elu.idle;
     }
-    lagMs = lagSum / samples.length;
+    // The window's longest sample left out: one pause (a module compiling, a
+    // long collection, the process stopped) is not overload, however long;
+    // lag at every turn is. A 3.5 s stop made the mean 350 ms and refused
+    // the very connections that had waited through it.
+    lagMs = samples.length > 1 ? (lagSum - lagMax) / (samples.length - 1) : lagSum;
     busy = active + idle > 0 ? active / (active + idle) : 0;
     // Each sample covers SAMPLE_MS plus its lag.
     cpu = cpuUs / 1000 / (samples.length * SAMPLE_MS + lagSum);

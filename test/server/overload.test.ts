@@ -1,4 +1,5 @@
 import http from 'node:http';
+import type { Gauge } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOverloadMonitor, type OverloadMonitor } from '../../src/server/overload.js';
 import { overloadRefusal } from '../../src/server/session-open.js';
@@ -56,6 +57,30 @@ describe('overload refusal', () => {
       'the recovery',
       20_000,
     );
+  }, 30_000);
+
+  it('does not say overloaded after one long pause (the process stopped), however long', async () => {
+    const lags: number[] = [];
+    const gauge = { set: (v: number) => void lags.push(v) } as unknown as Gauge;
+    monitor = createOverloadMonitor({ lagMs: 300, retryMs: 2_000, lagGauge: gauge });
+    // A full window of samples first.
+    await within(
+      saturate(0).until(() => lags.length >= 10),
+      'a full window of samples',
+      20_000,
+    );
+    const end = performance.now() + 4_000;
+    while (performance.now() < end) {
+      // One pause of 4 s: the window's mean with it would be 400 ms.
+    }
+    const seen = lags.length;
+    await within(
+      saturate(0).until(() => lags.length > seen),
+      'the sample after the pause',
+      20_000,
+    );
+    expect(monitor.check()).toBeUndefined();
+    expect(monitor.state.lagMs).toBeLessThan(300);
   }, 30_000);
 
   it('says overloaded while the event loop has no idle time, and recovers once it has', async () => {
