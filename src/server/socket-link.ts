@@ -114,20 +114,23 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
     const frame = encoder.encode(withShortInstructions(event));
     if (frame === null) return;
     frames.write(frame);
-    if (ws.bufferedAmount - frames.held > limits.maxBufferedBytes) {
-      // A client that stopped reading: free what it holds now, not when it
-      // wakes up; the close frame (1013) follows what it has not read yet.
-      cutOff = true;
-      sessionLog.warn({ buffered: ws.bufferedAmount }, 'slow consumer closed');
-      metrics.server.rejected.inc({ reason: 'slow_consumer' });
-      connections.get(ws)?.close();
-      closeSocket(
-        ws,
-        CLOSE.TRY_AGAIN,
-        `slow consumer: more than ${limits.maxBufferedBytes} bytes unread`,
-        SLOW_CLOSE_TIMEOUT_MS,
-      );
-    }
+    cutIfUnread();
+  };
+  /** Past `MAX_BUFFERED_BYTES` unsent (events or pongs), the client is cut off. */
+  const cutIfUnread = (): void => {
+    if (ws.bufferedAmount - frames.held <= limits.maxBufferedBytes) return;
+    // A client that stopped reading: free what it holds now, not when it
+    // wakes up; the close frame (1013) follows what it has not read yet.
+    cutOff = true;
+    sessionLog.warn({ buffered: ws.bufferedAmount }, 'slow consumer closed');
+    metrics.server.rejected.inc({ reason: 'slow_consumer' });
+    connections.get(ws)?.close();
+    closeSocket(
+      ws,
+      CLOSE.TRY_AGAIN,
+      `slow consumer: more than ${limits.maxBufferedBytes} bytes unread`,
+      SLOW_CLOSE_TIMEOUT_MS,
+    );
   };
   // Text deltas may wait a little to leave together (DELTA_BATCH_MS).
   const deltas = createDeltaWindow(limits.deltaBatchMs, deliver);
@@ -176,7 +179,11 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   const pings = new RateMeter(MAX_PINGS_PER_S);
   ws.on('ping', (data) => {
     if (cutOff || ws.readyState !== ws.OPEN) return;
-    if (!pings.over()) return ws.pong(data);
+    if (!pings.over()) {
+      ws.pong(data);
+      // A client that pings and never reads holds its pongs in our memory.
+      return cutIfUnread();
+    }
     closeFlood(
       new ProtocolError(
         'too_many_pings',
