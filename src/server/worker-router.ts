@@ -33,7 +33,7 @@ export const UNRESPONSIVE_MS = 3_000;
  * than the others was handed every other new connection, each of which
  * hung, until it had been silent for {@link UNRESPONSIVE_MS}.
  */
-export const TAKE_MS = 250;
+export const TAKE_MS = 100;
 /** Added to an unresponsive worker's load: after every other, draining ones too. */
 const UNRESPONSIVE_WEIGHT = 1e12;
 /**
