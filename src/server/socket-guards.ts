@@ -188,6 +188,31 @@ export const MAX_INVALID_EVENTS_PER_S = 100;
  */
 export const MAX_PINGS_PER_S = 100;
 
+/** The error a socket that sent more than {@link MAX_PINGS_PER_S} pings in a second is closed with. */
+export const pingFloodError = (): ProtocolError =>
+  new ProtocolError(
+    'too_many_pings',
+    `More than ${MAX_PINGS_PER_S} WebSocket pings within one second, so the session was closed; a keepalive ping every few seconds is plenty.`,
+  );
+
+/**
+ * Answers a socket's pings with pongs (the server's ws has `autoPong` off):
+ * `answered` after each pong, `flood` instead past {@link MAX_PINGS_PER_S}
+ * within one second; nothing while `skip` holds (the socket is cut off).
+ */
+export function answerPings(
+  ws: WebSocket,
+  on: { skip: () => boolean; answered: () => void; flood: () => void },
+): void {
+  const pings = new RateMeter(MAX_PINGS_PER_S);
+  ws.on('ping', (data) => {
+    if (on.skip() || ws.readyState !== ws.OPEN) return;
+    if (pings.over()) return on.flood();
+    ws.pong(data);
+    on.answered();
+  });
+}
+
 /**
  * Counts one socket's events of a kind (invalid events, pings) over a
  * sliding second. It keeps the times of the last `max`, so the count is

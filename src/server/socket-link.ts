@@ -27,8 +27,9 @@ import { withConnection } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
 import {
   FrameGate,
+  answerPings,
   MAX_INVALID_EVENTS_PER_S,
-  MAX_PINGS_PER_S,
+  pingFloodError,
   RateMeter,
   watchLifetime,
   withShortInstructions,
@@ -175,22 +176,11 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
       'invalid_events',
     );
   };
-  // Pings are answered here (the server's ws has autoPong off), counted.
-  const pings = new RateMeter(MAX_PINGS_PER_S);
-  ws.on('ping', (data) => {
-    if (cutOff || ws.readyState !== ws.OPEN) return;
-    if (!pings.over()) {
-      ws.pong(data);
-      // A client that pings and never reads holds its pongs in our memory.
-      return cutIfUnread();
-    }
-    closeFlood(
-      new ProtocolError(
-        'too_many_pings',
-        `More than ${MAX_PINGS_PER_S} WebSocket pings within one second, so the session was closed; a keepalive ping every few seconds is plenty.`,
-      ),
-      'ping_flood',
-    );
+  answerPings(ws, {
+    skip: () => cutOff,
+    // A client that pings and never reads holds its pongs in our memory.
+    answered: cutIfUnread,
+    flood: () => closeFlood(pingFloodError(), 'ping_flood'),
   });
   ws.on('close', () => {
     lifetime.stop();
