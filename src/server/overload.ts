@@ -12,8 +12,7 @@
  * the deltas of the sessions it already holds — or the mean lag is above
  * `lagMs` (leaving out the window's longest sample: a single long pause,
  * such as a module compiling or the process stopped, is not overload), or
- * its CPU use is above `cpu` (a fraction of
- * one core), when set, or its heap is near V8's limit (`heap`), or its
+ * its CPU use is above `cpu` (a fraction of one core), when set, or its heap is near V8's limit (`heap`), or its
  * container's memory is near the container's limit (`container`: every
  * process in the container counts, and the kernel kills at that limit
  * whatever V8's is). Utilisation counts the main thread only, so work on

@@ -29,7 +29,7 @@ export const UNRESPONSIVE_MS = 3_000;
 /**
  * A worker tells the primary of each connection it is handed at once (its
  * `received` count). One that has not within this long is stopped, or its
- * event loop far behind: without this, a worker stopped with fewer sessions
+ * event loop is behind: without this, a worker stopped with fewer sessions
  * than the others was handed every other new connection, each of which
  * hung, until it had been silent for {@link UNRESPONSIVE_MS}.
  */
@@ -39,7 +39,7 @@ const UNRESPONSIVE_WEIGHT = 1e12;
 /**
  * Added to the load of a worker slow to take a connection ({@link TAKE_MS}):
  * after every worker that takes them and has room, but before one that
- * would refuse. A worker only far behind still takes its sessions, and one
+ * would refuse. A worker only behind still takes its sessions, and one
  * that refuses would turn the client away.
  */
 const SLOW_WEIGHT = 1e5;
