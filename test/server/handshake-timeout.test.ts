@@ -4,26 +4,29 @@
  * its socket 60–90 s), while a client that completes its handshake keeps its
  * session past that time.
  */
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { startTlsTestServer, type TlsTestServer } from '../helpers/tls-server.js';
 
-/** Opens a raw connection, sends `text`, and resolves with all it was sent once the server closes it. */
-function rawUntilClosed(port: number, text: string): Promise<string> {
+/** Sends `text` on `socket` and resolves with all it was sent once the server closes it. */
+function untilClosed(socket: Socket, text = ''): Promise<string> {
   return new Promise((resolve, reject) => {
     let got = '';
-    const socket = connect(port, '127.0.0.1', () => {
-      if (text) socket.write(text);
-    });
+    // Written once connected (a TLS socket: once its handshake is done).
+    if (text) socket.write(text);
     socket.setEncoding('utf8');
     socket.on('data', (d: string) => (got += d));
     socket.on('error', reject);
     socket.on('close', () => resolve(got));
   });
 }
+
+/** A raw connection to `port` on loopback that sends `text`, until the server closes it. */
+const rawUntilClosed = (port: number, text: string): Promise<string> =>
+  untilClosed(connect(port, '127.0.0.1'), text);
 
 describe('HANDSHAKE_TIMEOUT_S=1', () => {
   let t: TestServer;
@@ -79,18 +82,9 @@ describe('HANDSHAKE_TIMEOUT_S=1 over TLS', () => {
   });
 
   it('answers 408 to a TLS connection that sends no request', async () => {
-    const got = await new Promise<string>((resolve, reject) => {
-      let text = '';
-      const socket = connectTls({
-        host: '127.0.0.1',
-        port: Number(new URL(t.url).port),
-        ca: t.ca,
-      });
-      socket.setEncoding('utf8');
-      socket.on('data', (d: string) => (text += d));
-      socket.on('error', reject);
-      socket.on('close', () => resolve(text));
-    });
+    const got = await untilClosed(
+      connectTls({ host: '127.0.0.1', port: Number(new URL(t.url).port), ca: t.ca }),
+    );
     expect(got).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
