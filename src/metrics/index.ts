@@ -12,6 +12,7 @@ import {
 } from 'prom-client';
 import { CHARACTER_ERROR_KINDS } from '../errors.js';
 import type { CharacterMetrics, CharacterRegistry } from '../characters/registry.js';
+import type { TurnSummary } from '../llm/turn-runner.js';
 import type { McpMetrics } from '../mcp/metrics.js';
 import { TOOL_OUTCOMES } from '../tools/types.js';
 
@@ -58,8 +59,21 @@ export const RESUME_OUTCOMES = [
   'restore_failed',
 ] as const;
 
-/** How a response ends, as `troupe_turns_total` counts it. */
-const TURN_STATUSES = ['completed', 'cancelled', 'failed', 'incomplete'] as const;
+/** How a response ends, as `troupe_turns_total` counts it: every status a turn ends with. */
+const TURN_STATUSES = [
+  'completed',
+  'cancelled',
+  'failed',
+  'incomplete',
+] as const satisfies ReadonlyArray<TurnSummary['status']>;
+/** A turn's status missing from the list above fails the type check here. */
+const EVERY_TURN_STATUS: Exclude<
+  TurnSummary['status'],
+  (typeof TURN_STATUSES)[number]
+> extends never
+  ? true
+  : never = true;
+void EVERY_TURN_STATUS;
 
 /** Session, turn and tool metrics, as a session records them. */
 export interface SessionMetrics {
