@@ -41,6 +41,9 @@ export const REJECT_REASONS = [
   'resumed_elsewhere',
   'frame_too_large',
   'frame_flood',
+  'handshake_timeout',
+  'headers_too_large',
+  'bad_request',
   'invalid_events',
   'ping_flood',
   'slow_consumer',
@@ -48,6 +51,9 @@ export const REJECT_REASONS = [
   'expired',
   'dead_peer',
 ] as const;
+
+/** One of {@link REJECT_REASONS}. */
+export type RejectReason = (typeof REJECT_REASONS)[number];
 
 /** `troupe_resume_attempts_total`'s outcomes, each counted from 0. */
 export const RESUME_OUTCOMES = [

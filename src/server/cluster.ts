@@ -31,7 +31,8 @@ import {
   type StoreToWorker,
 } from './cluster-store.js';
 import type { ResumeStore } from './resume-store.js';
-import { listenFailure, type ClusterView, type WorkerState } from './index.js';
+import type { ClusterView, WorkerState } from './index.js';
+import { listenFailure } from './listener.js';
 import { logsWritten } from './logger.js';
 import { signalRepeats } from './signals.js';
 import {

@@ -2,9 +2,7 @@
  * The Troupe server: one HTTP(S) server for the routes and the realtime
  * WebSocket endpoint, with graceful shutdown.
  */
-import { readFile } from 'node:fs/promises';
-import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import type { Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { loadCharacters, type CharacterRegistry } from '../characters/registry.js';
@@ -19,6 +17,7 @@ import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { createHttpHandler, type Readiness } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
+import { listen, readTls, tallyClientErrors } from './listener.js';
 import { createLogger } from './logger.js';
 import { createOverloadMonitor } from './overload.js';
 import { createResumer } from './resume.js';
@@ -32,6 +31,7 @@ import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
 export { CLOSE } from './realtime.js';
 export { createLogger } from './logger.js';
+export { listenFailure } from './listener.js';
 export type { LlmHealth } from './llm.js';
 
 /** Options of {@link startServer}. */
@@ -205,6 +205,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       handler,
       realtime.upgrade,
       options.cluster,
+      tallyClientErrors(log, (reason) => metrics.server.rejected.inc({ reason })),
     );
   } catch (err) {
     // The registry's watcher (and engine workers) would keep the process alive behind the error.
@@ -364,125 +365,4 @@ function createStore(config: Config, metrics: Metrics, log: Logger): ResumeStore
     log: log.child({ part: 'resume' }),
     onError: (op) => metrics.scale.storeErrors.inc({ op }),
   });
-}
-
-/**
- * Node's request timeouts for `HANDSHAKE_TIMEOUT_S`: a connection that has
- * not sent a whole request by then (nothing at all, or half its headers) gets
- * 408 and is closed. Node checks its connections every
- * `connectionsCheckingInterval` (30 s by default, which would let one live
- * 90 s past its 60 s default); a second here. An upgraded WebSocket leaves
- * these checks once its handshake is done.
- */
-function handshakeTimeouts(seconds: number): {
-  headersTimeout: number;
-  requestTimeout: number;
-  connectionsCheckingInterval: number;
-} {
-  const ms = seconds * 1000;
-  return {
-    headersTimeout: ms,
-    requestTimeout: ms,
-    connectionsCheckingInterval: Math.min(1000, ms / 2),
-  };
-}
-
-/**
- * Creates the HTTP(S) server and listens on the configured address, or, in
- * a worker, takes the connections its primary hands it.
- */
-async function listen(
-  config: Config,
-  tls: { cert: string; key: string } | undefined,
-  handler: ReturnType<typeof createHttpHandler>,
-  upgrade: RealtimeEndpoint['upgrade'],
-  cluster: ClusterView | undefined,
-): Promise<Server> {
-  let server: Server;
-  const timeouts = handshakeTimeouts(config.server.handshakeTimeoutS);
-  if (tls) {
-    try {
-      // TLS's own handshake first (Node's default: 120 s), then the request's.
-      server = createHttpsServer(
-        { ...tls, ...timeouts, handshakeTimeout: timeouts.headersTimeout },
-        handler,
-      );
-    } catch (err) {
-      throw new ConfigError(
-        `TLS_CERT=${config.server.tls?.certFile} and TLS_KEY=${config.server.tls?.keyFile}: not a usable PEM certificate and key (${(err as Error).message}).`,
-        { cause: err },
-      );
-    }
-  } else {
-    server = createHttpServer(timeouts, handler);
-  }
-  server.on('upgrade', upgrade);
-  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-    // Answer as Node does without this listener (400, 408, 431…), then hang up.
-    if (socket.writable && (socket as { bytesWritten?: number }).bytesWritten === 0) {
-      socket.write(`HTTP/1.1 ${clientErrorStatus(err.code)}\r\nConnection: close\r\n\r\n`);
-    }
-    socket.destroy();
-  });
-  if (cluster) {
-    // Node starts tracking connections (the request and header timeouts,
-    // closeAllConnections) when a server starts listening; this one never
-    // does itself, the primary listens for it.
-    server.emit('listening');
-    cluster.onConnection((socket) => {
-      server.emit('connection', socket);
-      socket.resume();
-    });
-    return server;
-  }
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(listenFailure(config.server.host, config.server.port, err)),
-    );
-    server.listen(config.server.port, config.server.host, resolve);
-  });
-  return server;
-}
-
-/**
- * Why the server cannot listen, as a {@link ConfigError} that says what to do.
- *
- * @example throw listenFailure('0.0.0.0', 8080, err);
- */
-export function listenFailure(host: string, port: number, err: NodeJS.ErrnoException): ConfigError {
-  return new ConfigError(
-    err.code === 'EADDRINUSE'
-      ? `port ${port} on ${host} is in use; set PORT to a free one.`
-      : `cannot listen on ${host}:${port}: ${err.message}`,
-    { cause: err },
-  );
-}
-
-function clientErrorStatus(code: string | undefined): string {
-  switch (code) {
-    case 'HPE_HEADER_OVERFLOW':
-      return '431 Request Header Fields Too Large';
-    case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return '408 Request Timeout';
-    default:
-      return '400 Bad Request';
-  }
-}
-
-async function readTls(tls: { certFile: string; keyFile: string }) {
-  const [cert, key] = await Promise.all([
-    readPem(tls.certFile, 'TLS_CERT'),
-    readPem(tls.keyFile, 'TLS_KEY'),
-  ]);
-  return { cert, key };
-}
-
-async function readPem(file: string, variable: string): Promise<string> {
-  try {
-    return await readFile(file, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`${variable}=${file}: cannot read it (${(err as Error).message}).`, {
-      cause: err,
-    });
-  }
 }

@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { connect as connectTls } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { metricValue, scrape } from '../helpers/http.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { startTlsTestServer, type TlsTestServer } from '../helpers/tls-server.js';
 
@@ -48,6 +49,31 @@ describe('HANDSHAKE_TIMEOUT_S=1', () => {
     ]);
     expect(nothing).toMatch(/^HTTP\/1\.1 408 /);
     expect(half).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it('counts each connection closed before a whole request by why, and not one the client reset', async () => {
+    const port = Number(new URL(t.url).port);
+    const reasons = ['handshake_timeout', 'bad_request', 'headers_too_large'] as const;
+    const count = async () => {
+      const text = await scrape(t.url);
+      return reasons.map((reason) =>
+        metricValue(text, 'troupe_connections_rejected_total', { reason }),
+      );
+    };
+    const before = await count();
+    const reset = connect(port, '127.0.0.1', () => reset.resetAndDestroy());
+    const answers = await Promise.all([
+      rawUntilClosed(port, ''),
+      rawUntilClosed(port, 'NOT HTTP AT ALL\r\n\r\n'),
+      rawUntilClosed(port, `GET / HTTP/1.1\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`),
+      new Promise((resolve) => reset.on('close', resolve)),
+    ]);
+    expect(answers.slice(0, 3).map((a) => String(a).slice(0, 12))).toEqual([
+      'HTTP/1.1 408',
+      'HTTP/1.1 400',
+      'HTTP/1.1 431',
+    ]);
+    expect(await count()).toEqual(before.map((n) => n + 1));
   });
 
   it('leaves a session alone once its handshake is done', async () => {
