@@ -171,77 +171,87 @@ export class FrameGate {
 
 /**
  * Events one socket may have refused as invalid (not JSON, an unknown type,
- * a field the schema refuses, a binary frame) within one second; one more
- * closes it. A real client sends at most ~50 events a second (20 ms audio
- * chunks), and an event refused is a bug it hears of at once; more than 100
- * refused in a second is a flood, each answered by an `error` several times
- * its size, and other sessions would wait on it.
+ * a field the schema refuses, a binary frame) at once, and a second after
+ * that ({@link RateMeter}); one more closes it. A real client sends at most
+ * ~50 events a second (20 ms audio chunks), and an event refused is a bug it
+ * hears of at once; more than 100 refused at once is a flood, each answered
+ * by an `error` several times its size, and other sessions would wait on it.
  */
 export const MAX_INVALID_EVENTS_PER_S = 100;
 
 /**
- * Pings one socket may send within one second; one more closes it. Clients
- * ping every few seconds at most (browsers cannot ping at all), and each
- * ping costs the server a pong written to the socket. `ws`'s own guard (cut
- * at 60 pongs not yet written) dropped the connection without a close frame
- * or a word of why; this one says why.
+ * Pings and pongs one socket may send at once, and a second after that
+ * ({@link RateMeter}); one more closes it. Clients ping every few seconds at
+ * most (browsers cannot ping at all) and pong once for each of the server's
+ * keepalive pings; each ping costs the server a pong written to the socket,
+ * and a pong nobody asked for costs reading it. `ws`'s own guard (cut at 60
+ * pongs not yet written) dropped the connection without a close frame or a
+ * word of why; this one says why.
  */
 export const MAX_PINGS_PER_S = 100;
 
-/** The error a socket that sent more than {@link MAX_PINGS_PER_S} pings in a second is closed with. */
+/** The error a socket that sent more pings and pongs than {@link MAX_PINGS_PER_S} allows is closed with. */
 export const pingFloodError = (): ProtocolError =>
   new ProtocolError(
     'too_many_pings',
-    `More than ${MAX_PINGS_PER_S} WebSocket pings within one second, so the session was closed; a keepalive ping every few seconds is plenty.`,
+    `More than ${MAX_PINGS_PER_S} WebSocket pings or pongs at once (or over ${MAX_PINGS_PER_S} a second), so the session was closed; a keepalive ping every few seconds is plenty.`,
   );
 
 /**
  * Answers a socket's pings with pongs (the server's ws has `autoPong` off):
- * `answered` after each pong, `flood` instead past {@link MAX_PINGS_PER_S}
- * within one second; nothing while `skip` holds (the socket is cut off).
+ * `answered` after each pong, `flood` instead past {@link MAX_PINGS_PER_S},
+ * pongs the client sends counted with its pings; nothing while `skip`
+ * holds (the socket is cut off).
  */
 export function answerPings(
   ws: WebSocket,
   on: { skip: () => boolean; answered: () => void; flood: () => void },
 ): void {
-  const pings = new RateMeter(MAX_PINGS_PER_S);
+  const frames = new RateMeter(MAX_PINGS_PER_S);
+  const open = (): boolean => !on.skip() && ws.readyState === ws.OPEN;
   ws.on('ping', (data) => {
-    if (on.skip() || ws.readyState !== ws.OPEN) return;
-    if (pings.over()) return on.flood();
+    if (!open()) return;
+    if (frames.over()) return on.flood();
     ws.pong(data);
     on.answered();
+  });
+  ws.on('pong', () => {
+    if (open() && frames.over()) on.flood();
   });
 }
 
 /**
- * Counts one socket's events of a kind (invalid events, pings) over a
- * sliding second. It keeps the times of the last `max`, so the count is
- * exact, and holds nothing for a client that never sends one.
+ * Meters one socket's events of a kind (invalid events, pings and pongs):
+ * `max` may come at once, and `max` a second after that. A bucket of `max`
+ * tokens, filled again at `max` a second by the clock, each event taking
+ * one: a stall of the server, which then reads a second's events at once,
+ * does not make a client that keeps under the rate look like a flood (a
+ * count over the last second of reads did, from ~80 pings a second). Two
+ * numbers per socket, whatever the rate.
  */
 export class RateMeter {
-  readonly #times: number[] = [];
-  #oldest = 0;
+  #tokens: number;
+  #at: number | undefined;
   readonly #max: number;
   readonly #now: () => number;
 
   /** `now` is the clock (milliseconds; tests pass their own). */
   constructor(max = MAX_INVALID_EVENTS_PER_S, now: () => number = () => performance.now()) {
     this.#max = max;
+    this.#tokens = max;
     this.#now = now;
   }
 
-  /** Counts one event; true when it is more than `max` within one second. */
+  /** Counts one event; true when it is more than the meter allows. */
   over(): boolean {
     const now = this.#now();
-    if (this.#times.length < this.#max) {
-      this.#times.push(now);
-      return false;
+    if (this.#at !== undefined) {
+      this.#tokens = Math.min(this.#max, this.#tokens + ((now - this.#at) * this.#max) / 1000);
     }
-    // The ring's oldest entry is the event `max` before this one.
-    const then = this.#times[this.#oldest]!;
-    this.#times[this.#oldest] = now;
-    this.#oldest = (this.#oldest + 1) % this.#max;
-    return now - then < 1000;
+    this.#at = now;
+    if (this.#tokens < 1) return true;
+    this.#tokens -= 1;
+    return false;
   }
 }
 

@@ -63,7 +63,8 @@ export interface SocketLink {
   sendError(err: ProtocolError): void;
   /**
    * Sends the error of an event refused as invalid; past
-   * {@link MAX_INVALID_EVENTS_PER_S} in one second the socket is closed (1008).
+   * {@link MAX_INVALID_EVENTS_PER_S} at once, or that many a second kept up,
+   * the socket is closed (1008).
    */
   refuse(err: ProtocolError): void;
   /** The session's link to the resume store, once it has one. */
@@ -171,7 +172,7 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
     closeFlood(
       new ProtocolError(
         'too_many_invalid_events',
-        `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second, so the session was closed; fix the events the earlier errors name, then reconnect.`,
+        `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid at once (or over ${MAX_INVALID_EVENTS_PER_S} a second), so the session was closed; fix the events the earlier errors name, then reconnect.`,
       ),
       'invalid_events',
     );

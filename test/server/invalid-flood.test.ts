@@ -33,23 +33,48 @@ function flood(c: TestClient, max = 50_000): void {
   pump();
 }
 
-describe('invalid event meter', () => {
-  it('trips on the event past the limit within one second, and not before', () => {
-    let now = 0;
-    const meter = new RateMeter(MAX_INVALID_EVENTS_PER_S, () => now);
-    for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) {
-      expect(meter.over()).toBe(false);
-      now += 5;
-    }
+describe('rate meter', () => {
+  it('trips on the event past the limit at once, and not before', () => {
+    const meter = new RateMeter(MAX_INVALID_EVENTS_PER_S, () => 0);
+    for (let i = 0; i < MAX_INVALID_EVENTS_PER_S; i++) expect(meter.over()).toBe(false);
     expect(meter.over()).toBe(true);
   });
 
-  it('never trips for refusals spread more thinly than the limit a second', () => {
+  it('trips when the events keep coming faster than the limit a second', () => {
+    let now = 0;
+    const meter = new RateMeter(10, () => now);
+    // 20 a second: the bucket of 10 empties by 1 a second of them.
+    let tripped = -1;
+    for (let i = 0; i < 100 && tripped < 0; i++) {
+      if (meter.over()) tripped = i;
+      now += 50;
+    }
+    expect(tripped).toBeGreaterThan(10);
+    expect(tripped).toBeLessThan(25);
+  });
+
+  it('never trips for events spread more thinly than the limit a second', () => {
     let now = 0;
     const meter = new RateMeter(10, () => now);
     for (let i = 0; i < 1_000; i++) {
       expect(meter.over()).toBe(false);
       now += 101;
+    }
+  });
+
+  it('does not trip for 90 a second read in bursts after the server stalled', () => {
+    // A client pings every 11 ms; the server stalls 300 ms every second and
+    // then reads the 27 pings that waited at once. A count over the last
+    // second of reads saw 117 and tripped.
+    let now = 0;
+    const meter = new RateMeter(MAX_PINGS_PER_S, () => now);
+    for (let second = 0; second < 20; second++) {
+      for (let i = 0; i < 63; i++) {
+        expect(meter.over()).toBe(false);
+        now += 11.1;
+      }
+      now += 300;
+      for (let i = 0; i < 27; i++) expect(meter.over()).toBe(false);
     }
   });
 });
@@ -78,7 +103,7 @@ describe('invalid event floods', () => {
         expect(last.type).toBe('error');
         expect(codeOf(last)).toBe('too_many_invalid_events');
         expect((last.error as { message: string }).message).toContain(
-          `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid within one second`,
+          `More than ${MAX_INVALID_EVENTS_PER_S} events were refused as invalid at once`,
         );
       }),
     ]);
@@ -143,7 +168,7 @@ describe('invalid event floods', () => {
     const last = flooder.events.at(-1)!;
     expect(codeOf(last)).toBe('too_many_pings');
     expect((last.error as { message: string }).message).toContain(
-      `More than ${MAX_PINGS_PER_S} WebSocket pings within one second`,
+      `More than ${MAX_PINGS_PER_S} WebSocket pings or pongs at once`,
     );
     expect(
       metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
@@ -152,5 +177,21 @@ describe('invalid event floods', () => {
     ).toBe(1);
     expect(doneOf(await turn(polite, 'Hello')).status).toBe('completed');
     await polite.close();
+  });
+
+  it('counts the pongs a client sends unasked with its pings', async () => {
+    const before = metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+      reason: 'ping_flood',
+    });
+    const flooder = await openSession(t, 'character=plain');
+    for (let i = 0; i < 10 * MAX_PINGS_PER_S; i++) flooder.ws.pong();
+    const { code, reason } = await within(flooder.closed, 'the close of a pong flood');
+    expect(code).toBe(1008);
+    expect(reason).toBe('too_many_pings');
+    expect(
+      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
+        reason: 'ping_flood',
+      }),
+    ).toBe(before + 1);
   });
 });
