@@ -171,8 +171,8 @@ export class FrameGate {
 
 /**
  * Events one socket may have refused as invalid (not JSON, an unknown type,
- * a field the schema refuses, a binary frame) at once, and a second after
- * that ({@link RateMeter}); one more closes it. A real client sends at most
+ * a field the schema refuses, a binary frame): this many at once, then this
+ * many a second ({@link RateMeter}); one more closes it. A real client sends at most
  * ~50 events a second (20 ms audio chunks), and an event refused is a bug it
  * hears of at once; more than 100 refused at once is a flood, each answered
  * by an `error` several times its size, and other sessions would wait on it.
@@ -180,8 +180,8 @@ export class FrameGate {
 export const MAX_INVALID_EVENTS_PER_S = 100;
 
 /**
- * Pings and pongs one socket may send at once, and a second after that
- * ({@link RateMeter}); one more closes it. Clients ping every few seconds at
+ * Pings and pongs one socket may send: this many at once, then this many a
+ * second ({@link RateMeter}); one more closes it. Clients ping every few seconds at
  * most (browsers cannot ping at all) and pong once for each of the server's
  * keepalive pings; each ping costs the server a pong written to the socket,
  * and a pong nobody asked for costs reading it. `ws`'s own guard (cut at 60
@@ -222,7 +222,7 @@ export function answerPings(
 
 /**
  * Meters one socket's events of a kind (invalid events, pings and pongs):
- * `max` may come at once, and `max` a second after that. A bucket of `max`
+ * `max` may come at once, then `max` a second. A bucket of `max`
  * tokens, filled again at `max` a second by the clock, each event taking
  * one: a stall of the server, which then reads a second's events at once,
  * does not make a client that keeps under the rate look like a flood (a
