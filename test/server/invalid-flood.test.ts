@@ -192,6 +192,6 @@ describe('invalid event floods', () => {
       metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
         reason: 'ping_flood',
       }),
-    ).toBe(before + 1);
+    ).toBe((before ?? 0) + 1);
   });
 });
