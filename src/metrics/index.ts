@@ -62,6 +62,7 @@ export const RESUME_OUTCOMES = [
   'invalid_token',
   'auth_mismatch',
   'store_unavailable',
+  'incomplete',
   'restore_failed',
 ] as const;
 
@@ -139,7 +140,7 @@ export interface ServerMetrics {
 export interface ScaleMetrics {
   /** Resume store failures, by operation (save, claim, connection). */
   storeErrors: Counter<'op'>;
-  /** `?resume=` attempts, by outcome (resumed, not_found, invalid_token, auth_mismatch, store_unavailable, restore_failed). */
+  /** `?resume=` attempts, by outcome (resumed, not_found, invalid_token, auth_mismatch, store_unavailable, incomplete, restore_failed). */
   attempts: Counter<'outcome'>;
   /** One write to the resume store. */
   saveSeconds: Histogram;

@@ -41,6 +41,11 @@ const REDIS_MAX_RETRY_MS = 2_000;
 export interface StoredRecord {
   head: string;
   parts: string[];
+  /**
+   * The store no longer holds the conversation whole (Redis evicted its
+   * parts, or was too full for its last save): it cannot be given back.
+   */
+  incomplete?: true;
 }
 
 /**
@@ -298,22 +303,47 @@ interface ResumeCommands {
     after: number | string,
     ...added: string[]
   ): Promise<number>;
-  troupeClaim(head: string, parts: string, ttlS: number): Promise<[string, string[]] | null>;
+  troupeClaim(
+    head: string,
+    parts: string,
+    ttlS: number,
+  ): Promise<[string, string[]] | [string] | null>;
 }
 
 /** Parts pushed per RPUSH in the save script (Lua's unpack has a limit). */
 const PUSH_BATCH = 500;
 
 /**
- * Atomic save. KEYS: the record's hash (fields `head`, `seq`, or the
+ * Atomic save. KEYS: the record's hash (fields `head`, `seq`, `n`, or the
  * tombstone's `claimed`) and its parts list. ARGV: TTL, head, keep, seq,
  * after, then the parts to append. 0: claimed; -1: stale (the save it builds
- * on is not the last applied); 1: saved. Only what changed crosses the wire.
+ * on is not the last applied, or its parts are no longer all there: Redis
+ * evicted the list); 1: saved. Only what changed crosses the wire. `n` is
+ * the number of parts, for a claim to check.
+ *
+ * The first write is the `HSET`: Redis over its `maxmemory` refuses a
+ * script's first write that may grow memory, and lets every write after it
+ * through, so a script that began with `LTRIM` or `DEL` (which shrink) wrote
+ * past the limit. A full Redis now refuses the save whole, and the record,
+ * which would be an older state of the conversation, loses its turns and
+ * `seq` (removing is let through): a claim gives it as incomplete, a resume
+ * says so, and the next save writes it whole.
  */
 const SAVE_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return 0 end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   if redis.call('HGET', KEYS[1], 'seq') ~= ARGV[5] then return -1 end
+  local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+  local len = redis.call('LLEN', KEYS[2])
+  if len < keep or (n and len ~= n) then return -1 end
+end
+local set = redis.pcall('HSET', KEYS[1], 'head', ARGV[2], 'seq', ARGV[4], 'n', keep + #ARGV - 5)
+if type(set) == 'table' and set.err then
+  redis.call('HDEL', KEYS[1], 'seq')
+  redis.call('DEL', KEYS[2])
+  return redis.error_reply(set.err)
+end
+if keep > 0 then
   redis.call('LTRIM', KEYS[2], 0, keep - 1)
 else
   redis.call('DEL', KEYS[2])
@@ -321,18 +351,25 @@ end
 for i = 6, #ARGV, ${PUSH_BATCH} do
   redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + ${PUSH_BATCH} - 1, #ARGV)))
 end
-redis.call('HSET', KEYS[1], 'head', ARGV[2], 'seq', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1`;
 
-/** Atomic, single-use claim: the record, replaced by a tombstone for the TTL. */
+/**
+ * Atomic, single-use claim: the record, replaced by a tombstone for the TTL;
+ * its head alone (no parts) when it is incomplete: the list no longer holds
+ * the `n` parts the last save left (evicted), or a save that did not fit
+ * took its `seq`.
+ */
 const CLAIM_LUA = `local head = redis.call('HGET', KEYS[1], 'head')
 if not head then return false end
+local seq = redis.call('HGET', KEYS[1], 'seq')
+local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 local parts = redis.call('LRANGE', KEYS[2], 0, -1)
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
 redis.call('EXPIRE', KEYS[1], ARGV[1])
+if not seq or (n and #parts ~= n) then return {head} end
 return {head, parts}`;
 
 /** A record's keys: one hash slot (`{…}`), so a Redis Cluster can run the scripts too. */
@@ -436,7 +473,9 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
         if (got === null) return undefined;
         // The instance whose session wrote it closes that session's connection at once.
         redis.publish(CLAIMED_CHANNEL, key).catch(() => undefined);
-        return { head: got[0], parts: got[1] };
+        return got.length === 2
+          ? { head: got[0], parts: got[1] }
+          : { head: got[0], parts: [], incomplete: true };
       } catch (err) {
         return fail('claim', err);
       }

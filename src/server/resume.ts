@@ -72,7 +72,8 @@ export interface ResumerOptions {
 }
 
 /** Why a resume failed (the `resume_failed` error says it in words). */
-export type ResumeFailure = 'invalid_token' | 'not_found' | 'auth_mismatch' | 'store_unavailable';
+export type ResumeFailure =
+  'invalid_token' | 'not_found' | 'auth_mismatch' | 'store_unavailable' | 'incomplete';
 
 /** A claimed conversation, or why there is none. */
 export type ClaimResult =
@@ -334,6 +335,18 @@ async function claimRecord(
     };
   } finally {
     clearTimeout(timer);
+  }
+  if (raw?.incomplete) {
+    outcome('incomplete');
+    options.log.warn(
+      'resume record incomplete: the store lost part of it (Redis full or evicting under maxmemory)',
+    );
+    return {
+      ok: false,
+      reason: 'incomplete',
+      message:
+        'The conversation could not be resumed: the resume store no longer held all of it; a new session was started.',
+    };
   }
   const record = raw === undefined ? undefined : parseRecord(raw);
   if (record === undefined) {

@@ -182,6 +182,65 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
     }
   });
 
+  it('refuses a save whole while Redis is over its maxmemory (noeviction), counts it, and marks the older record incomplete', async () => {
+    const errors: string[] = [];
+    const store = createRedisResumeStore({
+      url: redis.url,
+      log: log.logger,
+      onError: (op) => errors.push(op),
+    });
+    const direct = new Redis(redis.url);
+    try {
+      expect(await store.save('full', wholeRecord('h1', ['p0'], 1), 60)).toBe('saved');
+      // Over the limit: what Redis holds now is more than it may.
+      const used = Number(/used_memory:(\d+)/.exec(await direct.info('memory'))![1]);
+      await direct.config('SET', 'maxmemory-policy', 'noeviction');
+      await direct.config('SET', 'maxmemory', String(Math.floor(used / 2)));
+      const append = { head: 'h2', keep: 1, parts: ['p1'.repeat(10_000)], seq: 2, after: 1 };
+      await expect(store.save('full', append, 60)).rejects.toThrow(/OOM/);
+      expect(errors).toEqual(['save']);
+      // Nothing of it was written (a script that began by trimming wrote it
+      // all), and what is left, an older state, is marked incomplete.
+      expect(await direct.lrange('troupe:resume:{full}:parts', 0, -1)).toEqual([]);
+      expect(await direct.hget('troupe:resume:{full}', 'head')).toBe('h1');
+      expect(await store.save('full', append, 60)).toBe('stale');
+      // Room again: the whole record is written, and claimed whole.
+      await direct.config('SET', 'maxmemory', '0');
+      expect(await store.save('full', wholeRecord('h3', ['p0', 'p1'], 3), 60)).toBe('saved');
+      expect(await store.claim('full', 60)).toEqual({ head: 'h3', parts: ['p0', 'p1'] });
+      // Full again: a claim frees memory and is let through; a record a
+      // save did not fit into is given as incomplete.
+      await store.save('full2', wholeRecord('g1', [], 1), 60);
+      await direct.config('SET', 'maxmemory', String(Math.floor(used / 2)));
+      await expect(store.save('full2', wholeRecord('g2', ['q'], 2), 60)).rejects.toThrow(/OOM/);
+      expect(await store.claim('full2', 60)).toEqual({ head: 'g1', parts: [], incomplete: true });
+    } finally {
+      await direct.config('SET', 'maxmemory', '0');
+      direct.disconnect();
+      await store.close();
+    }
+  });
+
+  it('answers stale to a save whose parts Redis evicted, and gives a claim of such a record as incomplete', async () => {
+    const store = createRedisResumeStore({ url: redis.url, log: log.logger });
+    const direct = new Redis(redis.url);
+    try {
+      await store.save('ev', wholeRecord('h1', ['p0', 'p1'], 1), 60);
+      // Eviction takes a key whole: the hash stays, the list is gone.
+      await direct.del('troupe:resume:{ev}:parts');
+      const append = { head: 'h2', keep: 2, parts: ['p2'], seq: 2, after: 1 };
+      expect(await store.save('ev', append, 60)).toBe('stale');
+      expect(await store.save('ev', wholeRecord('h3', ['p0', 'p1', 'p2'], 3), 60)).toBe('saved');
+      await direct.del('troupe:resume:{ev}:parts');
+      expect(await store.claim('ev', 60)).toEqual({ head: 'h3', parts: [], incomplete: true });
+      // Single use all the same.
+      expect(await store.claim('ev', 60)).toBeUndefined();
+    } finally {
+      direct.disconnect();
+      await store.close();
+    }
+  });
+
   it('fails fast while Redis is down, says so in health, counts errors, and recovers', async () => {
     const port = await freePort();
     const own = await startRedis(port);

@@ -399,6 +399,17 @@ describe('resume tokens', () => {
     });
   });
 
+  it('refuse a record the store gives back incomplete, and say so', async () => {
+    const evicted: ResumeStore = {
+      ...createMemoryResumeStore(),
+      claim: () => Promise.resolve({ head: '{}', parts: [], incomplete: true }),
+    };
+    const r = resumer(evicted);
+    const claimed = await r.claim(newResumeToken(), undefined);
+    expect(claimed).toMatchObject({ ok: false, reason: 'incomplete' });
+    expect(claimed.ok ? '' : claimed.message).toContain('no longer held all of it');
+  });
+
   it('give up on a store that does not answer, and say the store is unavailable', async () => {
     const hanging: ResumeStore = {
       ...createMemoryResumeStore(),
