@@ -165,12 +165,15 @@ export interface NginxProc {
   url: string;
   wsUrl: string;
   proc: Proc;
+  /** The file the shipped config's `access_log` writes to, moved into the nginx's own directory. */
+  accessLog: string;
   close(): Promise<void>;
 }
 
 /**
  * Starts nginx in front of `upstreams` (host:port each), with the shipped
- * site config: its upstream servers and listen port replaced, nothing else.
+ * site config: its upstream servers, listen port and access log's path
+ * replaced, nothing else.
  * `workerProcesses` is nginx's own (Debian's nginx.conf says `auto`: one
  * per core).
  */
@@ -188,7 +191,8 @@ export async function startNginx(upstreams: string[], workerProcesses = 1): Prom
         return upstreams.map((u) => `    server ${u}${params};\n`).join('');
       },
     )
-    .replace(/listen 80( default_server)?;/, `listen 127.0.0.1:${port}$1;`);
+    .replace(/listen 80( default_server)?;/, `listen 127.0.0.1:${port}$1;`)
+    .replaceAll('/var/log/nginx/access.log', path.join(dir, 'access.log'));
   if (lists === 0) throw new Error('deploy/nginx/troupe.conf: no upstream servers');
   await writeFile(path.join(dir, 'troupe.conf'), rendered);
   const temp = (name: string): string => path.join(dir, name);
@@ -226,6 +230,7 @@ export async function startNginx(upstreams: string[], workerProcesses = 1): Prom
     url,
     wsUrl: `ws://127.0.0.1:${port}/v1/realtime`,
     proc,
+    accessLog: path.join(dir, 'access.log'),
     async close() {
       // SIGQUIT: nginx's graceful stop.
       if (proc.child.exitCode === null) proc.child.kill('SIGQUIT');

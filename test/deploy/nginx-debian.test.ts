@@ -40,11 +40,11 @@ describe.runIf(needs('nginx') && existsSync(`${DEBIAN}/nginx.conf`))(
         .replace(/access_log [^;]*;/g, 'access_log off;');
       await writeFile(path.join(dir, 'nginx.conf'), main);
       await cp(`${DEBIAN}/sites-available/default`, path.join(dir, 'sites-enabled', 'default'));
-      // The file as shipped, its upstream hosts (compose's service names) made local.
-      const site = (await readFile('deploy/nginx/troupe.conf', 'utf8')).replaceAll(
-        /troupe-\d+:8080/g,
-        '127.0.0.1:8080',
-      );
+      // The file as shipped, its upstream hosts (compose's service names) made
+      // local and its access log in the copy.
+      const site = (await readFile('deploy/nginx/troupe.conf', 'utf8'))
+        .replaceAll(/troupe-\d+:8080/g, '127.0.0.1:8080')
+        .replaceAll('/var/log/nginx/access.log', path.join(dir, 'access.log'));
       await writeFile(path.join(dir, 'conf.d', 'troupe.conf'), site);
     });
 

@@ -5,6 +5,7 @@
  * reconnect through nginx with their resume tokens and carry on, on the
  * other instance, with their conversation.
  */
+import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 import { httpAnswer, metricValue, rawUpgrade, request, scrape } from '../helpers/http.js';
@@ -173,10 +174,28 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
         `resume through nginx after SIGTERM: ${resumeMs.length} conversations, reconnect → first delta ms: ${resumeMs.map((m) => Math.round(m)).join(', ')}`,
       );
       // A spent token opens nothing.
-      const replay = await connect(`${nginx.wsUrl}?resume=${spentTokens[0]}`);
+      const replay = await connect(`${nginx.wsUrl}?resume=${spentTokens[0]}`, {
+        headers: { 'User-Agent': 'replay-of-a-spent-token' },
+      });
       await replay.next('session.created');
       expect((await replay.next('error')).error).toMatchObject({ code: 'resume_failed' });
       await replay.close();
+      // nginx logs the upgrade when it ends, by its path alone: no token
+      // reaches the access log.
+      const logged = await within(
+        (async () => {
+          for (;;) {
+            const lines = (await readFile(nginx.accessLog, 'utf8')).split('\n');
+            const line = lines.find((l) => l.includes('replay-of-a-spent-token'));
+            if (line) return { line, all: lines.join('\n') };
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        })(),
+        "nginx's access line for the replay",
+      );
+      expect(logged.line).toContain('"GET /v1/realtime HTTP/1.1" 101 ');
+      expect(logged.all).not.toContain('resume=');
+      for (const token of spentTokens) expect(logged.all).not.toContain(token);
       expect(
         metricValue(await scrape(survivor.url), 'troupe_resume_attempts_total', {
           outcome: 'resumed',
