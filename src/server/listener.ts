@@ -138,12 +138,15 @@ export function clientErrorReason(code: string | undefined): ClientErrorReason |
 
 /** How often at most {@link tallyClientErrors} writes its line. */
 export const CLIENT_ERROR_LOG_MS = 10_000;
+/** From this many in one window the line is a `warn`; fewer are `info`. */
+export const CLIENT_ERROR_WARN = 100;
 
 /**
  * Counts the connections closed before a whole request, and logs them as
- * one `warn` line at most every `everyMs` (the first at the end of its
- * window): a flood of half-open connections is one line per window, not one
- * per connection.
+ * one line at most every `everyMs` (the first at the end of its window): a
+ * flood of half-open connections is one line per window, not one per
+ * connection. A few are everyday (a browser opens a spare connection it may
+ * never use) and are `info`; {@link CLIENT_ERROR_WARN} or more, `warn`.
  */
 export function tallyClientErrors(
   log: Logger,
@@ -151,12 +154,14 @@ export function tallyClientErrors(
   everyMs = CLIENT_ERROR_LOG_MS,
 ): (reason: ClientErrorReason) => void {
   let closed: Partial<Record<ClientErrorReason, number>> | undefined;
+  let total = 0;
   return (reason) => {
     count(reason);
     if (closed === undefined) {
       closed = {};
+      total = 0;
       setTimeout(() => {
-        log.warn(
+        log[total >= CLIENT_ERROR_WARN ? 'warn' : 'info'](
           { closed, windowS: everyMs / 1000 },
           'connections closed before sending a whole request',
         );
@@ -164,6 +169,7 @@ export function tallyClientErrors(
       }, everyMs).unref();
     }
     closed[reason] = (closed[reason] ?? 0) + 1;
+    total++;
   };
 }
 
