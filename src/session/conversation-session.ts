@@ -257,7 +257,7 @@ export class ConversationSession implements Session {
             lastSpeech: this.#voiceOut?.lastSpeech,
             conversation,
             send: this.#send,
-            changed: this.#changed,
+            changed: this.#clientChanged,
           },
           event,
           eventId,
@@ -307,8 +307,11 @@ export class ConversationSession implements Session {
     }
   };
 
+  /** A change the client made, acknowledged to it: stored at once. */
+  #clientChanged = (): void => this.#changed(true);
+
   #changedUnless(problem: ProtocolError | undefined): ProtocolError | undefined {
-    if (!problem) this.#changed();
+    if (!problem) this.#clientChanged();
     return problem;
   }
 
@@ -427,7 +430,7 @@ export class ConversationSession implements Session {
       },
       changed: () => {
         this.#shareHistory();
-        this.#changed();
+        this.#clientChanged();
       },
       // A background result held while the user spoke may be told now.
       userDone: () => this.#queue.resume(),
@@ -580,7 +583,7 @@ export class ConversationSession implements Session {
     if (!greeting) this.#greetingOff();
     this.#voiceIn?.configure(change);
     this.#send({ type: 'session.updated', session: this.#sessionObject() });
-    this.#changed();
+    this.#clientChanged();
     this.#maybeSpeakGreeting();
     return undefined;
   }

@@ -50,8 +50,12 @@ export interface SessionOptions {
   /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
-   * `session.snapshot()` when it suits. `settled` is true at a turn's end,
-   * just before its `response.done` goes out: the moment to store at once.
+   * `session.snapshot()` when it suits. `settled` is true where the change
+   * is acknowledged as it is made: a turn's end (just before its
+   * `response.done` goes out) and what the client changed (an item it
+   * created, deleted or truncated, a transcribed utterance, its settings),
+   * each told to it just before: the moment to store at once, so a process
+   * killed right after loses nothing the client heard was done.
    */
   onChange?: (session: Session, settled?: boolean) => void;
   /** Where a closing session's background calls wait for a resume in this process; absent = they stop. */

@@ -144,3 +144,53 @@ describe('resume across a drain', () => {
     expect(store.saves - before).toBeLessThanOrEqual(6);
   });
 });
+
+describe('what the client changed is stored before it hears so', () => {
+  it('saves a created item, a deleted item and a settings change before their acknowledgements go out', async () => {
+    // Each save's parts as the store received them, at the moment it did.
+    const saved: string[] = [];
+    const inner = createMemoryResumeStore({ readsLive: false });
+    const store: ResumeStore = {
+      ...inner,
+      kind: 'memory',
+      save(key, update, ttlS) {
+        saved.push(`${update.head}${update.parts.join('')}`);
+        return inner.save(key, update, ttlS);
+      },
+    };
+    // A model that takes its time: a reply's own writes come long after.
+    const t = await startTestServer({
+      resumeStore: store,
+      simulator: { latency: { ttftMs: 60_000 } },
+    });
+    try {
+      const c = await connect(`${t.wsUrl}?character=plain&greeting=0`);
+      await c.next('session.created');
+      const has = (text: string) => saved.some((s) => s.includes(text));
+      c.send({
+        type: 'conversation.item.create',
+        item: {
+          id: 'item_line_one',
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_text', text: 'Remember the word heliotrope.' }],
+        },
+      });
+      await c.next('conversation.item.added');
+      // Before, the write waited 50 ms: a process killed then lost the line.
+      expect(has('heliotrope')).toBe(true);
+      c.send({ type: 'conversation.item.delete', item_id: 'item_line_one' });
+      await c.next('conversation.item.deleted');
+      expect(saved.at(-1)).not.toContain('heliotrope');
+      c.send({
+        type: 'session.update',
+        session: { instructions: 'Speak like a lighthouse keeper.' },
+      });
+      await c.next('session.updated');
+      expect(has('lighthouse keeper')).toBe(true);
+      await c.close();
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -103,7 +103,9 @@ describe('the in-memory resume store under conversations that fill it', () => {
     const errors = metricValue(await scrape(server.url), 'troupe_resume_store_errors_total', {
       op: 'save',
     });
-    expect(errors).toBe(1);
+    // Each write of it is refused: its last item's, written at once, and the close's.
+    expect(errors).toBeGreaterThanOrEqual(1);
+    expect(errors).toBeLessThanOrEqual(2);
     const messages = server.logs().map((l) => l.msg);
     expect(messages).not.toContain('unhandled rejection (server kept running)');
     // Not an older state of it either: the client is told.
