@@ -160,7 +160,7 @@ async function run(options: LoadtestOptions, target: Target): Promise<LoadtestRe
   const resume: ResumeLog | undefined = options.resume ? newResumeLog() : undefined;
   // Halfway through the (first) phase.
   const kill = options.killOne
-    ? setTimeout(() => void target.scaleOut?.killOne(), options.durationMs / 2)
+    ? setTimeout(() => void target.scaleOut?.killOne(options.killSignal), options.durationMs / 2)
     : undefined;
   const pool = (character: string | null, direct = false): PoolOptions => ({
     url: direct ? simUrl(target) : target.url,

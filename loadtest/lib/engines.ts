@@ -278,8 +278,10 @@ export interface Instance {
   proc: Proc;
   /** Log lines so far, parsed (non-JSON lines skipped). */
   logs(): Array<Record<string, unknown>>;
-  /** SIGTERM (a drain), then waits for the exit. */
-  stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGTERM (a drain) or `signal`, then waits for the exit. */
+  stop(
+    signal?: 'SIGTERM' | 'SIGKILL',
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /**
@@ -354,9 +356,8 @@ export async function startInstance(env: Record<string, string>): Promise<Instan
         .split('\n')
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>),
-    async stop() {
-      if (proc.child.exitCode === null && proc.child.signalCode === null)
-        proc.child.kill('SIGTERM');
+    async stop(signal = 'SIGTERM') {
+      if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill(signal);
       return proc.exited;
     },
   };

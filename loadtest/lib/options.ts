@@ -43,6 +43,8 @@ Scale-out (--sim):
   --workers N            WORKERS of each server (default 1; above 1 the servers run npm start)
   --kill-one             stop one instance with SIGTERM halfway through the run (needs --instances 2
                          or more); its sessions resume on the others and the report gives resume times
+  --kill-signal SIG      the signal --kill-one sends: TERM (default: a drain) or KILL (a crash: no
+                         drain, no last write; the sessions resume from what the store holds)
   --resume               (with --url too) a session closed by the server reconnects with its resume
                          token and carries on; the report gives resume times
 
@@ -122,6 +124,8 @@ export interface LoadtestOptions {
   workers: number;
   /** Stop one instance halfway through. */
   killOne: boolean;
+  /** What `--kill-one` sends: a drain, or a crash. */
+  killSignal: KillSignal;
   /** `--compare baseline` runs tools and plain at once, half the sessions each. */
   together: boolean;
   /** Sessions closed by the server reconnect with their resume token. */
@@ -153,6 +157,21 @@ function parseCount(flag: string, raw: string, min: number): number {
     throw new UsageError(`--${flag} must be a whole number >= ${min} (got "${raw}").`);
   }
   return n;
+}
+
+/** The signals `--kill-one` can send. */
+export const KILL_SIGNALS = ['SIGTERM', 'SIGKILL'] as const;
+export type KillSignal = (typeof KILL_SIGNALS)[number];
+
+/** `--kill-signal`: TERM or KILL, with or without `SIG`, any case. */
+function killSignal(raw: string | undefined): KillSignal {
+  if (raw === undefined) return 'SIGTERM';
+  const name = raw.toUpperCase().replace(/^SIG/, '');
+  const signal = `SIG${name}`;
+  if (!(KILL_SIGNALS as readonly string[]).includes(signal)) {
+    throw new UsageError(`--kill-signal must be TERM or KILL (got "${raw}").`);
+  }
+  return signal as KillSignal;
 }
 
 function parseNumber(flag: string, raw: string): number {
@@ -203,6 +222,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
         instances: { type: 'string' },
         workers: { type: 'string' },
         'kill-one': { type: 'boolean' },
+        'kill-signal': { type: 'string' },
         together: { type: 'boolean' },
         resume: { type: 'boolean' },
         out: { type: 'string' },
@@ -301,6 +321,7 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     instances: count('instances', 1, 1),
     workers: count('workers', 1, 1),
     killOne: values['kill-one'] === true,
+    killSignal: killSignal(values['kill-signal']),
     together: values.together === true,
     resume: values['kill-one'] === true || values.resume === true,
     outDir: values.out ?? 'loadtest/reports',
@@ -313,6 +334,9 @@ export function parseLoadtestArgs(argv: readonly string[]): LoadtestOptions | nu
     throw new UsageError(
       '--instances, --workers and --kill-one start servers: use them with --sim (with --url, put nginx in front yourself).',
     );
+  }
+  if (values['kill-signal'] !== undefined && !options.killOne) {
+    throw new UsageError('--kill-signal is the signal of --kill-one: give --kill-one too.');
   }
   if (options.killOne && options.instances < 2) {
     throw new UsageError(

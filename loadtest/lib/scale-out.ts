@@ -2,7 +2,8 @@
  * The load test's scale-out target (`--instances`, `--workers`): N Troupe
  * servers as `npm start` processes on loopback, sharing a redis-server, with
  * nginx (the repo's deploy/nginx/troupe.conf) in front when there is more
- * than one; and `--kill-one`, which stops one of them with SIGTERM.
+ * than one; and `--kill-one`, which stops one of them with SIGTERM (a drain)
+ * or SIGKILL (`--kill-signal KILL`: a crash).
  */
 import {
   hasProgram,
@@ -13,6 +14,7 @@ import {
   type NginxProc,
   type RedisProc,
 } from './engines.js';
+import type { KillSignal } from './options.js';
 import type { CpuPart } from './process-cpu.js';
 import type { ResumeLog } from './session-client.js';
 import { percentile } from './stats.js';
@@ -23,8 +25,8 @@ export interface ScaleOutTarget {
   url: string;
   /** The processes: each server (its workers too), nginx and Redis. */
   cpuParts: CpuPart[];
-  /** SIGTERM to the first instance; resolves when it has exited (drained). */
-  killOne(): Promise<void>;
+  /** SIGTERM (or `signal`) to the first instance; resolves when it has exited. */
+  killOne(signal?: KillSignal): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -83,11 +85,15 @@ export async function startScaleOut(options: {
       ...part('nginx', nginx?.proc),
       ...part('redis-server', redis?.proc),
     ],
-    async killOne() {
+    async killOne(signal = 'SIGTERM') {
       const victim = instances[0]!;
-      console.log(`\nkill-one: SIGTERM to the instance on port ${victim.port}`);
-      const { code } = await victim.stop();
-      console.log(`kill-one: it drained and exited (code ${code})`);
+      console.log(`\nkill-one: ${signal} to the instance on port ${victim.port}`);
+      const { code } = await victim.stop(signal);
+      console.log(
+        signal === 'SIGTERM'
+          ? `kill-one: it drained and exited (code ${code})`
+          : `kill-one: it was killed (no drain, no last write)`,
+      );
     },
     close,
   };

@@ -98,6 +98,8 @@ const RESUMABLE_CLOSES = new Set([
   'closed:1012',
   'closed:1013',
   'refused:server_overloaded',
+  // nginx's own refusal when no instance took the upgrade (all down, full or overloaded).
+  'refused:http_503',
 ]);
 /** `error` codes of a session refused before it opens: the close that follows is the refusal. */
 const REFUSALS = new Set(['server_overloaded']);
@@ -204,13 +206,13 @@ export async function runSession(
         }
         continue;
       }
-      // Closed by the server with no way back: the conversation is lost (a
-      // session refused before it ever opened had none to lose).
+      // Closed by the server with no way back, or a reconnection that could
+      // not get through: the conversation is lost (a session refused before
+      // it ever opened had none to lose).
       if (
         ctx.resume !== undefined &&
-        RESUMABLE_CLOSES.has(kind) &&
-        token !== undefined &&
-        !ctx.stopping
+        !ctx.stopping &&
+        (resume !== undefined || (RESUMABLE_CLOSES.has(kind) && token !== undefined))
       ) {
         ctx.resume.failed++;
       }
@@ -369,9 +371,11 @@ class SessionClient {
     });
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new SessionError('connect_timeout')), OPEN_TIMEOUT_MS);
-      ws.once('error', () => {
+      ws.once('error', (err) => {
         clearTimeout(timer);
-        reject(new SessionError('connect'));
+        // A 503 to the upgrade is a refusal (a load balancer's or the server's), not a failure to connect.
+        const refused = /Unexpected server response: 503/.test(err.message);
+        reject(new SessionError(refused ? 'refused:http_503' : 'connect'));
       });
       this.#waiting.set('session.created', (e) => {
         clearTimeout(timer);

@@ -51,6 +51,7 @@ describe('parseLoadtestArgs', () => {
       instances: 1,
       workers: 1,
       killOne: false,
+      killSignal: 'SIGTERM',
       together: false,
       resume: false,
       outDir: 'loadtest/reports',
@@ -65,6 +66,11 @@ describe('parseLoadtestArgs', () => {
       killOne: true,
       resume: true,
     });
+    for (const name of ['KILL', 'SIGKILL', 'kill']) {
+      expect(parse('--sim', '--instances', '2', '--kill-one', '--kill-signal', name)).toMatchObject(
+        { killOne: true, killSignal: 'SIGKILL' },
+      );
+    }
     expect(parse('--url', 'ws://127.0.0.1:8080/v1/realtime', '--resume')).toMatchObject({
       resume: true,
       killOne: false,
@@ -76,6 +82,12 @@ describe('parseLoadtestArgs', () => {
       /use them with --sim/,
     );
     expect(() => parse('--sim', '--kill-one')).toThrow(/--kill-one needs --instances 2 or more/);
+    expect(() => parse('--sim', '--instances', '2', '--kill-signal', 'KILL')).toThrow(
+      /--kill-signal is the signal of --kill-one/,
+    );
+    expect(() => parse('--sim', '--instances', '2', '--kill-one', '--kill-signal', 'HUP')).toThrow(
+      /--kill-signal must be TERM or KILL \(got "HUP"\)/,
+    );
     expect(() => parse('--sim', '--instances', '0')).toThrow(/--instances must be a whole number/);
   });
 
