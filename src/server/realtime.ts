@@ -152,7 +152,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     if (req.headers['x-forwarded-for'] !== undefined) {
       // Through a load balancer: a 503 before the handshake lets it try
       // another instance at once (nginx: proxy_next_upstream http_503).
-      const refusal = accepting ? noRoom(ctx, connections) : SHUTTING_DOWN;
+      const refusal = accepting ? noRoom(ctx, connections, true, resuming(url)) : SHUTTING_DOWN;
       if (refusal) {
         metrics.server.rejected.inc({ reason: refusal.label });
         const retryS = Math.max(1, Math.round(refusal.retryAfterMs / 1000));
@@ -249,6 +249,7 @@ function noRoom(
   ctx: RealtimeContext,
   connections: Map<WebSocket, Session | undefined>,
   refused = true,
+  resume = false,
 ): Refusal | undefined {
   const { maxSessions } = ctx.config.server;
   if (connections.size >= maxSessions) {
@@ -264,6 +265,7 @@ function noRoom(
   }
   const overloaded = ctx.overload?.check();
   if (!overloaded) return undefined;
+  if (resume && BUSY_REASONS.has(overloaded.reason)) return undefined;
   if (refused)
     ctx.log.warn(
       { reason: overloaded.reason, value: overloaded.value },
@@ -275,6 +277,17 @@ function noRoom(
     ...overloadRefusal(overloaded),
   };
 }
+
+/**
+ * Overload verdicts a resume is let past: a conversation that was already
+ * served, landing here with the other clients of an instance that died,
+ * when the event loop looks busiest. Not past memory: that would crash the
+ * process and every session in it.
+ */
+const BUSY_REASONS = new Set(['event_loop_busy', 'event_loop_lag', 'cpu']);
+
+/** A connection that resumes a conversation (`?resume=`). */
+const resuming = (url: URL): boolean => url.searchParams.has('resume');
 
 /**
  * The connection policy: a socket that may not have a session is refused
@@ -308,7 +321,7 @@ function createAdmitter(
     }
     const denied = checkAccess(limits, req, url);
     if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
-    const room = noRoom(ctx, connections);
+    const room = noRoom(ctx, connections, true, resuming(url));
     if (room) {
       return reject(ws, CLOSE.TRY_AGAIN, room.reason, room.label, room.error, room.extra);
     }

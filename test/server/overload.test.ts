@@ -218,10 +218,15 @@ describe('overload refusal', () => {
     ).toBeGreaterThanOrEqual(1);
   }, 40_000);
 
-  it('refuses a new session with 1013 and a retry hint at once while saturated', async () => {
+  it('refuses a new session with 1013 and a retry hint at once while saturated, and lets a resume in', async () => {
     t = await startTestServer({ env: { OVERLOAD_LAG_MS: '100' } });
     const first = await connect(`${t.wsUrl}?character=plain`);
     await first.next('session.created');
+    const dropped = await connect(`${t.wsUrl}?character=plain`);
+    const token = (
+      (await dropped.next('session.created')).session as { troupe: { resume_token: string } }
+    ).troupe.resume_token;
+    await dropped.close();
 
     const busy = saturate(250);
     const c = await within(
@@ -240,6 +245,12 @@ describe('overload refusal', () => {
       'a refusal',
       30_000,
     );
+    // A conversation that was already served is not turned away: it comes back.
+    const back = await connect(`${t.wsUrl}?resume=${token}`);
+    await back.next('session.created', undefined, 60_000);
+    await back.next('conversation.item.added', undefined, 60_000);
+    expect(back.events.filter((e) => e.type === 'error')).toEqual([]);
+    await back.close();
     busy.stop();
     const { code, reason } = await c.closed;
     expect(code).toBe(1013);
