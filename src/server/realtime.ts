@@ -70,7 +70,11 @@ export interface RealtimeEndpoint {
   refusing(): 'full' | 'overloaded' | 'shutting_down' | undefined;
   /** Stops taking connections; new ones are closed with 1001. */
   stopAccepting(): void;
-  /** Waits until no session has a response running, or `deadline` (epoch ms) passes. */
+  /**
+   * Closes each session (1001) once it has no response running: at once for
+   * the idle, the others as their responses end. Resolves true when none
+   * runs any more, false when `deadline` (epoch ms) passes first.
+   */
   drain(deadline: number): Promise<boolean>;
   /**
    * Stops every session, cancelling running responses, and waits (briefly)
@@ -171,6 +175,15 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     });
   }
 
+  /** Stops a socket's session and closes it once its last state is written (once). */
+  function closeOne(ws: WebSocket, code: number, reason: string): void {
+    if (closing.has(ws) || !connections.has(ws)) return;
+    closing.add(ws);
+    connections.get(ws)?.close();
+    // The close follows the last write: a client that reconnects at once resumes all it said.
+    void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
+  }
+
   return {
     upgrade,
     get active() {
@@ -184,6 +197,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       clearInterval(pings);
     },
     async drain(deadline) {
+      // Its clients reconnect elsewhere as each session finishes, not all at
+      // the drain's end, and an idle one does not wait for the longest reply.
+      for (const [ws, session] of connections) {
+        if (session === undefined) continue; // still opening: closeAll takes it
+        void session.idle().then(() => closeOne(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason));
+      }
       const busy = () => [...connections.values()].filter((s) => s?.busy) as Session[];
       while (busy().length > 0) {
         const left = deadline - Date.now();
@@ -208,12 +227,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       clearTimeout(timer);
     },
     closeAll(code, reason) {
-      for (const [ws, session] of connections) {
-        closing.add(ws);
-        session?.close();
-        // The close follows the last write: a client that reconnects at once resumes all it said.
-        void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
-      }
+      for (const ws of connections.keys()) closeOne(ws, code, reason);
       handover?.close();
     },
     async resumeFlushed() {

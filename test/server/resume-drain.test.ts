@@ -46,16 +46,17 @@ describe('resume across a drain', () => {
     const other = await startTestServer({ resumeStore: store });
     servers.push(draining, other);
     const busy = await connect(`${draining.wsUrl}?character=plain`);
-    const idle = await connect(`${draining.wsUrl}?character=plain`);
-    await busy.next('session.created');
-    const token = tokenOf(await idle.next('session.created'));
+    const token = tokenOf(await busy.next('session.created'));
     say(busy, 'Hello there!');
     await busy.next('response.created');
 
     const stopped = draining.server.shutdown(GRACE_MS);
     // The line and the request in one go: the refusal comes after the line is stored.
-    say(idle, 'My name is Ada.');
-    expect((await idle.next('error')).error).toMatchObject({ code: 'server_shutting_down' });
+    say(busy, 'My name is Ada.');
+    expect((await busy.next('error')).error).toMatchObject({ code: 'server_shutting_down' });
+    // The running reply ends, then the session closes.
+    expect((await busy.next('response.done')).response).toMatchObject({ status: 'completed' });
+    expect((await within(busy.closed, 'the close after its reply')).code).toBe(1001);
     const again = await connect(`${other.wsUrl}?resume=${token}`);
     await again.next('session.created');
     await again.next('conversation.item.added', (e) =>
@@ -67,8 +68,6 @@ describe('resume across a drain', () => {
     const history = JSON.stringify(other.simulator.requests.at(-1)?.body);
     expect(history.split('My name is Ada.').length - 1).toBe(1);
     await again.close();
-    await idle.close();
-    expect((await busy.next('response.done')).response).toMatchObject({ status: 'completed' });
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 

@@ -67,8 +67,8 @@ describe('graceful shutdown', () => {
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
-  it('refuses a new response.create from an idle session while draining', async () => {
-    // The refusal must land while the busy turn still runs, however busy the machine.
+  it('closes an idle session at once when the drain begins, and refuses a new response.create from a busy one', async () => {
+    // The busy turn runs past every step below, however busy the machine.
     t = await startTestServer({ simulator: { latency: { ttftMs: 15_000 } } });
     const busy = await connect(`${t.wsUrl}?character=plain`);
     const idle = await connect(`${t.wsUrl}?character=plain`);
@@ -78,15 +78,20 @@ describe('graceful shutdown', () => {
     await busy.next('response.created');
 
     const stopped = t.server.shutdown(GRACE_MS);
-    idle.send({ type: 'response.create', event_id: 'late_1' });
-    const error = await idle.next('error');
+    // Before, an idle session waited for the longest reply to end.
+    const { code, reason } = await within(idle.closed, 'the close of the idle session');
+    expect([code, reason]).toEqual([1001, 'server shutting down']);
+    busy.send({ type: 'response.create', event_id: 'late_1' });
+    const error = await busy.next('error');
     expect(error.error).toMatchObject({
       type: 'server_error',
       code: 'server_shutting_down',
       event_id: 'late_1',
     });
-    expect(idle.events.map((e) => e.type)).not.toContain('response.created');
+    // All of it while the busy turn still ran.
+    expect(busy.events.map((e) => e.type)).not.toContain('response.done');
     expect((await busy.next('response.done')).response).toMatchObject({ status: 'completed' });
+    expect((await within(busy.closed, 'the close after its reply')).code).toBe(1001);
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
