@@ -31,7 +31,6 @@ import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
 
 export { CLOSE } from './realtime.js';
 export { createLogger } from './logger.js';
-export { listenFailure } from './listener.js';
 export type { LlmHealth } from './llm.js';
 
 /** Options of {@link startServer}. */

@@ -54,8 +54,9 @@ export interface SessionOptions {
    * is acknowledged as it is made: a turn's end (just before its
    * `response.done` goes out) and what the client changed (an item it
    * created, deleted or truncated, a transcribed utterance, its settings),
-   * each told to it just before: the moment to store at once, so a process
-   * killed right after loses nothing the client heard was done.
+   * its acknowledgement sent in the same turn of the event loop: the moment
+   * to store at once, so a process killed right after loses nothing the
+   * client heard was done.
    */
   onChange?: (session: Session, settled?: boolean) => void;
   /** Where a closing session's background calls wait for a resume in this process; absent = they stop. */
