@@ -335,6 +335,8 @@ export function linkWorker(
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let take: ((socket: Socket) => void) | undefined;
   let received = 0;
+  /** Connections handed to this worker and not yet closed (sessions, and those still opening). */
+  let open = 0;
   /** Tells the primary this worker's room if it changed (set by `serve`). */
   let report: (() => void) | undefined;
   let reportSoon = false;
@@ -371,8 +373,15 @@ export function linkWorker(
     if (stores.take(m)) return;
     if (m?.troupe === 'connection') {
       received++;
-      // Sent only after `ready`, when the server takes connections.
-      if (handle) (take ?? ((socket: Socket) => socket.destroy()))(handle);
+      if (handle) {
+        open++;
+        handle.once('close', () => {
+          open--;
+          roomChanged();
+        });
+        // Sent only after `ready`, when the server takes connections.
+        (take ?? ((socket: Socket) => socket.destroy()))(handle);
+      }
       // Told at once: the primary takes a worker slow to say so for a stuck one.
       roomChanged();
       return;
@@ -403,8 +412,8 @@ export function linkWorker(
       let reportedAt = 0;
       report = (): void => {
         const { sessions, refusing } = status();
-        const room: WorkerRoom = { sessions, received, ...(refusing ? { refusing } : {}) };
-        const key = `${sessions} ${received} ${refusing ?? ''}`;
+        const room: WorkerRoom = { sessions, received, open, ...(refusing ? { refusing } : {}) };
+        const key = `${sessions} ${received} ${open} ${refusing ?? ''}`;
         const now = performance.now();
         // A change at once; else once a second, so the primary knows this worker is alive.
         if ((key === reported && now - reportedAt < HEARTBEAT_MS) || !process.connected) return;

@@ -3,7 +3,8 @@
  * instance's port itself and hands each connection, before a byte of it is
  * read, to the worker with the most room: of the workers taking sessions
  * (not full, overloaded or draining), the one with the fewest sessions,
- * counting the connections handed to it that it has not reported yet. When
+ * counting the connections it has that are not sessions yet and those
+ * handed to it that it has not reported yet. When
  * none has room, the one with the fewest sessions gets it, and its refusal
  * (1013, or 503 before the handshake, with a retry hint) tells the client why.
  * A worker that has not reported for {@link UNRESPONSIVE_MS} comes last of
@@ -60,6 +61,13 @@ export interface WorkerRoom {
   sessions: number;
   /** Connections it has been handed in all. */
   received: number;
+  /**
+   * Connections it was handed that are still open, sessions or not yet: one
+   * received and still in its handshake is not a session yet, and counting
+   * sessions alone made such a worker look emptier than it was. Absent in
+   * a report that does not count them.
+   */
+  open?: number;
   /** Why it would refuse a new session now; absent when it would take one. */
   refusing?: 'full' | 'overloaded' | 'shutting_down';
 }
@@ -122,7 +130,7 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
     const now = clock();
     for (const e of entries.values()) {
       if (!e.worker.isConnected()) continue;
-      const load = e.room.sessions + e.untaken.length;
+      const load = Math.max(e.room.sessions, e.room.open ?? 0) + e.untaken.length;
       const score =
         (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) +
         (now - e.heardAt > UNRESPONSIVE_MS ? UNRESPONSIVE_WEIGHT : 0) +

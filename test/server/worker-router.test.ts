@@ -69,6 +69,21 @@ describe('the primary handing connections to workers', () => {
     expect([a.handed.length, b.handed.length]).toEqual([1, 3]);
   });
 
+  it('counts the connections a worker has that are not sessions yet', async () => {
+    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log });
+    const a = fakeWorker(1);
+    const b = fakeWorker(2);
+    router.add(a.worker);
+    router.add(b.worker);
+    // a took two that are still in their handshakes; b has one session.
+    router.report(a.worker, { sessions: 0, received: 0, open: 2 });
+    router.report(b.worker, { sessions: 1, received: 0, open: 1 });
+    await dial();
+    await b.holds(1);
+    // Counting sessions alone, a looked empty and got it.
+    expect([a.handed.length, b.handed.length]).toEqual([0, 1]);
+  });
+
   it('skips a worker that is full or overloaded, and one draining comes last', async () => {
     router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log });
     const full = fakeWorker(1);
