@@ -22,6 +22,7 @@ import {
   type SaveResult,
   type StoredRecord,
 } from './resume-store.js';
+import { summedLog } from './logger.js';
 
 /**
  * How long a claim waits for the worker still running the session to close
@@ -143,28 +144,19 @@ export function primaryStore(options: PrimaryStoreOptions): PrimaryStore {
  */
 function memoryStore(options: PrimaryStoreOptions): ResumeStore {
   let evicted = 0;
-  /** Evictions since the last line said. */
-  let unsaid = 0;
-  let saidAt = -Infinity;
-  const say = (): void => {
-    saidAt = performance.now();
+  // The first at once, then what came since, at most once a minute.
+  const tell = summedLog(EVICTION_LOG_MS, true, (since) =>
     options.log.warn(
-      { evicted: unsaid, total: evicted, resumeMemoryMb: options.resumeMemoryMb },
+      { evicted: since, total: evicted, resumeMemoryMb: options.resumeMemoryMb },
       'resume records let go for room (RESUME_MEMORY_MB)',
-    );
-    unsaid = 0;
-  };
+    ),
+  );
   return createMemoryResumeStore({
     ...(options.resumeMemoryMb ? { maxChars: options.resumeMemoryMb * 1024 * 1024 } : {}),
     onEvicted: () => {
       evicted++;
       options.evictions?.inc();
-      // The first at once, then what came since, at most once a minute.
-      if (unsaid++ === 0) {
-        const wait = saidAt + EVICTION_LOG_MS - performance.now();
-        if (wait <= 0) say();
-        else setTimeout(say, wait).unref();
-      }
+      tell();
     },
   });
 }

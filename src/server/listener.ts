@@ -12,6 +12,7 @@ import { ConfigError } from '../errors.js';
 import type { RejectReason } from '../metrics/index.js';
 import type { createHttpHandler } from './http-routes.js';
 import type { ClusterView } from './index.js';
+import { summedLog } from './logger.js';
 import type { RealtimeEndpoint } from './realtime.js';
 
 /**
@@ -153,23 +154,18 @@ export function tallyClientErrors(
   count: (reason: ClientErrorReason) => void,
   everyMs = CLIENT_ERROR_LOG_MS,
 ): (reason: ClientErrorReason) => void {
-  let closed: Partial<Record<ClientErrorReason, number>> | undefined;
-  let total = 0;
+  let closed: Partial<Record<ClientErrorReason, number>> = {};
+  const tell = summedLog(everyMs, false, (total) => {
+    log[total >= CLIENT_ERROR_WARN ? 'warn' : 'info'](
+      { closed, windowS: everyMs / 1000 },
+      'connections closed before sending a whole request',
+    );
+    closed = {};
+  });
   return (reason) => {
     count(reason);
-    if (closed === undefined) {
-      closed = {};
-      total = 0;
-      setTimeout(() => {
-        log[total >= CLIENT_ERROR_WARN ? 'warn' : 'info'](
-          { closed, windowS: everyMs / 1000 },
-          'connections closed before sending a whole request',
-        );
-        closed = undefined;
-      }, everyMs).unref();
-    }
     closed[reason] = (closed[reason] ?? 0) + 1;
-    total++;
+    tell();
   };
 }
 

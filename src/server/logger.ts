@@ -170,3 +170,34 @@ export function logsWritten(ms = LOG_EXIT_FLUSH_MS): Promise<void> {
     });
   });
 }
+
+/**
+ * A line that sums up events of a kind rather than one line each: call the
+ * returned function at each event, and `say(count)` is called with the
+ * events since the last line at most once per `everyMs`. With `firstAtOnce`
+ * the first event is said at once (then the rest of its window at the
+ * window's end); without, the first line waits for the end of the window,
+ * so a burst is one line.
+ *
+ * @example const evicted = summedLog(60_000, true, (n) => log.warn({ evicted: n }, 'let go'));
+ */
+export function summedLog(
+  everyMs: number,
+  firstAtOnce: boolean,
+  say: (count: number) => void,
+): () => void {
+  let unsaid = 0;
+  let saidAt = -Infinity;
+  const flush = (): void => {
+    saidAt = performance.now();
+    const count = unsaid;
+    unsaid = 0;
+    say(count);
+  };
+  return () => {
+    if (unsaid++ > 0) return;
+    const wait = firstAtOnce ? saidAt + everyMs - performance.now() : everyMs;
+    if (wait <= 0) flush();
+    else setTimeout(flush, wait).unref();
+  };
+}
