@@ -54,14 +54,37 @@ async function dial(): Promise<void> {
 
 const log = pino({ level: 'silent' });
 
+type FakeWorker = ReturnType<typeof fakeWorker>;
+
+/** A router on a port of its own (on `now`'s clock, if given), and `count` fake workers added to it, ids from 1. */
+async function routerWith(
+  count: 2,
+  now?: () => number,
+): Promise<[WorkerRouter, FakeWorker, FakeWorker]>;
+async function routerWith(
+  count: 3,
+  now?: () => number,
+): Promise<[WorkerRouter, FakeWorker, FakeWorker, FakeWorker]>;
+async function routerWith(
+  count: number,
+  now?: () => number,
+): Promise<[WorkerRouter, ...FakeWorker[]]> {
+  const opened = await openWorkerRouter({
+    host: '127.0.0.1',
+    port: 0,
+    log,
+    ...(now ? { now } : {}),
+  });
+  router = opened;
+  const workers = Array.from({ length: count }, (_, i) => fakeWorker(i + 1));
+  for (const w of workers) opened.add(w.worker);
+  return [opened, ...workers];
+}
+
 describe('the primary handing connections to workers', () => {
   it('hands each to the worker with the fewest sessions, counting those not yet reported', async () => {
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log });
-    const a = fakeWorker(1);
-    const b = fakeWorker(2);
-    router.add(a.worker);
-    router.add(b.worker);
-    router.report(a.worker, { sessions: 3, received: 0 });
+    const [r, a, b] = await routerWith(2);
+    r.report(a.worker, { sessions: 3, received: 0 });
     for (let i = 0; i < 4; i++) await dial();
     // b: 0, 1, 2 and then a tie at 3, which the first added takes.
     await b.holds(3);
@@ -70,14 +93,10 @@ describe('the primary handing connections to workers', () => {
   });
 
   it('counts the connections a worker has that are not sessions yet', async () => {
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log });
-    const a = fakeWorker(1);
-    const b = fakeWorker(2);
-    router.add(a.worker);
-    router.add(b.worker);
+    const [r, a, b] = await routerWith(2);
     // a took two that are still in their handshakes; b has one session.
-    router.report(a.worker, { sessions: 0, received: 0, open: 2 });
-    router.report(b.worker, { sessions: 1, received: 0, open: 1 });
+    r.report(a.worker, { sessions: 0, received: 0, open: 2 });
+    r.report(b.worker, { sessions: 1, received: 0, open: 1 });
     await dial();
     await b.holds(1);
     // Counting sessions alone, a looked empty and got it.
@@ -85,18 +104,14 @@ describe('the primary handing connections to workers', () => {
   });
 
   it('skips a worker that is full or overloaded, and one draining comes last', async () => {
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log });
-    const full = fakeWorker(1);
-    const draining = fakeWorker(2);
-    const idle = fakeWorker(3);
-    for (const w of [full, draining, idle]) router.add(w.worker);
-    router.report(full.worker, { sessions: 2, received: 0, refusing: 'full' });
-    router.report(draining.worker, { sessions: 0, received: 0, refusing: 'shutting_down' });
-    router.report(idle.worker, { sessions: 50, received: 0 });
+    const [r, full, draining, idle] = await routerWith(3);
+    r.report(full.worker, { sessions: 2, received: 0, refusing: 'full' });
+    r.report(draining.worker, { sessions: 0, received: 0, refusing: 'shutting_down' });
+    r.report(idle.worker, { sessions: 50, received: 0 });
     await dial();
     await idle.holds(1);
     // None has room: the full one refuses it with its reason; a draining one would say 1001.
-    router.report(idle.worker, { sessions: 50, received: 1, refusing: 'overloaded' });
+    r.report(idle.worker, { sessions: 50, received: 1, refusing: 'overloaded' });
     await dial();
     await full.holds(1);
     expect(draining.handed).toHaveLength(0);
@@ -117,41 +132,33 @@ describe('the primary handing connections to workers', () => {
 
   it('hands nothing more to a worker that has not taken a connection within TAKE_MS (stopped)', async () => {
     let now = 0;
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
-    const stopped = fakeWorker(1);
-    const live = fakeWorker(2);
-    router.add(stopped.worker);
-    router.add(live.worker);
+    const [r, stopped, live] = await routerWith(2, () => now);
     // Both have room; each is handed one, as the load says.
     await dial();
     await stopped.holds(1);
     await dial();
     await live.holds(1);
-    router.report(live.worker, { sessions: 1, received: 1 });
+    r.report(live.worker, { sessions: 1, received: 1 });
     // Tied on load, the stopped one would take every other connection; once
     // its first has been untaken for TAKE_MS it gets none while another can.
     now += TAKE_MS + 1;
-    router.report(live.worker, { sessions: 1, received: 1 });
+    r.report(live.worker, { sessions: 1, received: 1 });
     for (let i = 2; i <= 5; i++) {
       await dial();
       await live.holds(i);
-      router.report(live.worker, { sessions: i, received: i });
+      r.report(live.worker, { sessions: i, received: i });
     }
     expect(stopped.handed).toHaveLength(1);
   });
 
   it('still prefers a worker slow to take its connections to one that would refuse', async () => {
     let now = 0;
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
-    const slow = fakeWorker(1);
-    const full = fakeWorker(2);
-    router.add(slow.worker);
-    router.add(full.worker);
-    router.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
+    const [r, slow, full] = await routerWith(2, () => now);
+    r.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
     await dial();
     await slow.holds(1);
     now += TAKE_MS + 1;
-    router.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
+    r.report(full.worker, { sessions: 0, received: 0, refusing: 'full' });
     await dial();
     await slow.holds(2);
     expect(full.handed).toHaveLength(0);
@@ -159,18 +166,14 @@ describe('the primary handing connections to workers', () => {
 
   it('keeps handing connections to a worker that takes them, however long ago the last was', async () => {
     let now = 0;
-    router = await openWorkerRouter({ host: '127.0.0.1', port: 0, log, now: () => now });
-    const a = fakeWorker(1);
-    const b = fakeWorker(2);
-    router.add(a.worker);
-    router.add(b.worker);
-    router.report(b.worker, { sessions: 5, received: 0 });
+    const [r, a, b] = await routerWith(2, () => now);
+    r.report(b.worker, { sessions: 5, received: 0 });
     await dial();
     await a.holds(1);
-    router.report(a.worker, { sessions: 1, received: 1 });
+    r.report(a.worker, { sessions: 1, received: 1 });
     now += 10 * TAKE_MS;
-    router.report(b.worker, { sessions: 5, received: 0 });
-    router.report(a.worker, { sessions: 1, received: 1 });
+    r.report(b.worker, { sessions: 5, received: 0 });
+    r.report(a.worker, { sessions: 1, received: 1 });
     await dial();
     await a.holds(2);
     expect(b.handed).toHaveLength(0);
