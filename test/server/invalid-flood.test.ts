@@ -85,6 +85,9 @@ describe('invalid event floods', () => {
     t = await startTestServer();
   });
   afterAll(() => t.close());
+  /** `troupe_connections_rejected_total` for one reason, 0 before its first count. */
+  const rejected = async (reason: string): Promise<number> =>
+    metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason }) ?? 0;
 
   it('closes each flooding socket with too_many_invalid_events and 1008, while another session completes a turn', async () => {
     const healthy = await openSession(t, 'character=plain');
@@ -109,11 +112,7 @@ describe('invalid event floods', () => {
     ]);
     expect(doneOf(done).status).toBe('completed');
     expect(healthy.ws.readyState).toBe(healthy.ws.OPEN);
-    expect(
-      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
-        reason: 'invalid_events',
-      }),
-    ).toBe(4);
+    expect(await rejected('invalid_events')).toBe(4);
     // The healthy session is still served after the floods.
     expect(doneOf(await turn(healthy, 'Hello again')).status).toBe('completed');
     await healthy.close();
@@ -170,28 +169,18 @@ describe('invalid event floods', () => {
     expect((last.error as { message: string }).message).toContain(
       `More than ${MAX_PINGS_PER_S} WebSocket pings or pongs at once`,
     );
-    expect(
-      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
-        reason: 'ping_flood',
-      }),
-    ).toBe(1);
+    expect(await rejected('ping_flood')).toBe(1);
     expect(doneOf(await turn(polite, 'Hello')).status).toBe('completed');
     await polite.close();
   });
 
   it('counts the pongs a client sends unasked with its pings', async () => {
-    const before = metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
-      reason: 'ping_flood',
-    });
+    const before = await rejected('ping_flood');
     const flooder = await openSession(t, 'character=plain');
     for (let i = 0; i < 10 * MAX_PINGS_PER_S; i++) flooder.ws.pong();
     const { code, reason } = await within(flooder.closed, 'the close of a pong flood');
     expect(code).toBe(1008);
     expect(reason).toBe('too_many_pings');
-    expect(
-      metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
-        reason: 'ping_flood',
-      }),
-    ).toBe((before ?? 0) + 1);
+    expect(await rejected('ping_flood')).toBe(before + 1);
   });
 });
