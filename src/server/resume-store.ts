@@ -332,8 +332,9 @@ const PUSH_BATCH = 500;
 const SAVE_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return 0 end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
-  if redis.call('HGET', KEYS[1], 'seq') ~= ARGV[5] then return -1 end
-  local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+  local last = redis.call('HMGET', KEYS[1], 'seq', 'n')
+  if last[1] ~= ARGV[5] then return -1 end
+  local n = tonumber(last[2])
   local len = redis.call('LLEN', KEYS[2])
   if len < keep or (n and len ~= n) then return -1 end
 end
@@ -361,10 +362,9 @@ return 1`;
  * the `n` parts the last save left (evicted), or a save that did not fit
  * took its `seq`.
  */
-const CLAIM_LUA = `local head = redis.call('HGET', KEYS[1], 'head')
+const CLAIM_LUA = `local got = redis.call('HMGET', KEYS[1], 'head', 'seq', 'n')
+local head, seq, n = got[1], got[2], tonumber(got[3])
 if not head then return false end
-local seq = redis.call('HGET', KEYS[1], 'seq')
-local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 local parts = redis.call('LRANGE', KEYS[2], 0, -1)
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
