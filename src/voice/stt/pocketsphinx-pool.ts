@@ -28,6 +28,12 @@ export const SATURATION_BACKLOG_MS = 1_000;
 /** Utterances the recent real-time factor is averaged over. */
 const RECENT_UTTERANCES = 20;
 const SAMPLES_PER_MS = 16;
+/**
+ * How long a closing worker thread gets to end on its own (it finishes the
+ * call into the library it is in, loading or decoding) before it is
+ * terminated.
+ */
+export const WORKER_CLOSE_MS = 5_000;
 
 /** Counters of the engine, for health details and measurements. */
 export interface PocketsphinxStats {
@@ -107,6 +113,9 @@ class WorkerSlot {
   posted = 0;
   /** Samples the worker has decoded (it adds to it after each chunk). */
   readonly #progress = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+  /** Set to 1 on close: the worker drops what is still queued for it. */
+  readonly #stop = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+  readonly #exited: Promise<void>;
   #worker: Worker;
   #dead: SpeechProviderError | undefined;
   #nextSeq = 1;
@@ -135,10 +144,15 @@ class WorkerSlot {
     this.#onRecognised = hooks.onRecognised;
     this.ready = this.#readyWait.promise;
     const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-    const workerData: PocketsphinxWorkerData = { ...data, progress: this.#progress.buffer };
+    const workerData: PocketsphinxWorkerData = {
+      ...data,
+      progress: this.#progress.buffer,
+      stop: this.#stop.buffer,
+    };
     this.#worker = startModuleWorker(new URL(`./pocketsphinx-worker${ext}`, import.meta.url), {
       workerData,
     });
+    this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
     this.#owe(); // the `ready` report
     this.#worker.on('message', (m: PocketsphinxReply) => this.#onMessage(m));
     this.#worker.on('error', (err) =>
@@ -191,9 +205,26 @@ class WorkerSlot {
     return reply.promise;
   }
 
-  async terminate(error: SpeechProviderError): Promise<void> {
+  /**
+   * Ends the worker: it drops the work queued for it, frees its decoders and
+   * ends its thread itself. Not `terminate()` at once: a thread stopped inside
+   * a call into the library (while it loads it, or decodes) aborts the whole
+   * process ("FATAL ERROR: Error::ThrowAsJavaScriptException napi_throw").
+   * Only a thread still running after {@link WORKER_CLOSE_MS} is terminated.
+   */
+  async close(error: SpeechProviderError): Promise<void> {
     this.#die(error);
-    await this.#worker.terminate();
+    Atomics.store(this.#stop, 0, 1);
+    // The process waits for the thread's end.
+    this.#worker.ref();
+    this.#worker.postMessage({ op: 'close' } satisfies PocketsphinxRequest);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<true>((resolve) => {
+      timer = setTimeout(() => resolve(true), WORKER_CLOSE_MS);
+    });
+    const stuck = await Promise.race([this.#exited, late]);
+    clearTimeout(timer);
+    if (stuck) await this.#worker.terminate();
   }
 
   /**
@@ -219,7 +250,7 @@ class WorkerSlot {
           `pocketsphinx is not available: ${m.message}. Install it with \`${POCKETSPHINX_INSTALL_HINT}\` (or set libraryPath).`,
         );
         this.#onFatal(error);
-        void this.terminate(error);
+        void this.close(error);
         return;
       }
       case 'created':
@@ -364,7 +395,7 @@ export class DecoderPool {
     const slots = this.#slots.splice(0);
     this.#idle = [];
     this.#busy.clear();
-    await Promise.all(slots.map((slot) => slot.terminate(this.#closed!)));
+    await Promise.all(slots.map((slot) => slot.close(this.#closed!)));
   }
 
   async #create(): Promise<PooledDecoder> {

@@ -24,6 +24,8 @@ export interface PocketsphinxWorkerData {
   requiredPaths: string[];
   /** One Int32: samples decoded so far (the pool reads its backlog from it). */
   progress?: SharedArrayBuffer;
+  /** One Int32, set to 1 when the pool closes: the work still queued is dropped. */
+  stop?: SharedArrayBuffer;
   /**
    * Ask the decoder for its best hypothesis so far (`ps_get_hyp`) after each
    * this many ms of an utterance's audio, and report it when it changed
@@ -51,7 +53,9 @@ export type PocketsphinxRequest =
   | { op: 'reset'; decoder: number }
   /** Starts the decoder's next utterance from this cepstral mean (null: the default one). */
   | { op: 'cmn'; decoder: number; mean: Float32Array | null }
-  | { op: 'free'; decoder: number };
+  | { op: 'free'; decoder: number }
+  /** Frees every decoder and ends the thread (the pool closes). */
+  | { op: 'close' };
 
 /** Replies and reports from the worker. */
 export type PocketsphinxReply =
@@ -179,7 +183,7 @@ class DecoderHost {
     this.#progress = data.progress && new Int32Array(data.progress);
   }
 
-  handle(message: PocketsphinxRequest): void {
+  handle(message: Exclude<PocketsphinxRequest, { op: 'close' }>): void {
     const d = this.#decoders.get(message.decoder);
     switch (message.op) {
       case 'create':
@@ -208,6 +212,12 @@ class DecoderHost {
         this.#lib.free(d.ptr);
         return;
     }
+  }
+
+  /** Frees every decoder (the thread is about to end). */
+  freeAll(): void {
+    for (const d of this.#decoders.values()) this.#lib.free(d.ptr);
+    this.#decoders.clear();
   }
 
   #create(decoder: number): void {
@@ -335,7 +345,14 @@ function run(): void {
   }
   reply({ op: 'ready', initMs: performance.now() - started });
   const host = new DecoderHost(lib, data, reply);
-  port.on('message', (message: PocketsphinxRequest) => host.handle(message));
+  const stop = data.stop && new Int32Array(data.stop);
+  port.on('message', (message: PocketsphinxRequest) => {
+    if (message.op === 'close') {
+      host.freeAll();
+      // Nothing else keeps the thread: it ends, between two calls into the library.
+      port.close();
+    } else if (!stop || Atomics.load(stop, 0) === 0) host.handle(message);
+  });
 }
 
 run();

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SpeechProviderError } from '../../../src/errors.js';
 import {
   POCKETSPHINX_INSTALL_HINT,
@@ -232,6 +233,39 @@ describe('PocketsphinxSttProvider (the real engine)', () => {
       ok: true,
       detail: expect.stringContaining('2 decoder(s)'),
     });
+  });
+});
+
+describe('PocketsphinxSttProvider.close()', () => {
+  it('lets a worker still loading the library end on its own: one stopped inside the load aborts the process', async () => {
+    const terminate = vi.spyOn(Worker.prototype, 'terminate');
+    try {
+      const stt = new PocketsphinxSttProvider();
+      // The worker starts now and loads the library and a model; the server stops at once.
+      const warming = stt.warm().catch((err: unknown) => err);
+      await stt.close();
+      expect(await warming).toBeInstanceOf(SpeechProviderError);
+      // close() resolved with the thread ended by itself (it terminates only a thread stuck for 5 s).
+      expect(terminate).not.toHaveBeenCalled();
+    } finally {
+      terminate.mockRestore();
+    }
+  });
+
+  it('ends a worker with audio still queued without terminating it', async () => {
+    const terminate = vi.spyOn(Worker.prototype, 'terminate');
+    try {
+      const stt = new PocketsphinxSttProvider();
+      await stt.warm();
+      const { stream } = open(stt);
+      for (let i = 0; i < 4; i++) writeChunked(stream, speech.weather);
+      const commit = stream.commit().catch((err: unknown) => err);
+      await stt.close();
+      expect(await commit).toBeInstanceOf(SpeechProviderError);
+      expect(terminate).not.toHaveBeenCalled();
+    } finally {
+      terminate.mockRestore();
+    }
   });
 });
 
