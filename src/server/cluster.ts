@@ -179,10 +179,15 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     ready.delete(worker.id);
     started.delete(worker.id);
     if (stopping) {
-      log.info({ worker: worker.id, code }, 'worker stopped');
+      if (code === 0) log.info({ worker: worker.id, code }, 'worker stopped');
+      else {
+        // It did not finish its drain (a crash, or killed): the stop was not clean.
+        exitCode ||= 1;
+        log.error({ worker: worker.id, code, signal }, 'worker died while stopping');
+      }
       if (Object.keys(cluster.workers ?? {}).length === 0) {
         log.info({}, 'all workers stopped');
-        void logsWritten().then(() => process.exit(0));
+        void logsWritten().then(() => process.exit(exitCode));
       }
       return;
     }

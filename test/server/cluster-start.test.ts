@@ -1,7 +1,8 @@
 /**
  * A worker killed while the instance starts (the OOM killer, kill -9) is
  * replaced, as a worker that dies later is; only a worker that exits on its
- * own before any was ready (a bad characters folder) stops the instance.
+ * own before any was ready (a bad characters folder) stops the instance. A
+ * worker that dies while the instance stops makes the stop a failure.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -23,24 +24,29 @@ function children(pid: number): number[] {
   }
 }
 
+/** `npm start` with two workers on the simulator, no speech engines. */
+function startTwoWorkers(llmUrl: string): ReturnType<typeof startProcess> {
+  return startProcess(process.execPath, npmStartArgs(), {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      WORKERS: '2',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LLM_BASE_URL: llmUrl,
+      CHARACTERS_DIR: 'characters',
+      CHARACTERS_WATCH: 'false',
+      STT_PROVIDER: 'none',
+      TTS_PROVIDER: 'none',
+      LOG_LEVEL: 'info',
+    },
+  });
+}
+
 describe('npm start with WORKERS=2, a worker killed while it starts', () => {
   it('starts another in its place, and the instance serves', async () => {
     const sim = await startSimulator({ script: DEMO_SCRIPT });
-    const proc = startProcess(process.execPath, npmStartArgs(), {
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        WORKERS: '2',
-        HOST: '127.0.0.1',
-        PORT: '0',
-        LLM_BASE_URL: sim.url,
-        CHARACTERS_DIR: 'characters',
-        CHARACTERS_WATCH: 'false',
-        STT_PROVIDER: 'none',
-        TTS_PROVIDER: 'none',
-        LOG_LEVEL: 'info',
-      },
-    });
+    const proc = startTwoWorkers(sim.url);
     try {
       // A worker just forked, long before it is ready (Node and its modules still load).
       await proc.waitFor(/"msg":"starting workers"/, 'the primary forking');
@@ -65,6 +71,29 @@ describe('npm start with WORKERS=2, a worker killed while it starts', () => {
       expect(proc.output()).not.toContain('worker failed to start');
       proc.child.kill('SIGTERM');
       expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+    } finally {
+      proc.child.kill('SIGKILL');
+      await sim.close();
+    }
+  }, 90_000);
+});
+
+describe('npm start with WORKERS=2, a worker killed while the instance stops', () => {
+  it('says so, and exits 1 once the other has stopped', async () => {
+    const sim = await startSimulator({ script: DEMO_SCRIPT });
+    const proc = startTwoWorkers(sim.url);
+    try {
+      const first = await proc.waitFor(/"pid":(\d+),"msg":"worker ready"/, 'a worker ready');
+      await proc.waitFor(/"msg":"workers ready"/, 'every worker ready');
+      // Held still, it cannot drain; the other stops, then this one is killed mid-stop.
+      const held = Number(first[1]);
+      process.kill(held, 'SIGSTOP');
+      proc.child.kill('SIGTERM');
+      await proc.waitFor(/"msg":"worker stopped"/, 'the other worker stopped');
+      process.kill(held, 'SIGKILL');
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 1 });
+      expect(proc.output()).toMatch(/"signal":"SIGKILL","msg":"worker died while stopping"/);
+      expect(proc.output()).toContain('"msg":"all workers stopped"');
     } finally {
       proc.child.kill('SIGKILL');
       await sim.close();
