@@ -4,7 +4,7 @@
  * VOICE-STACK.md), at 24 kHz as the Realtime protocol takes it.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,12 +14,10 @@ import { resample } from '../voice/audio/resample.js';
 
 const run = promisify(execFile);
 const cache = new Map<string, Promise<Int16Array>>();
-let dir: Promise<string> | undefined;
-/** Files made so far: each utterance gets its own, even when several are spoken at once. */
-let made = 0;
 
 /**
- * `text` spoken by flite (kal16), as 24 kHz PCM16. Cached per process.
+ * `text` spoken by flite (kal16), as 24 kHz PCM16. Cached per process; the
+ * file flite writes is removed once read.
  *
  * @throws ConfigError when flite is not installed (it names the apt-get line).
  * @example const pcm = await fliteSpeech("what's the weather in glasgow");
@@ -27,22 +25,26 @@ let made = 0;
 export function fliteSpeech(text: string): Promise<Int16Array> {
   let pcm = cache.get(text);
   if (!pcm) {
-    const name = `${made++}.wav`;
     pcm = (async () => {
-      dir ??= mkdtemp(join(tmpdir(), 'troupe-speech-'));
-      const file = join(await dir, name);
+      const dir = await mkdtemp(join(tmpdir(), 'troupe-speech-'));
+      const file = join(dir, 'utterance.wav');
       try {
         await run('flite', ['-voice', 'kal16', '-t', text, '-o', file]);
+        const wav = readWav(new Uint8Array(await readFile(file)));
+        return resample(wav.pcm, wav.sampleRate, 24000);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        if (
+          (err as NodeJS.ErrnoException).code === 'ENOENT' &&
+          (err as { path?: string }).path === 'flite'
+        ) {
           throw new ConfigError(
             'Speaking test utterances needs Debian\'s flite: run "apt-get install flite".',
           );
         }
         throw err;
+      } finally {
+        await rm(dir, { recursive: true, force: true });
       }
-      const wav = readWav(new Uint8Array(await readFile(file)));
-      return resample(wav.pcm, wav.sampleRate, 24000);
     })();
     cache.set(text, pcm);
   }
