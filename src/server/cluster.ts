@@ -124,6 +124,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   }
   const started = new Map<number, number>();
   const ready = new Set<number>();
+  /** Workers the stop sent SIGTERM while they started: dying of it is their clean end. */
+  const signalledWhileStarting = new Set<number>();
   const metrics = primaryMetrics({
     workers: () => Object.values(cluster.workers ?? {}).filter((w) => ready.has(w?.id ?? -1)),
     log,
@@ -179,7 +181,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     ready.delete(worker.id);
     started.delete(worker.id);
     if (stopping) {
-      if (code === 0) log.info({ worker: worker.id, code }, 'worker stopped');
+      const clean = code === 0 || (signal === 'SIGTERM' && signalledWhileStarting.has(worker.id));
+      if (clean) log.info({ worker: worker.id, code, signal }, 'worker stopped');
       else {
         // It did not finish its drain (a crash, or killed): the stop was not clean.
         exitCode ||= 1;
@@ -223,7 +226,10 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     for (const w of Object.values(cluster.workers ?? {})) {
       // A worker still starting listens for no request yet, and has no sessions to drain.
       if (ready.has(w?.id ?? -1)) w?.send({ troupe: 'shutdown' } satisfies ToWorker);
-      else w?.process.kill('SIGTERM');
+      else if (w) {
+        signalledWhileStarting.add(w.id);
+        w.process.kill('SIGTERM');
+      }
     }
     setTimeout(() => {
       log.warn({}, 'workers still running after the grace period; killing them');

@@ -24,6 +24,21 @@ function children(pid: number): number[] {
   }
 }
 
+/** The pid of a worker just forked, long before it is ready (Node and its modules still load). */
+async function forkedWorker(proc: ReturnType<typeof startProcess>): Promise<number> {
+  await proc.waitFor(/"msg":"starting workers"/, 'the primary forking');
+  return within(
+    (async () => {
+      for (;;) {
+        const pids = children(proc.child.pid!);
+        if (pids.length > 0) return pids[0]!;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })(),
+    'a worker process',
+  );
+}
+
 /** `npm start` with two workers on the simulator, no speech engines. */
 function startTwoWorkers(llmUrl: string): ReturnType<typeof startProcess> {
   return startProcess(process.execPath, npmStartArgs(), {
@@ -49,17 +64,7 @@ describe('npm start with WORKERS=2, a worker killed while it starts', () => {
     const proc = startTwoWorkers(sim.url);
     try {
       // A worker just forked, long before it is ready (Node and its modules still load).
-      await proc.waitFor(/"msg":"starting workers"/, 'the primary forking');
-      const worker = await within(
-        (async () => {
-          for (;;) {
-            const pids = children(proc.child.pid!);
-            if (pids.length > 0) return pids[0]!;
-            await new Promise((r) => setTimeout(r, 5));
-          }
-        })(),
-        'a worker process',
-      );
+      const worker = await forkedWorker(proc);
       process.kill(worker, 'SIGKILL');
       await proc.waitFor(/"msg":"worker died; starting another"/, 'the killed worker replaced');
       const ready = await proc.waitFor(
@@ -71,6 +76,23 @@ describe('npm start with WORKERS=2, a worker killed while it starts', () => {
       expect(proc.output()).not.toContain('worker failed to start');
       proc.child.kill('SIGTERM');
       expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+    } finally {
+      proc.child.kill('SIGKILL');
+      await sim.close();
+    }
+  }, 90_000);
+});
+
+describe('npm start with WORKERS=2, SIGTERM while the workers start', () => {
+  it('stops them (one may die of the signal before it can take it) and exits 0', async () => {
+    const sim = await startSimulator({ script: DEMO_SCRIPT });
+    const proc = startTwoWorkers(sim.url);
+    try {
+      await forkedWorker(proc);
+      proc.child.kill('SIGTERM');
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+      expect(proc.output()).toContain('"msg":"all workers stopped"');
+      expect(proc.output()).not.toContain('worker died while stopping');
     } finally {
       proc.child.kill('SIGKILL');
       await sim.close();
