@@ -123,11 +123,18 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
   const started = new Map<number, number>();
+  /**
+   * Workers forked and not exited. Not `cluster.workers`: that keeps a worker
+   * that exited until its IPC channel has closed too, which can come after
+   * its 'exit' — the last worker's 'exit' then found one still there, and the
+   * stop waited for the grace period and exited 1.
+   */
+  const live = new Map<number, Worker>();
   const ready = new Set<number>();
   /** Workers the stop sent SIGTERM while they started: dying of it is their clean end. */
   const signalledWhileStarting = new Set<number>();
   const metrics = primaryMetrics({
-    workers: () => Object.values(cluster.workers ?? {}).filter((w) => ready.has(w?.id ?? -1)),
+    workers: () => [...live.values()].filter((w) => ready.has(w.id)),
     log,
   });
   const store = options.redis
@@ -146,6 +153,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       [WORKER_COUNT_VARIABLE]: String(options.workers),
     });
     started.set(worker.id, performance.now());
+    live.set(worker.id, worker);
     worker.on('message', (m: ToPrimary) => void handle(worker, m));
     return worker;
   };
@@ -167,7 +175,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'ask') {
       await answer(worker, m.id, async () =>
-        m.what === 'metrics' ? metrics.text(m.waitMs) : workerStates(router, started),
+        m.what === 'metrics' ? metrics.text(m.waitMs) : workerStates(router, started, live),
       );
     } else if (m?.troupe === 'store') {
       await answer(worker, m.id, async () => store?.request(worker, m));
@@ -175,6 +183,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   }
 
   cluster.on('exit', (worker, code, signal) => {
+    live.delete(worker.id);
     router.remove(worker);
     store?.forget(worker);
     metrics.retire(worker);
@@ -188,7 +197,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         exitCode ||= 1;
         log.error({ worker: worker.id, code, signal }, 'worker died while stopping');
       }
-      if (Object.keys(cluster.workers ?? {}).length === 0) {
+      if (live.size === 0) {
         log.info({}, 'all workers stopped');
         void logsWritten().then(() => process.exit(exitCode));
       }
@@ -222,21 +231,21 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     if (stopping) return;
     stopping = true;
     exitCode = code;
-    log.info({ reason, workers: Object.keys(cluster.workers ?? {}).length }, 'stopping workers');
-    for (const w of Object.values(cluster.workers ?? {})) {
+    log.info({ reason, workers: live.size }, 'stopping workers');
+    for (const w of live.values()) {
       // A worker still starting listens for no request yet, and has no sessions to drain.
-      if (ready.has(w?.id ?? -1)) w?.send({ troupe: 'shutdown' } satisfies ToWorker);
-      else if (w) {
+      if (ready.has(w.id)) w.send({ troupe: 'shutdown' } satisfies ToWorker);
+      else {
         signalledWhileStarting.add(w.id);
         w.process.kill('SIGTERM');
       }
     }
     setTimeout(() => {
       log.warn({}, 'workers still running after the grace period; killing them');
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+      for (const w of live.values()) w.process.kill('SIGKILL');
       process.exit(exitCode || 1);
     }, options.graceMs + 5_000).unref();
-    if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(exitCode);
+    if (live.size === 0) process.exit(exitCode);
   }
 
   let signals = 0;
@@ -246,7 +255,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     signals++;
     if (signals > 1) {
       log.warn({ signal }, 'second signal: exiting now');
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+      for (const w of live.values()) w.process.kill('SIGKILL');
       process.exit(1);
     }
     stopAll(signal);
@@ -287,27 +296,29 @@ function killStuckWorkers(router: WorkerRouter, log: Logger, stopping: () => boo
  * `shutting_down`, with its sessions. Answered at once: a stuck worker
  * does not hold up a health probe.
  */
-function workerStates(router: WorkerRouter, started: Map<number, number>): WorkerState[] {
+function workerStates(
+  router: WorkerRouter,
+  started: Map<number, number>,
+  live: Map<number, Worker>,
+): WorkerState[] {
   const rooms = new Map(router.rooms().map((r) => [r.worker.id, r]));
-  return Object.values(cluster.workers ?? {})
-    .filter((w): w is Worker => w !== undefined)
-    .map((w): WorkerState => {
-      const base = {
-        id: w.id,
-        pid: w.process.pid,
-        uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
-      };
-      const r = rooms.get(w.id);
-      if (r === undefined) return { ...base, status: 'starting' };
-      if (r.silentMs > UNRESPONSIVE_MS) return { ...base, status: 'unresponsive' };
-      const { sessions, refusing } = r.room;
-      return {
-        ...base,
-        status: refusing === 'shutting_down' ? 'shutting_down' : 'ok',
-        sessions,
-        ...(refusing === 'full' || refusing === 'overloaded' ? { refusing } : {}),
-      };
-    });
+  return [...live.values()].map((w): WorkerState => {
+    const base = {
+      id: w.id,
+      pid: w.process.pid,
+      uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
+    };
+    const r = rooms.get(w.id);
+    if (r === undefined) return { ...base, status: 'starting' };
+    if (r.silentMs > UNRESPONSIVE_MS) return { ...base, status: 'unresponsive' };
+    const { sessions, refusing } = r.room;
+    return {
+      ...base,
+      status: refusing === 'shutting_down' ? 'shutting_down' : 'ok',
+      sessions,
+      ...(refusing === 'full' || refusing === 'overloaded' ? { refusing } : {}),
+    };
+  });
 }
 
 /** What a worker needs from its primary. */
