@@ -33,7 +33,7 @@ const SAMPLES_PER_MS = 16;
  * call into the library it is in, loading or decoding) before it is
  * terminated.
  */
-export const WORKER_CLOSE_MS = 5_000;
+const WORKER_CLOSE_MS = 5_000;
 
 /** Counters of the engine, for health details and measurements. */
 export interface PocketsphinxStats {
