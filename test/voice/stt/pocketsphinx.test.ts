@@ -236,25 +236,33 @@ describe('PocketsphinxSttProvider (the real engine)', () => {
   });
 });
 
+/**
+ * Runs `body` and checks that no worker thread was terminated meanwhile: the
+ * threads of a closed provider ended by themselves (close() terminates only
+ * one still running 5 s later).
+ */
+async function withoutTerminate(body: () => Promise<void>): Promise<void> {
+  const terminate = vi.spyOn(Worker.prototype, 'terminate');
+  try {
+    await body();
+    expect(terminate).not.toHaveBeenCalled();
+  } finally {
+    terminate.mockRestore();
+  }
+}
+
 describe('PocketsphinxSttProvider.close()', () => {
-  it('lets a worker still loading the library end on its own: one stopped inside the load aborts the process', async () => {
-    const terminate = vi.spyOn(Worker.prototype, 'terminate');
-    try {
+  it('lets a worker still loading the library end on its own: one stopped inside the load aborts the process', () =>
+    withoutTerminate(async () => {
       const stt = new PocketsphinxSttProvider();
       // The worker starts now and loads the library and a model; the server stops at once.
       const warming = stt.warm().catch((err: unknown) => err);
       await stt.close();
       expect(await warming).toBeInstanceOf(SpeechProviderError);
-      // close() resolved with the thread ended by itself (it terminates only a thread stuck for 5 s).
-      expect(terminate).not.toHaveBeenCalled();
-    } finally {
-      terminate.mockRestore();
-    }
-  });
+    }));
 
-  it('ends a worker with audio still queued without terminating it', async () => {
-    const terminate = vi.spyOn(Worker.prototype, 'terminate');
-    try {
+  it('ends a worker with audio still queued without terminating it', () =>
+    withoutTerminate(async () => {
       const stt = new PocketsphinxSttProvider();
       await stt.warm();
       const { stream } = open(stt);
@@ -262,11 +270,7 @@ describe('PocketsphinxSttProvider.close()', () => {
       const commit = stream.commit().catch((err: unknown) => err);
       await stt.close();
       expect(await commit).toBeInstanceOf(SpeechProviderError);
-      expect(terminate).not.toHaveBeenCalled();
-    } finally {
-      terminate.mockRestore();
-    }
-  });
+    }));
 });
 
 describe('PocketsphinxSttProvider without the engine', () => {
