@@ -115,9 +115,13 @@ describe('npm start with WORKERS=2, a worker killed while the instance stops', (
         // Held still, it cannot drain; the other stops, then this one is killed mid-stop.
         const held = Number(first[1]);
         process.kill(held, 'SIGSTOP');
-        proc.child.kill('SIGTERM');
-        await proc.waitFor(/"msg":"worker stopped"/, 'the other worker stopped');
-        process.kill(held, 'SIGKILL');
+        try {
+          proc.child.kill('SIGTERM');
+          await proc.waitFor(/"msg":"worker stopped"/, 'the other worker stopped');
+        } finally {
+          // Also when the wait fails: a stopped process would never see its primary go.
+          process.kill(held, 'SIGKILL');
+        }
         expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 1 });
         expect(proc.output()).toMatch(/"signal":"SIGKILL","msg":"worker died while stopping"/);
         expect(proc.output()).toContain('"msg":"all workers stopped"');
