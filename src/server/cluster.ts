@@ -131,8 +131,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
    */
   const live = new Map<number, Worker>();
   const ready = new Set<number>();
-  /** Workers the stop sent SIGTERM while they started: dying of it is their clean end. */
-  const signalledWhileStarting = new Set<number>();
+  const stop = primaryStop({ live, ready, graceMs: options.graceMs, log });
   const metrics = primaryMetrics({
     workers: () => [...live.values()].filter((w) => ready.has(w.id)),
     log,
@@ -142,7 +141,6 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     : primaryStore({ ...options, evictions: metrics.storeEvictions });
   const crashes: number[] = [];
   let everReady = false;
-  let stopping = false;
 
   const instanceStarted = Date.now();
   const fork = (): Worker => {
@@ -158,7 +156,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     return worker;
   };
 
-  killStuckWorkers(router, log, () => stopping);
+  killStuckWorkers(router, log, () => stop.stopping);
 
   async function handle(worker: Worker, m: ToPrimary): Promise<void> {
     if (metrics.take(worker, m)) return;
@@ -189,18 +187,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     metrics.retire(worker);
     ready.delete(worker.id);
     started.delete(worker.id);
-    if (stopping) {
-      const clean = code === 0 || (signal === 'SIGTERM' && signalledWhileStarting.has(worker.id));
-      if (clean) log.info({ worker: worker.id, code, signal }, 'worker stopped');
-      else {
-        // It did not finish its drain (a crash, or killed): the stop was not clean.
-        exitCode ||= 1;
-        log.error({ worker: worker.id, code, signal }, 'worker died while stopping');
-      }
-      if (live.size === 0) {
-        log.info({}, 'all workers stopped');
-        void logsWritten().then(() => process.exit(exitCode));
-      }
+    if (stop.stopping) {
+      stop.exited(worker, code, signal);
       return;
     }
     if (!everReady && signal === null) {
@@ -208,7 +196,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       // characters folder): it said why. One killed (OOM killer, kill -9) is
       // replaced as any dead worker is.
       log.fatal({ worker: worker.id, code }, 'worker failed to start; stopping');
-      stopAll('startup failed', 1);
+      stop.all('startup failed', 1);
       return;
     }
     const now = Date.now();
@@ -219,15 +207,50 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         { crashes: crashes.length, windowMs: CRASH_WINDOW_MS },
         'workers keep dying; stopping',
       );
-      stopAll('crash loop', 1);
+      stop.all('crash loop', 1);
       return;
     }
     log.error({ worker: worker.id, code, signal }, 'worker died; starting another');
     fork();
   });
 
+  process.on('SIGTERM', stop.signal);
+  process.on('SIGINT', stop.signal);
+  log.info(
+    { workers: options.workers, resume: store ? 'primary memory' : 'redis' },
+    'starting workers',
+  );
+  for (let i = 0; i < options.workers; i++) fork();
+}
+
+/**
+ * The primary's stop: asks every worker to drain (one still starting gets
+ * SIGTERM), and exits once all have ended: 0 when each ended cleanly, else 1
+ * (or the code the stop was asked with). Workers still running 5 s past the
+ * grace period are killed; a second signal kills them at once.
+ */
+function primaryStop(o: {
+  live: Map<number, Worker>;
+  ready: Set<number>;
+  graceMs: number;
+  log: Logger;
+}): {
+  readonly stopping: boolean;
+  /** Starts the stop (once), for `reason`; the exit code is at least `code`. */
+  all(reason: string, code?: number): void;
+  /** A worker ended during the stop (`live` no longer holds it). */
+  exited(worker: Worker, code: number | null, signal: string | null): void;
+  /** SIGTERM and SIGINT. */
+  signal(signal: NodeJS.Signals): void;
+} {
+  const { live, ready, log } = o;
+  let stopping = false;
   let exitCode = 0;
-  function stopAll(reason: string, code = 0): void {
+  /** Workers the stop sent SIGTERM while they started: dying of it is their clean end. */
+  const signalledWhileStarting = new Set<number>();
+  let signals = 0;
+  const fresh = signalRepeats();
+  const all = (reason: string, code = 0): void => {
     if (stopping) return;
     stopping = true;
     exitCode = code;
@@ -244,29 +267,38 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       log.warn({}, 'workers still running after the grace period; killing them');
       for (const w of live.values()) w.process.kill('SIGKILL');
       process.exit(exitCode || 1);
-    }, options.graceMs + 5_000).unref();
+    }, o.graceMs + 5_000).unref();
     if (live.size === 0) process.exit(exitCode);
-  }
-
-  let signals = 0;
-  const fresh = signalRepeats();
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (!fresh(signal)) return;
-    signals++;
-    if (signals > 1) {
-      log.warn({ signal }, 'second signal: exiting now');
-      for (const w of live.values()) w.process.kill('SIGKILL');
-      process.exit(1);
-    }
-    stopAll(signal);
   };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  log.info(
-    { workers: options.workers, resume: store ? 'primary memory' : 'redis' },
-    'starting workers',
-  );
-  for (let i = 0; i < options.workers; i++) fork();
+  return {
+    get stopping() {
+      return stopping;
+    },
+    all,
+    exited(worker, code, signal) {
+      const clean = code === 0 || (signal === 'SIGTERM' && signalledWhileStarting.has(worker.id));
+      if (clean) log.info({ worker: worker.id, code, signal }, 'worker stopped');
+      else {
+        // It did not finish its drain (a crash, or killed): the stop was not clean.
+        exitCode ||= 1;
+        log.error({ worker: worker.id, code, signal }, 'worker died while stopping');
+      }
+      if (live.size === 0) {
+        log.info({}, 'all workers stopped');
+        void logsWritten().then(() => process.exit(exitCode));
+      }
+    },
+    signal(signal) {
+      if (!fresh(signal)) return;
+      signals++;
+      if (signals > 1) {
+        log.warn({ signal }, 'second signal: exiting now');
+        for (const w of live.values()) w.process.kill('SIGKILL');
+        process.exit(1);
+      }
+      all(signal);
+    },
+  };
 }
 
 /**
