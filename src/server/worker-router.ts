@@ -103,8 +103,13 @@ interface Entry {
   room: WorkerRoom;
   /** Connections handed to it in all. */
   sent: number;
-  /** When each connection it has not yet said it received was handed to it, oldest first. */
-  untaken: number[];
+  /**
+   * The connections handed to it that it has not yet said it received,
+   * oldest first, and when each was handed. The primary keeps its own copy
+   * of each until then: a worker that dies first (killed, before the
+   * primary saw it exit) never had them, and another worker gets them.
+   */
+  untaken: Array<{ at: number; socket: Socket }>;
   /** When it last reported (the router's clock). */
   heardAt: number;
 }
@@ -131,10 +136,11 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
     for (const e of entries.values()) {
       if (!e.worker.isConnected()) continue;
       const load = Math.max(e.room.sessions, e.room.open ?? 0) + e.untaken.length;
+      const oldest = e.untaken[0]?.at ?? now;
       const score =
         (e.room.refusing ? REFUSING_WEIGHT[e.room.refusing] : 0) +
         (now - e.heardAt > UNRESPONSIVE_MS ? UNRESPONSIVE_WEIGHT : 0) +
-        (now - (e.untaken[0] ?? now) > TAKE_MS ? SLOW_WEIGHT : 0) +
+        (now - oldest > TAKE_MS ? SLOW_WEIGHT : 0) +
         load;
       if (score < bestScore) {
         best = e;
@@ -145,6 +151,7 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
   }
 
   function hand(socket: Socket): void {
+    if (socket.destroyed) return;
     const entry = pick();
     if (!entry) {
       if (waiting.length >= MAX_WAITING) return void socket.destroy();
@@ -152,17 +159,27 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
       return;
     }
     entry.sent++;
-    const handedAt = clock();
-    entry.untaken.push(handedAt);
-    // The primary's copy of the socket is closed once the worker has it.
-    entry.worker.send({ troupe: 'connection' }, socket, (err: Error | null) => {
+    const handed = { at: clock(), socket };
+    entry.untaken.push(handed);
+    // keepOpen: the primary's copy stays open until the worker reports it
+    // received it (Node's own hand-over closes it once sent, and leaves a
+    // connection queued for a worker that died waiting for ever).
+    entry.worker.send({ troupe: 'connection' }, socket, { keepOpen: true }, (err) => {
       if (!err) return;
-      socket.destroy();
-      // Never reached the worker: it will not count it.
+      // Never reached the worker (its channel is gone): it will not count it.
       entry.sent--;
-      const at = entry.untaken.lastIndexOf(handedAt);
+      const at = entry.untaken.indexOf(handed);
       if (at >= 0) entry.untaken.splice(at, 1);
+      drop(entry);
+      hand(socket);
     });
+  }
+
+  /** A worker gone: it takes no more, and what it never said it received goes to the others. */
+  function drop(entry: Entry): void {
+    if (entries.get(entry.worker.id) !== entry) return;
+    entries.delete(entry.worker.id);
+    for (const { socket } of entry.untaken.splice(0)) hand(socket);
   }
 
   const server: Server = createServer({ pauseOnConnect: true }, (socket) => {
@@ -193,15 +210,17 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
       for (const socket of waiting.splice(0)) if (!socket.destroyed) hand(socket);
     },
     remove(worker) {
-      entries.delete(worker.id);
+      const entry = entries.get(worker.id);
+      if (entry) drop(entry);
     },
     report(worker, room) {
       const entry = entries.get(worker.id);
       if (!entry) return;
       entry.room = room;
       entry.heardAt = clock();
-      // The ones it has received were handed to it first.
-      entry.untaken.splice(0, entry.untaken.length - Math.max(0, entry.sent - room.received));
+      // The ones it has received were handed to it first: the primary's copies close.
+      const taken = entry.untaken.length - Math.max(0, entry.sent - room.received);
+      for (const { socket } of entry.untaken.splice(0, taken)) socket.destroy();
     },
     rooms() {
       const now = clock();

@@ -5,15 +5,23 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { openWorkerRouter, TAKE_MS, type WorkerRouter } from '../../src/server/worker-router.js';
 import { within } from '../helpers/wait.js';
 
-/** A stand-in for a cluster worker: records the connections handed to it. */
+/**
+ * A stand-in for a cluster worker: records the connections handed to it.
+ * `channelGone()`: its sends fail from then on, as a dead worker's do.
+ */
 function fakeWorker(id: number) {
   const handed: Socket[] = [];
   const waiters: Array<() => void> = [];
   let connected = true;
+  let gone = false;
   const worker = {
     id,
     isConnected: () => connected,
-    send(_message: unknown, socket: Socket, done: (err: Error | null) => void) {
+    send(_message: unknown, socket: Socket, _options: unknown, done: (err: Error | null) => void) {
+      if (gone) {
+        done(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+        return false;
+      }
       handed.push(socket);
       done(null);
       for (const w of waiters.splice(0)) w();
@@ -24,6 +32,7 @@ function fakeWorker(id: number) {
     worker,
     handed,
     disconnect: () => (connected = false),
+    channelGone: () => (gone = true),
     /** Resolves once it holds `n` connections. */
     holds: (n: number) =>
       within(
@@ -177,6 +186,41 @@ describe('the primary handing connections to workers', () => {
     await dial();
     await a.holds(2);
     expect(b.handed).toHaveLength(0);
+  });
+
+  it('keeps its copy of a connection until the worker says it received it, then closes it', async () => {
+    const [r, a] = await routerWith(2);
+    r.report(a.worker, { sessions: 0, received: 0 });
+    await dial();
+    await a.holds(1);
+    expect(a.handed[0]!.destroyed).toBe(false);
+    r.report(a.worker, { sessions: 0, received: 1, open: 1 });
+    expect(a.handed[0]!.destroyed).toBe(true);
+  });
+
+  it('hands a connection a worker never said it received to another when that worker is gone', async () => {
+    const [r, dying, other] = await routerWith(2);
+    r.report(other.worker, { sessions: 5, received: 0 });
+    await dial();
+    await dial();
+    await dying.holds(2);
+    // Killed before it took them: the primary learns of it only now.
+    r.remove(dying.worker);
+    await other.holds(2);
+    expect(other.handed).toEqual(dying.handed);
+    expect(other.handed.every((s) => !s.destroyed)).toBe(true);
+  });
+
+  it('hands a connection to another worker when the send to its worker fails', async () => {
+    const [r, dead, other] = await routerWith(2);
+    r.report(other.worker, { sessions: 5, received: 0 });
+    dead.channelGone();
+    await dial();
+    await other.holds(1);
+    expect(dead.handed).toHaveLength(0);
+    // The dead one gets nothing more.
+    await dial();
+    await other.holds(2);
   });
 
   it('rejects when the port is taken', async () => {
