@@ -16,6 +16,7 @@ import type { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, Gauge, Registry, type Counter } from 'prom-client';
 import { processMetrics, storeEvictionsCounter } from '../metrics/index.js';
+import { tellWorker } from './tell-worker.js';
 
 /**
  * How long the primary waits for a worker's metrics before it uses the
@@ -119,7 +120,7 @@ export function primaryMetrics(options: {
           resolve(true);
         },
       });
-      worker.send({ troupe: 'collect', id } satisfies MetricsToWorker);
+      tellWorker(worker, { troupe: 'collect', id } satisfies MetricsToWorker);
     });
   }
 

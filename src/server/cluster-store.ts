@@ -23,6 +23,7 @@ import {
   type StoredRecord,
 } from './resume-store.js';
 import { summedLog } from './logger.js';
+import { tellWorker } from './tell-worker.js';
 
 /**
  * How long a claim waits for the worker still running the session to close
@@ -100,7 +101,7 @@ export function primaryStore(options: PrimaryStoreOptions): PrimaryStore {
       };
       const timer = setTimeout(done, HANDOVER_WAIT_MS, undefined);
       handovers.set(id, done);
-      writer.send({ troupe: 'handover', id, key } satisfies StoreToWorker);
+      tellWorker(writer, { troupe: 'handover', id, key } satisfies StoreToWorker);
     });
   const save = (worker: Worker, q: QueuedSave): Promise<SaveResult> => {
     writers.set(q.key, { worker: worker.id, expiresAt: Date.now() + q.ttlS * 1000 });
@@ -117,7 +118,10 @@ export function primaryStore(options: PrimaryStoreOptions): PrimaryStore {
     writers.delete(key);
     if (record === undefined) return undefined;
     if (other && given === undefined) {
-      cluster.workers?.[writer.worker]?.send({ troupe: 'claimed', key } satisfies StoreToWorker);
+      tellWorker(cluster.workers?.[writer.worker], {
+        troupe: 'claimed',
+        key,
+      } satisfies StoreToWorker);
     }
     return given ?? record;
   };

@@ -35,6 +35,7 @@ import type { ClusterView, WorkerState } from './index.js';
 import { listenFailure } from './listener.js';
 import { logsWritten } from './logger.js';
 import { signalRepeats } from './signals.js';
+import { tellWorker } from './tell-worker.js';
 import {
   openWorkerRouter,
   UNRESPONSIVE_MS,
@@ -89,7 +90,7 @@ async function answer(worker: Worker, id: number, work: () => Promise<unknown>):
   } catch (err) {
     reply = { troupe: 'answer', id, error: (err as Error).message };
   }
-  worker.send(reply);
+  tellWorker(worker, reply);
 }
 
 /** Options of {@link runPrimary}. */
@@ -257,7 +258,7 @@ function primaryStop(o: {
     log.info({ reason, workers: live.size }, 'stopping workers');
     for (const w of live.values()) {
       // A worker still starting listens for no request yet, and has no sessions to drain.
-      if (ready.has(w.id)) w.send({ troupe: 'shutdown' } satisfies ToWorker);
+      if (ready.has(w.id)) tellWorker(w, { troupe: 'shutdown' } satisfies ToWorker);
       else {
         signalledWhileStarting.add(w.id);
         w.process.kill('SIGTERM');
