@@ -2,6 +2,7 @@
  * The flags of `npm start` (the server) and `npm run demo`, for their help
  * and unknown-flag messages. The settings themselves are read by src/config/.
  */
+import { DEFAULT_WORKERS } from '../config/defaults.js';
 import { HELP_FLAG, type CommandInfo, type FlagInfo } from './command-line.js';
 
 /** Flags the server takes; each overrides its environment variable. */
@@ -49,7 +50,7 @@ export const SERVER_FLAGS: readonly FlagInfo[] = [
   {
     name: 'workers',
     value: 'N',
-    help: 'server processes: a number, or auto for one per core (WORKERS, default 1)',
+    help: `server processes: a number, or auto for one per core (WORKERS, default ${DEFAULT_WORKERS})`,
   },
 ];
 

@@ -80,6 +80,8 @@ describe('the server flags', () => {
     const text = helpText(START_COMMAND);
     for (const flag of SERVER_FLAGS) expect(text).toMatch(new RegExp(`--${flag.name}\\b.*\\S`));
     expect(text).toContain('docs/configuration.md');
+    // Each default as the settings have it.
+    expect(text).toMatch(/--workers N .*\(WORKERS, default auto\)/);
   });
 });
 
