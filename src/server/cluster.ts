@@ -123,18 +123,18 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   } catch (err) {
     throw listenFailure(options.host, options.port, err as NodeJS.ErrnoException);
   }
-  const started = new Map<number, number>();
   /**
-   * Workers forked and not exited. Not `cluster.workers`: that keeps a worker
+   * Workers forked and not exited, with when each was forked (the
+   * `performance.now()` clock). Not `cluster.workers`: that keeps a worker
    * that exited until its IPC channel has closed too, which can come after
    * its 'exit' — the last worker's 'exit' then found one still there, and the
    * stop waited for the grace period and exited 1.
    */
-  const live = new Map<number, Worker>();
+  const live = new Map<Worker, number>();
   const ready = new Set<number>();
   const stop = primaryStop({ live, ready, graceMs: options.graceMs, log });
   const metrics = primaryMetrics({
-    workers: () => [...live.values()].filter((w) => ready.has(w.id)),
+    workers: () => [...live.keys()].filter((w) => ready.has(w.id)),
     log,
   });
   const store = options.redis
@@ -151,8 +151,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       // Its speech engines' threads are sized by its share of the cores.
       [WORKER_COUNT_VARIABLE]: String(options.workers),
     });
-    started.set(worker.id, performance.now());
-    live.set(worker.id, worker);
+    live.set(worker, performance.now());
     worker.on('message', (m: ToPrimary) => void handle(worker, m));
     return worker;
   };
@@ -174,7 +173,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
         log.info({ workers: ready.size, url: m.url }, 'workers ready');
     } else if (m?.troupe === 'ask') {
       await answer(worker, m.id, async () =>
-        m.what === 'metrics' ? metrics.text(m.waitMs) : workerStates(router, started, live),
+        m.what === 'metrics' ? metrics.text(m.waitMs) : workerStates(router, live),
       );
     } else if (m?.troupe === 'store') {
       await answer(worker, m.id, async () => store?.request(worker, m));
@@ -182,12 +181,11 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
   }
 
   cluster.on('exit', (worker, code, signal) => {
-    live.delete(worker.id);
+    live.delete(worker);
     router.remove(worker);
     store?.forget(worker);
     metrics.retire(worker);
     ready.delete(worker.id);
-    started.delete(worker.id);
     if (stop.stopping) {
       stop.exited(worker, code, signal);
       return;
@@ -231,7 +229,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
  * grace period are killed; a second signal kills them at once.
  */
 function primaryStop(o: {
-  live: Map<number, Worker>;
+  live: Map<Worker, number>;
   ready: Set<number>;
   graceMs: number;
   log: Logger;
@@ -256,7 +254,7 @@ function primaryStop(o: {
     stopping = true;
     exitCode = code;
     log.info({ reason, workers: live.size }, 'stopping workers');
-    for (const w of live.values()) {
+    for (const w of live.keys()) {
       // A worker still starting listens for no request yet, and has no sessions to drain.
       if (ready.has(w.id)) tellWorker(w, { troupe: 'shutdown' } satisfies ToWorker);
       else {
@@ -266,7 +264,7 @@ function primaryStop(o: {
     }
     setTimeout(() => {
       log.warn({}, 'workers still running after the grace period; killing them');
-      for (const w of live.values()) w.process.kill('SIGKILL');
+      for (const w of live.keys()) w.process.kill('SIGKILL');
       process.exit(exitCode || 1);
     }, o.graceMs + 5_000).unref();
     if (live.size === 0) process.exit(exitCode);
@@ -294,7 +292,7 @@ function primaryStop(o: {
       signals++;
       if (signals > 1) {
         log.warn({ signal }, 'second signal: exiting now');
-        for (const w of live.values()) w.process.kill('SIGKILL');
+        for (const w of live.keys()) w.process.kill('SIGKILL');
         process.exit(1);
       }
       all(signal);
@@ -329,17 +327,13 @@ function killStuckWorkers(router: WorkerRouter, log: Logger, stopping: () => boo
  * `shutting_down`, with its sessions. Answered at once: a stuck worker
  * does not hold up a health probe.
  */
-function workerStates(
-  router: WorkerRouter,
-  started: Map<number, number>,
-  live: Map<number, Worker>,
-): WorkerState[] {
+function workerStates(router: WorkerRouter, live: Map<Worker, number>): WorkerState[] {
   const rooms = new Map(router.rooms().map((r) => [r.worker.id, r]));
-  return [...live.values()].map((w): WorkerState => {
+  return [...live].map(([w, forkedAt]): WorkerState => {
     const base = {
       id: w.id,
       pid: w.process.pid,
-      uptime_s: Math.round((performance.now() - (started.get(w.id) ?? 0)) / 1000),
+      uptime_s: Math.round((performance.now() - forkedAt) / 1000),
     };
     const r = rooms.get(w.id);
     if (r === undefined) return { ...base, status: 'starting' };
