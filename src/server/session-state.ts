@@ -37,7 +37,8 @@ export function joinParts(state: unknown, parts: readonly unknown[]): unknown {
 /**
  * A session rebuilt from its stored snapshot (not started: `start()`
  * announces it and its items); throws a SnapshotError when it cannot be.
+ * The session takes `state` as it is (it was parsed from the store for it).
  */
 export function restoreFromSnapshot(state: unknown, options: RestoreInput): Promise<Session> {
-  return restoreSession(state as SessionState, options);
+  return restoreSession(state as SessionState, options, { copy: false });
 }

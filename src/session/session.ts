@@ -144,21 +144,25 @@ export async function createSession(options: SessionOptions): Promise<Session> {
  * Rebuilds a session from its snapshot (in this process or another): same
  * id, character, variant, system prompt, settings, items and state; the next
  * LLM request is the one the original would have sent. Call `start()` to
- * announce it to the (reconnected) client.
+ * announce it to the (reconnected) client. The snapshot is copied unless
+ * `copy` is false: then it must be the caller's to give (parsed for this).
  *
  * @example
- * const session = await restoreSession(JSON.parse(stored), { characters, llm, settings, send, log });
+ * const session = await restoreSession(JSON.parse(stored), { characters, llm, settings, send, log }, { copy: false });
  */
 export async function restoreSession(
   snapshot: SessionState,
   options: RestoreOptions,
+  { copy = true }: { copy?: boolean } = {},
 ): Promise<Session> {
   if (snapshot?.version !== SNAPSHOT_VERSION) {
     throw new SnapshotError(
       `Session snapshot version ${String(snapshot?.version)} cannot be restored; this server reads version ${SNAPSHOT_VERSION}.`,
     );
   }
-  const state = structuredClone(snapshot);
+  // The session takes the state as its own: a copy, unless the caller gives
+  // it up (a snapshot just parsed from a store, used by nothing else).
+  const state = copy ? structuredClone(snapshot) : snapshot;
   const character = options.characters.get(state.character);
   if (!character) {
     throw new SnapshotError(

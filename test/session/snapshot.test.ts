@@ -191,6 +191,23 @@ describe('session snapshots', () => {
     restored.close();
   });
 
+  it('takes a snapshot given up to it (copy: false) as its own state, without a copy', async () => {
+    const original = await open('weather');
+    await play(original, userTurn("What's the weather in Glasgow?"));
+    const given = JSON.parse(JSON.stringify(original.snapshot())) as SessionState;
+    const expected = structuredClone(given);
+    const restored = await restoreSession(given, options([]), { copy: false });
+    expect(restored.snapshot()).toEqual(expected);
+    // The state given up is the session's own now: it moved the conversation out of it.
+    expect(given.conversation).toBeNull();
+    // By default it is a copy: the caller's snapshot is left as it was.
+    const copied = await restoreSession(expected, options([]));
+    expect(expected).toEqual(restored.snapshot());
+    original.close();
+    restored.close();
+    copied.close();
+  });
+
   it('keeps a client call awaiting output, which the restored session then takes', async () => {
     const getTime = { ...clientTool, name: 'get_time', description: 'The time where the user is' };
     const sent: ServerEvent[] = [];
