@@ -144,8 +144,7 @@ async function holdConversations(): Promise<{
         if (writes === wrote && latest.size === 0) throw new Error('nothing was written');
         const held = [...latest.values()].at(-1)!;
         const record = JSON.parse(held.head) as { state: SessionState };
-        const parts = held.parts.map((p) => JSON.parse(p) as unknown);
-        states.set(t, joinParts(record.state, parts) as SessionState);
+        states.set(t, joinParts(record.state, held.parts) as SessionState);
       }
     }
     const measured = writes - before;

@@ -41,8 +41,9 @@ export interface SessionStateSource {
   /**
    * The same as JSON text in parts: `head`, the state less its parts, and
    * `parts`, pieces that mostly grow at the end (a conversation's turns),
-   * so a write sends only those that changed. A claim hands them back
-   * parsed, in order (`ClaimResult.parts`), for the caller to put back.
+   * so a write sends only those that changed. A claim hands them back as
+   * written, in order (`ClaimResult.parts`), for the caller to parse and put
+   * back.
    */
   snapshotParts?(): { head: string; parts: string[] };
 }
@@ -77,7 +78,7 @@ export type ResumeFailure =
 
 /** A claimed conversation, or why there is none. */
 export type ClaimResult =
-  | { ok: true; sessionId: string; state: unknown; parts: unknown[] }
+  | { ok: true; sessionId: string; state: unknown; parts: string[] }
   | { ok: false; reason: ResumeFailure; message: string };
 
 /** A session's link to the store. */
@@ -584,11 +585,12 @@ function holdSession(
   };
 }
 
-function parseRecord(raw: StoredRecord): (ResumeRecord & { parts: unknown[] }) | undefined {
+/** The record's head parsed; its parts stay text (the caller parses them as it restores). */
+function parseRecord(raw: StoredRecord): (ResumeRecord & { parts: string[] }) | undefined {
   try {
     const r = JSON.parse(raw.head) as Partial<ResumeRecord>;
     if (r?.v !== RECORD_VERSION || typeof r.session !== 'string') return undefined;
-    return { ...(r as ResumeRecord), parts: raw.parts.map((p) => JSON.parse(p) as unknown) };
+    return { ...(r as ResumeRecord), parts: raw.parts };
   } catch {
     return undefined;
   }

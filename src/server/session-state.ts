@@ -9,6 +9,7 @@ import {
   type Session,
   type SessionState,
 } from '../session/session.js';
+import { parseGroup } from '../session/history.js';
 import type { SessionStateSource } from './resume.js';
 
 /** What restoring needs: a session's options, less what the snapshot holds. */
@@ -24,13 +25,17 @@ export function sessionStateSource(session: Session): SessionStateSource {
   };
 }
 
-/** A stored state with its parts put back (`Session.snapshotParts`): the history's groups. */
-export function joinParts(state: unknown, parts: readonly unknown[]): unknown {
+/**
+ * A stored state with its parts put back (`Session.snapshotParts`): the
+ * history's groups, parsed from their JSON (which the restored history keeps
+ * as theirs). Throws when a part is not JSON.
+ */
+export function joinParts(state: unknown, parts: readonly string[]): unknown {
   if (parts.length === 0) return state;
   const s = state as SessionState;
   const history = s?.conversation?.history;
   if (history === undefined || !Array.isArray(history.groups)) return state;
-  history.groups = parts as SessionState['conversation']['history']['groups'];
+  history.groups = parts.map(parseGroup);
   return s;
 }
 

@@ -24,6 +24,21 @@ export interface TrimResult {
   droppedIds: string[];
 }
 
+/** Groups read back from their stored JSON ({@link parseGroup}), with that JSON. */
+const readFrom = new WeakMap<HistoryGroup, string>();
+
+/**
+ * A group parsed from its stored JSON (one of {@link History.groupsJson}).
+ * A history made from it ({@link History.fromState}) keeps that text as the
+ * group's JSON, so a restored conversation's first save serialises none of
+ * its groups again.
+ */
+export function parseGroup(json: string): HistoryGroup {
+  const group = JSON.parse(json) as HistoryGroup;
+  if (typeof group === 'object' && group !== null) readFrom.set(group, json);
+  return group;
+}
+
 /** Items and messages of one conversation. */
 export class History {
   #groups: HistoryGroup[] = [];
@@ -68,7 +83,12 @@ export class History {
     const history = new History();
     history.#groups = state.groups;
     history.#places = undefined;
-    for (const g of state.groups) history.#indexGroup(g, g.items, g.messages);
+    for (const g of state.groups) {
+      history.#indexGroup(g, g.items, g.messages);
+      // The text it was parsed from is its JSON: it has not changed since.
+      const json = readFrom.get(g);
+      if (json !== undefined) history.#json.set(g, json);
+    }
     for (const s of state.singles) {
       const message = state.groups[s.group]?.messages[s.message];
       if (message) history.#single.set(s.item, message);

@@ -364,7 +364,8 @@ describe('resume tokens', () => {
       ok: true,
       sessionId: 'sess_p',
       state: { settings: 1 },
-      parts: [{ turn: 0 }, { turn: 1 }, { turn: 2, cut: true }, { turn: 3 }],
+      // As written: the caller parses them as it restores.
+      parts: ['{"turn":0}', '{"turn":1}', '{"turn":2,"cut":true}', '{"turn":3}'],
     });
   });
 
@@ -452,6 +453,41 @@ describe('the resume handshake', () => {
       1,
     );
     expect(metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'not_found' })).toBe(1);
+  });
+
+  it('answers a record whose turn is not JSON with a fresh session and says it could not be restored', async () => {
+    // A store that gives back one turn damaged (a store written by hand, a bad copy).
+    const inner = createMemoryResumeStore({ readsLive: false });
+    const store: ResumeStore = {
+      ...inner,
+      kind: 'memory',
+      async claim(key, ttlS) {
+        const record = await inner.claim(key, ttlS);
+        return record && { ...record, parts: record.parts.map((p, i) => (i === 0 ? '{"ite' : p)) };
+      },
+    };
+    t = await startTestServer({ resumeStore: store });
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const created = await first.next('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    say(first, 'Hello there!');
+    expect((await first.next('response.done')).response).toMatchObject({ status: 'completed' });
+    await first.close();
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    const error = await again.next('error');
+    expect(error.error).toMatchObject({ code: 'resume_failed', param: 'resume' });
+    expect((error.error as { message: string }).message).toMatch(
+      /could not be restored: .*JSON.* A new session was started/,
+    );
+    // The fresh session works.
+    say(again, 'Hello again!');
+    expect((await again.next('response.done')).response).toMatchObject({ status: 'completed' });
+    await again.close();
+    const metrics = await scrape(t.url);
+    expect(
+      metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'restore_failed' }),
+    ).toBe(1);
   });
 
   it('keeps sessions working with Redis down, says degraded on /health and counts the errors', async () => {

@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChatMessage } from '../../src/llm/chunk.js';
 import { estimateTokens } from '../../src/llm/token-estimate.js';
-import { History } from '../../src/session/history.js';
+import { History, parseGroup } from '../../src/session/history.js';
 import type { Item } from '../../src/session/events.js';
 
 const text = (id: string, role: 'user' | 'assistant', body: string): Item => ({
@@ -453,6 +453,36 @@ describe('History.groupsJson', () => {
     expect(after).toEqual(fresh(h));
     expect(after[0]).toContain('"transcript":"a long"');
     expect(after[1]).toBe(before[1]);
+  });
+
+  it('keeps the JSON a restored group was parsed from, until the group changes', () => {
+    const h = new History();
+    addTurn(h, 1);
+    addToolTurn(h, 2);
+    const stored = h.groupsJson();
+    const state = JSON.parse(JSON.stringify(h.toState())) as ReturnType<History['toState']>;
+    const restored = History.fromState({ ...state, groups: stored.map(parseGroup) });
+    const stringify = vi.spyOn(JSON, 'stringify');
+    History.verifyJson = false;
+    try {
+      // Its first save serialises no group again: the text it came from is its JSON.
+      expect(restored.groupsJson()).toEqual(stored);
+      expect(stringify).not.toHaveBeenCalled();
+    } finally {
+      History.verifyJson = true;
+      stringify.mockRestore();
+    }
+    expect(restored.groupsJson()).toEqual(fresh(restored));
+    addTurn(restored, 3);
+    restored.addItems(
+      restored.toState().groups[0]!,
+      [text('a1b', 'assistant', 'and more')],
+      [{ role: 'assistant', content: 'and more' }],
+    );
+    expect(restored.groupsJson()).toEqual(fresh(restored));
+    expect(restored.groupsJson()[0]).toContain('and more');
+    expect(restored.groupsJson()[1]).toBe(stored[1]);
+    expect(History.staleJson).toEqual([]);
   });
 
   it('notes a stale group when verifying, and gives the fresh JSON', () => {
