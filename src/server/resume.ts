@@ -52,7 +52,11 @@ export interface SessionStateSource {
 export interface ResumeMetrics {
   /** Store failures, by operation (save, claim, connection). */
   storeErrors: Counter<'op'>;
-  /** Resume attempts by outcome (resumed, or why not). */
+  /**
+   * Resume attempts by outcome: why a claim failed (counted here), or, for
+   * a claim that gave a record, `resumed` or `restore_failed` (counted by
+   * the caller once it has restored the session or could not).
+   */
   attempts: Counter<'outcome'>;
   /** Time of one store write. */
   saveSeconds: Histogram;
@@ -367,7 +371,7 @@ async function claimRecord(
       message: 'The resume token was issued under another auth token; a new session was started.',
     };
   }
-  outcome('resumed');
+  // Counted as resumed by the caller once the session is restored (or as restore_failed).
   return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
 }
 

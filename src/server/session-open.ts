@@ -118,6 +118,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       const state = joinParts(claimed.state, claimed.parts);
       const session = await restoreFromSnapshot(state, { ...common, log: sessionLog });
       adopt({ id: claimed.sessionId, log: sessionLog });
+      metrics.scale.attempts.inc({ outcome: 'resumed' });
       sessionLog.info({}, 'session resumed');
       return session;
     } catch (err) {

@@ -484,10 +484,12 @@ describe('the resume handshake', () => {
     say(again, 'Hello again!');
     expect((await again.next('response.done')).response).toMatchObject({ status: 'completed' });
     await again.close();
+    // One attempt, one outcome: not also counted as resumed.
     const metrics = await scrape(t.url);
     expect(
       metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'restore_failed' }),
     ).toBe(1);
+    expect(metricValue(metrics, 'troupe_resume_attempts_total', { outcome: 'resumed' })).toBe(0);
   });
 
   it('keeps sessions working with Redis down, says degraded on /health and counts the errors', async () => {
