@@ -16,6 +16,16 @@ import { summedLog } from './logger.js';
 import type { RealtimeEndpoint } from './realtime.js';
 
 /**
+ * How many connections the kernel keeps waiting for the server to take
+ * (capped by the system's `net.core.somaxconn`). Node takes one per turn of
+ * its event loop, so when a busy server gets a burst (the clients of an
+ * instance that died, reconnecting at once) they wait here; past this queue
+ * the kernel drops their handshakes, and they stall for seconds on TCP's
+ * retries. Node's own default is 511.
+ */
+export const LISTEN_BACKLOG = 4096;
+
+/**
  * Node's request timeouts for `HANDSHAKE_TIMEOUT_S`: a connection that has
  * not sent a whole request by then (nothing at all, or half its headers) gets
  * 408 and is closed. Node checks its connections every
@@ -91,7 +101,10 @@ export async function listen(
     server.once('error', (err: NodeJS.ErrnoException) =>
       reject(listenFailure(config.server.host, config.server.port, err)),
     );
-    server.listen(config.server.port, config.server.host, resolve);
+    server.listen(
+      { port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG },
+      resolve,
+    );
   });
   return server;
 }

@@ -18,6 +18,7 @@
 import type { Worker } from 'node:cluster';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { LISTEN_BACKLOG } from './listener.js';
 
 /** Connections that may wait for a worker (none ready yet, or all replaced at once). */
 const MAX_WAITING = 1024;
@@ -189,7 +190,7 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host, () => {
+    server.listen({ port: options.port, host: options.host, backlog: LISTEN_BACKLOG }, () => {
       server.off('error', reject);
       resolve();
     });

@@ -2,6 +2,8 @@
  * HTTP helpers for server tests: plain requests (with a CA for https) and
  * reading values out of a Prometheus exposition.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { Socket } from 'node:net';
@@ -223,4 +225,17 @@ export function statusLine(socket: Socket): Promise<string> {
     };
     socket.on('data', onData);
   });
+}
+
+/**
+ * How many connections the kernel keeps waiting on the listening socket of
+ * `port` on 127.0.0.1 (`ss`'s Send-Q for a socket in LISTEN), and the most
+ * it allows (`net.core.somaxconn`).
+ */
+export function listenQueue(port: number): { backlog: number; cap: number } {
+  const line = execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' }).trim();
+  const fields = line.split(/\s+/);
+  if (fields[0] !== 'LISTEN') throw new Error(`ss: no listening socket on port ${port}: ${line}`);
+  const cap = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+  return { backlog: Number(fields[2]), cap };
 }

@@ -9,9 +9,25 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CLIENT_ERROR_LOG_MS,
   clientErrorReason,
+  LISTEN_BACKLOG,
   tallyClientErrors,
   type ClientErrorReason,
 } from '../../src/server/listener.js';
+import { listenQueue } from '../helpers/http.js';
+import { startTestServer } from '../helpers/server.js';
+
+describe('the listening socket', () => {
+  it("keeps a burst of connections waiting in a queue deeper than Node's 511", async () => {
+    const t = await startTestServer();
+    try {
+      const { backlog, cap } = listenQueue(Number(new URL(t.url).port));
+      expect(backlog).toBe(Math.min(LISTEN_BACKLOG, cap));
+      if (cap > 511) expect(backlog).toBeGreaterThan(511);
+    } finally {
+      await t.close();
+    }
+  });
+});
 
 describe('clientErrorReason', () => {
   it('names the deadline, the headers past the limit, and any other bad request', () => {

@@ -2,7 +2,9 @@ import type { Worker } from 'node:cluster';
 import { connect, type Socket } from 'node:net';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LISTEN_BACKLOG } from '../../src/server/listener.js';
 import { openWorkerRouter, TAKE_MS, type WorkerRouter } from '../../src/server/worker-router.js';
+import { listenQueue } from '../helpers/http.js';
 import { within } from '../helpers/wait.js';
 
 /**
@@ -91,6 +93,12 @@ async function routerWith(
 }
 
 describe('the primary handing connections to workers', () => {
+  it("keeps a burst of connections waiting in a queue deeper than Node's 511", async () => {
+    const [r] = await routerWith(2);
+    const { backlog, cap } = listenQueue(r.port);
+    expect(backlog).toBe(Math.min(LISTEN_BACKLOG, cap));
+  });
+
   it('hands each to the worker with the fewest sessions, counting those not yet reported', async () => {
     const [r, a, b] = await routerWith(2);
     r.report(a.worker, { sessions: 3, received: 0 });
