@@ -301,6 +301,12 @@ class SessionClient {
     // A resumed session is the same user: counted once, when it first opened.
     if (this.#resume === undefined) ctx.opened();
     const spoken = ctx.speech !== undefined;
+    if (this.#resume && !spoken) {
+      // A resumed conversation is announced before the server answers the
+      // client's first event: its items are all here once this is answered.
+      this.#send({ type: 'session.update', session: {} });
+      await Promise.race([this.#await('session.updated'), lost]);
+    }
     if (spoken) {
       this.#send({
         type: 'session.update',
@@ -325,8 +331,9 @@ class SessionClient {
       this.turn = t;
       const line = (index + t) % CONVERSATION.length;
       // The line of a turn cut by the reconnection, when the resumed
-      // conversation has it (announced again, right after session.created):
-      // only the reply is asked for again. Else the line is sent again.
+      // conversation has it (announced again, before the answer to the first
+      // session.update): only the reply is asked for again. Else the line is
+      // sent again.
       this.asked =
         t === firstTurn && askedAlready && this.#lastUserLine === CONVERSATION[line]!.user;
       await Promise.race([this.#playTurn(line), lost]);

@@ -47,6 +47,12 @@ export function openCharacter(
   });
 }
 
+/**
+ * How long a restored session's items wait for the client's first event
+ * before they are announced anyway (see {@link ConversationSession.start}).
+ */
+export const RESTORED_ITEMS_WAIT_MS = 100;
+
 /** The session state a new conversation starts from (its conversation comes with the greeting). */
 export type OpeningState = Omit<SessionState, 'conversation'> & {
   conversation: SessionState['conversation'] | null;
@@ -76,6 +82,8 @@ export class ConversationSession implements Session {
   readonly #resumed: SessionState['background'] | undefined;
   /** Background outcomes in history that no response has started since (the follow-up tells them). */
   #untold = 0;
+  /** A restored session's announcement, waiting for the client's first event (or its timer). */
+  #restoredWait: NodeJS.Timeout | undefined;
 
   constructor(
     options: SessionOptions,
@@ -141,8 +149,23 @@ export class ConversationSession implements Session {
 
   start(): void {
     this.#send({ type: 'session.created', session: this.#sessionObject() });
+    if (this.#resumed === undefined) {
+      this.#conversation.announce();
+      return;
+    }
+    // A restored conversation is announced once the client has sent its
+    // first event (or after a short wait), not in the same breath as the
+    // handshake: the Agents SDK empties its history when its connect()
+    // returns, which wiped items that arrived with the upgrade's answer.
+    this.#restoredWait = setTimeout(() => this.#announceRestored(), RESTORED_ITEMS_WAIT_MS);
+  }
+
+  /** A restored session's items, then its background calls (once). */
+  #announceRestored(): void {
+    if (this.#restoredWait === undefined || this.#resumed === undefined) return;
+    clearTimeout(this.#restoredWait);
+    this.#restoredWait = undefined;
     this.#conversation.announce();
-    if (this.#resumed === undefined) return;
     const parked = this.#o.handover?.claim(this.id);
     resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }
@@ -183,6 +206,8 @@ export class ConversationSession implements Session {
   close(options: { final?: boolean } = {}): void {
     if (this.#closed) return;
     this.#closed = true;
+    clearTimeout(this.#restoredWait);
+    this.#restoredWait = undefined;
     this.#queue.close();
     // A resume in this process takes over the calls still running; otherwise they stop.
     if (this.#o.handover && !options.final && this.#background.running > 0) {
@@ -196,6 +221,8 @@ export class ConversationSession implements Session {
 
   async handle(event: ClientEvent, receivedAt = performance.now()): Promise<void> {
     if (this.#closed) return;
+    // The client has its items before anything it sends is answered.
+    this.#announceRestored();
     const eventId = event.event_id ?? null;
     try {
       const problem = await this.#route(event, eventId, receivedAt);

@@ -4,7 +4,7 @@
  * audio settings), against a Troupe server: its own tools, a character's
  * server tools, audio out and its history, with no error on either side.
  */
-import { RealtimeAgent, tool } from '@openai/agents-realtime';
+import { RealtimeAgent, tool, type RealtimeItem } from '@openai/agents-realtime';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
@@ -146,6 +146,28 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     );
     expect(answers).toEqual([]);
     expect(client.audioBytes()).toBeGreaterThan(0);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+
+  it('gets a resumed conversation back in its history, and goes on from it', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    client.session.sendMessage("What's the weather in Glasgow?");
+    await client.historyWhere('the first reply', (h) => hasReply(h, 'celsius or fahrenheit'));
+    const created = await client.nextReceived('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    client.close();
+    // The SDK empties its history as its connect() returns: the conversation
+    // is announced after that, not with the handshake's answer.
+    client = await connectSdk(t, clockAgent([]), `character=weather&resume=${token}`);
+    const asked = (h: RealtimeItem[]) =>
+      h.some((i) => i.type === 'message' && i.role === 'user' && itemText(i).includes('Glasgow'));
+    await client.historyWhere('the resumed items', (h) => asked(h) && hasReply(h, 'celsius or'));
+    client.session.sendMessage('Celsius, please.');
+    const history = await client.historyWhere('the reply after the resume', (h) =>
+      hasReply(h, '°C and'),
+    );
+    expect(asked(history)).toBe(true);
     expect(serverErrors(client)).toEqual([]);
     expect(client.errors).toEqual([]);
   });

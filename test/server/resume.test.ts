@@ -563,6 +563,37 @@ describe('resuming a conversation', () => {
     await again.close();
   });
 
+  it("announces the items before it answers the client's first event, or after a short wait", async () => {
+    t = await startTestServer();
+    const first = await connect(`${t.wsUrl}?character=plain`);
+    const token = tokenOf(await first.next('session.created'));
+    say(first, 'My name is Ada.');
+    await first.next('response.done');
+    await first.close();
+
+    // A client that sends at once (as the Agents SDK does on connect).
+    const eager = await connect(`${t.wsUrl}?resume=${token}`);
+    const created = await eager.next('session.created');
+    eager.send({ type: 'session.update', session: {} });
+    await eager.next('session.updated');
+    const types = eager.events.map((e) => e.type);
+    const added = types.filter((type) => type === 'conversation.item.added').length;
+    // The greeting, the line and the reply, all before the answer.
+    expect(added).toBe(3);
+    expect(types.lastIndexOf('conversation.item.added')).toBeLessThan(
+      types.indexOf('session.updated'),
+    );
+    await eager.close();
+
+    // A client that sends nothing gets them too.
+    const quiet = await connect(`${t.wsUrl}?resume=${tokenOf(created)}`);
+    await quiet.next('session.created');
+    await quiet.next('conversation.item.added', (e) =>
+      JSON.stringify(e.item).includes('My name is Ada.'),
+    );
+    await quiet.close();
+  });
+
   it('keeps what was said of a reply cut by the dropped connection', async () => {
     t = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
     const first = await connect(`${t.wsUrl}?character=plain`);
