@@ -473,6 +473,8 @@ describe('the resume handshake', () => {
     say(first, 'Hello there!');
     expect((await first.next('response.done')).response).toMatchObject({ status: 'completed' });
     await first.close();
+    // Closed on the server too: the claim reads the store, not the live session.
+    await t.waitForLog('session closed');
     const again = await connect(`${t.wsUrl}?resume=${token}`);
     await again.next('session.created');
     const error = await again.next('error');
