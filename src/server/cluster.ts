@@ -249,6 +249,9 @@ function primaryStop(o: {
   const signalledWhileStarting = new Set<number>();
   let signals = 0;
   const fresh = signalRepeats();
+  const killAll = (): void => {
+    for (const w of live.keys()) w.process.kill('SIGKILL');
+  };
   const all = (reason: string, code = 0): void => {
     if (stopping) return;
     stopping = true;
@@ -264,7 +267,7 @@ function primaryStop(o: {
     }
     setTimeout(() => {
       log.warn({}, 'workers still running after the grace period; killing them');
-      for (const w of live.keys()) w.process.kill('SIGKILL');
+      killAll();
       process.exit(exitCode || 1);
     }, o.graceMs + 5_000).unref();
     if (live.size === 0) process.exit(exitCode);
@@ -292,7 +295,7 @@ function primaryStop(o: {
       signals++;
       if (signals > 1) {
         log.warn({ signal }, 'second signal: exiting now');
-        for (const w of live.keys()) w.process.kill('SIGKILL');
+        killAll();
         process.exit(1);
       }
       all(signal);

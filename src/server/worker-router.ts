@@ -208,7 +208,7 @@ export async function openWorkerRouter(options: WorkerRouterOptions): Promise<Wo
         untaken: [],
         heardAt: clock(),
       });
-      for (const socket of waiting.splice(0)) if (!socket.destroyed) hand(socket);
+      for (const socket of waiting.splice(0)) hand(socket);
     },
     remove(worker) {
       const entry = entries.get(worker.id);
