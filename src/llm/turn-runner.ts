@@ -32,7 +32,7 @@ import {
 } from './prompt-tools.js';
 import { RoundReader } from './round-reader.js';
 import { estimateRoundUsage } from './token-estimate.js';
-import { TurnState, epochNow } from './turn-state.js';
+import { TurnState, epochNow, type TurnProgress } from './turn-state.js';
 
 /** Options of {@link runTurn}. */
 export interface TurnOptions {
@@ -101,6 +101,12 @@ export interface TurnOptions {
    * turn as failed, as a broken stream does.
    */
   onTextDelta?: (event: Extract<TurnEvent, { type: 'text.delta' }>) => void;
+  /**
+   * Handed the turn's running state once, as the turn starts: what it has
+   * said and added so far can be read while it runs (a checkpoint of a reply
+   * under way). Read only.
+   */
+  onStart?: (turn: TurnProgress) => void;
 }
 
 /** Token counts of a turn, summed over its requests. */
@@ -197,6 +203,7 @@ export { epochNow } from './turn-state.js';
 export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, TurnSummary> {
   const { llm, toolset, signal } = options;
   const turn = new TurnState(options.onTextDelta);
+  options.onStart?.(turn);
   const toolMode = options.toolMode ?? llm.toolMode ?? 'native';
   const legacy = (options.toolFormat ?? llm.toolFormat) === 'functions';
   const maxToolRounds = options.maxToolRounds ?? DEFAULT_MAX_TOOL_ROUNDS;
@@ -298,7 +305,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       yield { type: 'tool_call.done', round, call };
     }
     // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
-    turn.added.push(assistantMessage(calls, filter ? done.text : turn.roundText, toolMode, legacy));
+    turn.keepCalls(assistantMessage(calls, filter ? done.text : turn.roundText, toolMode, legacy));
 
     // Client-side calls go back to the client; the round's server-side calls still run.
     const serverIdx = calls.flatMap((c, i) => (clientNames.has(c.name) ? [] : [i]));
@@ -317,7 +324,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     }
     const ordered = await Promise.all(results);
     turn.toolCalls.push(...ordered);
-    turn.added.push(...toolResultMessages(ordered, toolMode, legacy));
+    turn.keepResults(toolResultMessages(ordered, toolMode, legacy));
     turn.toolRounds++;
     yield { type: 'round.end', round, finishReason: done.finishReason, toolCalls: calls.length };
     if (turn.clientCalls.length > 0 || options.endTurn?.()) {

@@ -20,8 +20,13 @@ export function epochNow(): number {
 
 type TextDelta = Extract<TurnEvent, { type: 'text.delta' }>;
 
+/** What a turn under way can tell of itself (see `TurnOptions.onStart`). */
+export interface TurnProgress {
+  soFar(): ChatMessage[] | undefined;
+}
+
 /** What one turn has made so far. */
-export class TurnState {
+export class TurnState implements TurnProgress {
   /** Text of the round under way. */
   roundText = '';
   ttftMs: number | null = null;
@@ -36,6 +41,10 @@ export class TurnState {
   usageEstimated = false;
   /** Text of the rounds before this one. */
   #earlier = '';
+  /** This round's text is in {@link added} already (with its calls, or as the last round's reply). */
+  #roundKept = false;
+  /** This round's calls are in {@link added}, their results not yet. */
+  #callsOpen = false;
   readonly #started = performance.now();
   readonly #onText: ((event: TextDelta) => void) | undefined;
 
@@ -53,6 +62,7 @@ export class TurnState {
   startRound(): RoundTiming {
     this.#earlier += this.roundText;
     this.roundText = '';
+    this.#roundKept = false;
     const timing: RoundTiming = {
       requestAt: epochNow(),
       firstTokenAt: null,
@@ -80,6 +90,31 @@ export class TurnState {
   /** The round's text, if any, as the assistant message history keeps. */
   keepRoundText(): void {
     if (this.roundText !== '') this.added.push({ role: 'assistant', content: this.roundText });
+    this.#roundKept = true;
+  }
+
+  /** The round's assistant message that makes its calls (their results follow, {@link keepResults}). */
+  keepCalls(message: ChatMessage): void {
+    this.added.push(message);
+    this.#roundKept = true;
+    this.#callsOpen = true;
+  }
+
+  /** The results of the round's calls. */
+  keepResults(messages: readonly ChatMessage[]): void {
+    this.added.push(...messages);
+    this.#callsOpen = false;
+  }
+
+  /**
+   * The messages the turn would leave in history if it were cut now: those
+   * added so far and the round's text. Undefined while the round's calls
+   * run (a call without its result is not a history the model can read).
+   */
+  soFar(): ChatMessage[] | undefined {
+    if (this.#callsOpen) return undefined;
+    if (this.#roundKept || this.roundText === '') return this.added.slice();
+    return [...this.added, { role: 'assistant', content: this.roundText }];
   }
 
   summarize(status: TurnSummary['status'], reason?: TurnEndReason): TurnSummary {

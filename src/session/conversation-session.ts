@@ -106,6 +106,7 @@ export class ConversationSession implements Session {
         content: this.#content,
         responseLastItemId: () => this.#queue.active?.lastItemId?.(),
         responseHas: (itemId) => this.#queue.active?.findItem?.(itemId) !== undefined,
+        responseCheckpoint: () => this.#queue.active?.checkpoint?.(),
       },
       state.conversation ?? undefined,
     );

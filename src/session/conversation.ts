@@ -32,6 +32,7 @@ import {
   toChatMessage,
 } from './items.js';
 import { callMessage, MISSING_OUTPUT, outputMessages } from './response-input.js';
+import type { ReplyCheckpoint } from './response-writer.js';
 import type { ConversationState } from './session-state.js';
 
 /**
@@ -54,6 +55,8 @@ export interface ConversationOptions {
   responseLastItemId: () => string | null | undefined;
   /** Whether the running response has an item of this id. */
   responseHas: (itemId: string) => boolean;
+  /** The running response as history would keep it if it were cut now, if it has said anything. */
+  responseCheckpoint?: () => (ReplyCheckpoint & { group: HistoryGroup }) | undefined;
 }
 
 /** A client-side call awaiting output, and the assistant message that made it. */
@@ -93,6 +96,7 @@ export class Conversation {
       const owner = p.owner ? this.#history.messageAt(p.owner) : undefined;
       this.#pending.set(p.callId, { name: p.name, owner });
     }
+    if (state.reply) this.#restoreReply(state.reply);
     if (state.greeting) {
       const item = this.#history.find(state.greeting.itemId);
       const message = this.#history.messageOf(state.greeting.itemId);
@@ -112,11 +116,28 @@ export class Conversation {
       });
     }
     const g = this.#greeting;
-    return {
+    const state: ConversationState = {
       history: this.#history.toState(),
       pendingCalls,
       greeting: g ? { itemId: g.item.id, spoken: this.#greetingSpoken } : null,
     };
+    const reply = this.#o.responseCheckpoint?.();
+    const group = reply ? this.#history.groupIndex(reply.group) : -1;
+    if (reply && group !== -1) {
+      state.reply = { group, messages: reply.messages, items: reply.items };
+    }
+    return state;
+  }
+
+  /** A reply that was under way when the state was written joins history as cut there. */
+  #restoreReply(reply: NonNullable<ConversationState['reply']>): void {
+    const group = this.#history.groupAt(reply.group);
+    if (!group || !Array.isArray(reply.items) || !Array.isArray(reply.messages)) {
+      throw new Error(
+        `its reply under way names exchange ${String(reply.group)}, which the conversation does not have.`,
+      );
+    }
+    this.#history.addItems(group, reply.items, reply.messages);
   }
 
   get items(): Item[] {

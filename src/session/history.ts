@@ -251,6 +251,16 @@ export class History {
     return this.#groups.at(-1) ?? this.startGroup();
   }
 
+  /** A group's place among the groups; -1 when it is not one of them (trimmed away). */
+  groupIndex(group: HistoryGroup): number {
+    return this.#groups.lastIndexOf(group);
+  }
+
+  /** The group at a place ({@link groupIndex}), if there is one. */
+  groupAt(index: number): HistoryGroup | undefined {
+    return this.#groups[index];
+  }
+
   /** Starts a new group (a user message begins one). */
   startGroup(): HistoryGroup {
     const group: HistoryGroup = { items: [], messages: [] };

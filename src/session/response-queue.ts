@@ -4,6 +4,8 @@
  */
 import type { SpeechOutput } from './speech-output.js';
 import type { Item } from './events.js';
+import type { HistoryGroup } from './history.js';
+import type { ReplyCheckpoint } from './response-writer.js';
 
 /**
  * Where a response comes from: a client's `response.create`, the greeting, a
@@ -32,6 +34,12 @@ export interface RunningResponse {
   lastItemId?: () => string | null;
   /** One of its output items by id, before history takes them (`conversation.item.retrieve`). */
   findItem?: (id: string) => { item: Item; previous_item_id: string | null } | undefined;
+  /**
+   * Itself as history would keep it if it were cut now, with the exchange it
+   * joins (a resume store's checkpoint); undefined when it has said nothing
+   * yet or once history has taken it.
+   */
+  checkpoint?: () => (ReplyCheckpoint & { group: HistoryGroup }) | undefined;
   /** Its speech, when it speaks. */
   speech?: SpeechOutput;
   /** Why it was stopped, when it was. */

@@ -24,8 +24,9 @@ import {
   toDescription,
 } from './items.js';
 import type { RunningResponse } from './response-queue.js';
-import { doneResponse, recordResponse } from './response-report.js';
-import { FillerTimers, ResponseWriter } from './response-writer.js';
+import { doneResponse, recordResponse, type ResponseOutcome } from './response-report.js';
+import { watchReply } from './reply-checkpoints.js';
+import { FillerTimers, ResponseWriter, type SpokenEntry } from './response-writer.js';
 import type { SessionConfig } from './session-settings.js';
 import { speakPart, type SpeechPlace } from './speech-output.js';
 import { keepHeard, voiceTimings, type VoiceOutput } from './voice-output.js';
@@ -38,6 +39,12 @@ export interface SessionSettings {
   maxToolRounds: number;
   /** History budget in estimated tokens. @defaultValue 6000 */
   contextTokens: number;
+  /**
+   * How often a reply under way is written to the resume store, at most
+   * (a store outside the process: the primary's, Redis); absent or 0 = only
+   * when it ends. @defaultValue absent
+   */
+  replySaveMs?: number;
 }
 
 /** What a response runs with: the session's parts, read when the response starts. */
@@ -139,40 +146,55 @@ export async function runResponse(
   let firstDeltaAt: number | null = null;
   let summary: TurnSummary | undefined;
   let failure: TroupeError | undefined;
-
-  let llm: LlmClient | undefined;
+  let spokenItems: SpokenEntry[] = [];
+  // A reply under way is written at times, so a killed process leaves what it said.
+  const watch = watchReply({
+    response,
+    out,
+    group,
+    everyMs: outOfBand ? 0 : (ctx.settings.replySaveMs ?? 0),
+    spoken: speech !== undefined,
+    changed: () => ctx.changed(),
+  });
   try {
-    llm = await ctx.llm();
-  } catch (err) {
-    failure = err as TroupeError;
-  }
-  if (llm) {
-    const options = turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages, toolset);
-    options.fitHistory = (added) => [
-      systemMessage,
-      ...history('history trimmed between tool rounds', added),
-    ];
-    // Text deltas (most of a turn's events) go straight to the writer.
-    options.onTextDelta = (e) => {
-      out.apply(e);
-      firstDeltaAt ??= performance.now();
-    };
-    const events = runTurn(options);
-    for await (const e of events) {
-      if (e.type === 'error') failure = e.error;
-      if (e.type === 'finish') summary = e.summary;
-      if (speech) fillers.apply(e, response.controller.signal);
-      if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
-      out.apply(e);
+    let llm: LlmClient | undefined;
+    try {
+      llm = await ctx.llm();
+    } catch (err) {
+      failure = err as TroupeError;
     }
+    if (llm) {
+      const options = turnOptions(ctx, llm, r, response, turnLog, systemMessage, messages, toolset);
+      options.fitHistory = (added) => [
+        systemMessage,
+        ...history('history trimmed between tool rounds', added),
+      ];
+      options.onStart = watch.onStart;
+      // Text deltas (most of a turn's events) go straight to the writer.
+      options.onTextDelta = (e) => {
+        out.apply(e);
+        watch.said();
+        firstDeltaAt ??= performance.now();
+      };
+      const events = runTurn(options);
+      for await (const e of events) {
+        if (e.type === 'error') failure = e.error;
+        if (e.type === 'finish') summary = e.summary;
+        if (speech) fillers.apply(e, response.controller.signal);
+        if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
+        out.apply(e);
+      }
+    }
+    fillers.clear();
+    out.finish(summary?.status ?? 'failed');
+    // A spoken reply ends when its last word has played (or was cut off).
+    spokenItems = await out.spoken();
+  } finally {
+    // History takes the reply from here.
+    watch.stop();
   }
-  fillers.clear();
-  let status = summary?.status ?? 'failed';
-  out.finish(status);
-  // A spoken reply ends when its last word has played (or was cut off).
-  const spokenItems = await out.spoken();
   // Speech cut short is a cancelled reply, even when the LLM had finished.
-  if (response.stoppedBy) status = 'cancelled';
+  const status = response.stoppedBy ? 'cancelled' : (summary?.status ?? 'failed');
 
   // History: the turn's messages and the items that stand for them.
   if (summary && !outOfBand) {
@@ -193,7 +215,7 @@ export async function runResponse(
     ctx.send({ type: 'error', error: llmErrorPayload(failure) });
     turnLog.warn({ code: failure.code, err: failure.message }, 'response failed');
   }
-  const outcome = {
+  const outcome: ResponseOutcome = {
     base,
     status,
     summary,
@@ -208,16 +230,29 @@ export async function runResponse(
     firstAudioMs: response.firstAudioMs,
     voice: speech ? voiceTimings(response, speech, requestAt) : undefined,
   };
-  // Stored before the client hears of the end: a turn it saw end survives a crash.
+  tellEnd(ctx, turnLog, outOfBand, outcome);
+}
+
+/**
+ * A response's end: stored first (a turn the client saw end survives a
+ * crash), then `response.done`, the metrics, the shared history and the log.
+ */
+function tellEnd(
+  ctx: ResponseContext,
+  turnLog: Logger,
+  outOfBand: boolean,
+  outcome: ResponseOutcome,
+): void {
   if (!outOfBand) ctx.changed(true);
   ctx.send({ type: 'response.done', response: doneResponse(outcome) });
   recordResponse(ctx.metrics, outcome);
   if (!outOfBand) ctx.shareHistory();
+  const { summary, ttftMs } = outcome;
   turnLog.info(
     {
-      response: response.id,
+      response: outcome.base.id,
       ...(outOfBand ? { outOfBand } : {}),
-      status,
+      status: outcome.status,
       ttftMs: ttftMs === null ? null : round(ttftMs),
       toolRounds: summary?.toolRounds ?? 0,
       tools: summary?.toolCalls.map((t) => `${t.name}:${t.outcome}`),

@@ -2,7 +2,9 @@
  * The response writer: turns a response's turn events into Realtime output
  * events and items, and speaks tool filler lines while tools run.
  */
+import type { ChatMessage } from '../llm/chunk.js';
 import type { TurnEvent } from '../llm/turn-runner.js';
+import type { TurnProgress } from '../llm/turn-state.js';
 import type { Toolset } from '../tools/library.js';
 import type { ToolCall, ToolResult } from '../tools/types.js';
 import { cleanForSpeech } from '../voice/chunker.js';
@@ -44,6 +46,12 @@ export interface SpokenEntry {
   round: number;
   raw: string;
   spoken: SpokenItem;
+}
+
+/** A reply under way as history would keep it if it were cut now. */
+export interface ReplyCheckpoint {
+  messages: ChatMessage[];
+  items: Item[];
 }
 
 /**
@@ -117,6 +125,43 @@ export class ResponseWriter {
         .say(at, cleanForSpeech(text))
         .then((spoken) => this.#spokenDone(item, at, spoken, 'completed', -1, '')),
     );
+  }
+
+  /**
+   * The reply as history would keep it if it were cut now (a resume store's
+   * checkpoint of a reply under way): the turn's messages so far and copies
+   * of the items, text open or still playing cut to what the client has
+   * (`incomplete`), spoken text to what has played. Undefined while a call
+   * is under way or awaits the client, when nothing was said yet, and for a
+   * spoken reply past its first tool round (what played of each round is
+   * known only as it ends).
+   */
+  checkpoint(turn: TurnProgress): ReplyCheckpoint | undefined {
+    const said = turn.soFar();
+    if (said === undefined || this.#running.size > 0) return undefined;
+    for (const item of this.#calls.values()) {
+      if (item.type === 'function_call' || (item.output === null && item.error === null)) {
+        return undefined;
+      }
+    }
+    const speech = this.#speech;
+    const items = this.items.map((item): Item => {
+      if (item.type !== 'message' || item.status !== 'in_progress') return item;
+      if (!speech) {
+        const text = this.#text?.item === item ? this.#text.text : '';
+        return { ...item, status: 'incomplete', content: [{ type: 'output_text', text }] };
+      }
+      const transcript = speech.heardUntil(item.id, speech.playedMs(item.id)) ?? '';
+      return { ...item, status: 'incomplete', content: [{ type: 'output_audio', transcript }] };
+    });
+    if (!speech) return said.length > 0 ? { messages: said, items } : undefined;
+    if (said.length > 1 || said.some((m) => m.role !== 'assistant')) return undefined;
+    const heard = items
+      .flatMap((i) => (i.type === 'message' ? i.content : []))
+      .map((part) => (part.type === 'output_audio' ? part.transcript : ''))
+      .filter(Boolean)
+      .join(' ');
+    return heard === '' ? undefined : { messages: [{ role: 'assistant', content: heard }], items };
   }
 
   apply(e: TurnEvent): void {

@@ -60,6 +60,12 @@ export interface ConversationState {
   pendingCalls: Array<{ callId: string; name: string; owner: MessagePlace | null }>;
   /** The greeting item, and whether it has been spoken (a voice session speaks it once). */
   greeting: { itemId: string; spoken: boolean } | null;
+  /**
+   * A reply under way when the state was written, as history would keep it
+   * if it were cut then (items `incomplete`): a restore adds it to the
+   * exchange at `group` (its place in `history.groups`). Absent: none.
+   */
+  reply?: { group: number; messages: ChatMessage[]; items: Item[] };
 }
 
 /** Everything a conversation is; `JSON.parse(JSON.stringify(state))` is the same state. */

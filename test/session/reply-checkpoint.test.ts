@@ -1,0 +1,302 @@
+/**
+ * A reply under way as data: a snapshot taken while it streams carries what
+ * the client has of it, and a session restored from that snapshot (a resume
+ * after the process was killed mid-reply) has the reply in history, cut
+ * there, for the next request to read.
+ */
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadCharacters, type CharacterRegistry } from '../../src/characters/registry.js';
+import { loadConfig } from '../../src/config/index.js';
+import { createLlmClient, type LlmClient } from '../../src/llm/client.js';
+import type { ChatMessage } from '../../src/llm/chunk.js';
+import { TurnState } from '../../src/llm/turn-state.js';
+import type { Item, ServerEvent } from '../../src/session/events.js';
+import { ResponseWriter } from '../../src/session/response-writer.js';
+import {
+  createSession,
+  restoreSession,
+  type Session,
+  type SessionOptions,
+  type SessionState,
+} from '../../src/session/session.js';
+import { startSimulator, type Simulator } from '../../src/testing/index.js';
+import { lastChat } from '../helpers/session.js';
+
+const log = pino({ level: 'silent' });
+const config = loadConfig({ CHARACTERS_DIR: 'characters' });
+const STORY =
+  'Once upon a time a lighthouse keeper counted the waves every night, until the sea itself learned his name and answered.';
+let sim: Simulator;
+let registry: CharacterRegistry;
+let llm: LlmClient;
+
+beforeAll(async () => {
+  sim = await startSimulator({
+    profile: 'vllm-hermes',
+    script: {
+      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
+      fallback: { parts: [{ text: 'Go on.' }] },
+    },
+  });
+  registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
+  llm = await createLlmClient({ baseURL: sim.url, log });
+});
+afterAll(async () => {
+  await registry?.close();
+  await sim?.close();
+});
+
+/** What a session sent and when it said it changed, with waits on either. */
+class Recorder {
+  readonly events: ServerEvent[] = [];
+  /** `settled` of each change the session reported, in order. */
+  readonly changes: boolean[] = [];
+  #checks: Array<() => void> = [];
+
+  send = (event: ServerEvent): void => {
+    this.events.push(event);
+    this.#poke();
+  };
+
+  changed = (settled: boolean): void => {
+    this.changes.push(settled);
+    this.#poke();
+  };
+
+  until(done: () => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (!done()) return;
+        this.#checks = this.#checks.filter((c) => c !== check);
+        resolve();
+      };
+      this.#checks.push(check);
+      check();
+    });
+  }
+
+  /** The text deltas sent so far, joined. */
+  text(): string {
+    return this.events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => (e as { delta: string }).delta)
+      .join('');
+  }
+
+  #poke(): void {
+    for (const check of [...this.#checks]) check();
+  }
+}
+
+function options(rec: Recorder, replySaveMs: number): Omit<SessionOptions, 'id' | 'character'> {
+  return {
+    characters: { get: (id) => registry.get(id), ids: () => registry.list().map((c) => c.id) },
+    llm: () => Promise.resolve(llm),
+    settings: { ...config.sessions, replySaveMs },
+    send: rec.send,
+    log,
+    onChange: (_session, settled) => rec.changed(settled === true),
+  };
+}
+
+async function open(rec: Recorder, replySaveMs = 20): Promise<Session> {
+  const session = await createSession({
+    ...options(rec, replySaveMs),
+    id: 'sess_checkpoint',
+    character: registry.get('plain')!,
+  });
+  session.start();
+  return session;
+}
+
+const storyLine = {
+  type: 'conversation.item.create' as const,
+  item: {
+    type: 'message' as const,
+    role: 'user' as const,
+    content: [{ type: 'input_text' as const, text: 'Tell me a story' }],
+  },
+};
+
+/** The history's items of a snapshot, in order. */
+function itemsOf(state: SessionState): Item[] {
+  return state.conversation!.history.groups.flatMap((g) => g.items);
+}
+
+describe('a reply under way in the snapshot', () => {
+  it('carries what the client has of it; restored, the reply is in history, cut there', async () => {
+    const rec = new Recorder();
+    const session = await open(rec);
+    await session.handle(storyLine);
+    sim.injectFault({ type: 'stall', afterChunks: 6 });
+    const asked = session.handle({ type: 'response.create' });
+    // Text came, and the session said it changed after it (its timer, not a delta).
+    await rec.until(() => rec.text() !== '');
+    const at = rec.changes.length;
+    await rec.until(() => rec.changes.slice(at).includes(false));
+
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    const said = rec.text();
+    expect(STORY.startsWith(said) && said.length < STORY.length).toBe(true);
+    const reply = state.conversation!.reply!;
+    expect(reply.group).toBe(state.conversation!.history.groups.length - 1);
+    expect(reply.messages).toEqual([{ role: 'assistant', content: said }]);
+    expect(reply.items).toHaveLength(1);
+    expect(reply.items[0]).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      status: 'incomplete',
+      content: [{ type: 'output_text', text: said }],
+    });
+    // The live item is not changed by the checkpoint.
+    const added = rec.events.find((e) => e.type === 'response.output_item.added') as {
+      item: Item;
+    };
+    expect(reply.items[0]!.id).toBe(added.item.id);
+    session.close();
+    await asked;
+
+    // The process is gone; the conversation comes back from the record.
+    const again = new Recorder();
+    const restored = await restoreSession(state, options(again, 20));
+    restored.start();
+    await restored.handle({ type: 'response.create' });
+    await restored.idle();
+    const announced = again.events
+      .filter((e) => e.type === 'conversation.item.added')
+      .map((e) => (e as { item: Item }).item);
+    expect(announced.map((i) => i.id)).toContain(added.item.id);
+    expect(announced.find((i) => i.id === added.item.id)).toMatchObject({
+      status: 'incomplete',
+      content: [{ type: 'output_text', text: said }],
+    });
+    // The next request reads the line and what had been said of the reply.
+    expect(lastChat(sim).messages.slice(-2)).toEqual<ChatMessage[]>([
+      { role: 'user', content: 'Tell me a story' },
+      { role: 'assistant', content: said },
+    ]);
+    // Its own reply joined history after the cut one (the greeting first); no checkpoint is left over.
+    const after = JSON.parse(restored.snapshotText()) as SessionState;
+    expect(after.conversation!.reply).toBeUndefined();
+    expect(itemsOf(after).map((i) => (i.type === 'message' ? i.role : i.type))).toEqual([
+      'assistant',
+      'user',
+      'assistant',
+      'assistant',
+    ]);
+    restored.close();
+  });
+
+  it('is gone once the reply ends: history has it once', async () => {
+    const rec = new Recorder();
+    const session = await open(rec);
+    await session.handle(storyLine);
+    await session.handle({ type: 'response.create' });
+    await session.idle();
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    expect(state.conversation!.reply).toBeUndefined();
+    // The greeting, the line, the reply.
+    expect(itemsOf(state)).toHaveLength(3);
+    expect(itemsOf(state)[2]).toMatchObject({
+      status: 'completed',
+      content: [{ type: 'output_text', text: STORY }],
+    });
+    session.close();
+  });
+
+  it('is not kept without replySaveMs', async () => {
+    const rec = new Recorder();
+    const session = await open(rec, 0);
+    await session.handle(storyLine);
+    sim.injectFault({ type: 'stall', afterChunks: 6 });
+    const asked = session.handle({ type: 'response.create' });
+    await rec.until(() => rec.text() !== '');
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    expect(state.conversation!.reply).toBeUndefined();
+    session.close();
+    await asked;
+  });
+
+  it('a restore refuses a reply that names an exchange the conversation does not have', async () => {
+    const rec = new Recorder();
+    const session = await open(rec);
+    await session.handle(storyLine);
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    session.close();
+    state.conversation!.reply = { group: 7, messages: [], items: [] };
+    await expect(restoreSession(state, options(new Recorder(), 20))).rejects.toThrow(
+      /names exchange 7/,
+    );
+  });
+});
+
+describe('the writer and the turn cut into history at a checkpoint', () => {
+  const turnOf = (messages: ChatMessage[] | undefined) => ({ soFar: () => messages });
+
+  it('keeps the open text, and nothing while a call runs or awaits the client', () => {
+    const sent: ServerEvent[] = [];
+    const out = new ResponseWriter('resp_1', (e) => sent.push(e), null, undefined, {
+      serverLabel: 'plain',
+      runs: (name) => name !== 'show_card',
+    });
+    expect(out.checkpoint(turnOf([]))).toBeUndefined();
+    out.apply({ type: 'text.delta', round: 0, delta: 'Let me look.' });
+    const said: ChatMessage[] = [{ role: 'assistant', content: 'Let me look.' }];
+    expect(out.checkpoint(turnOf(said))?.items).toMatchObject([
+      { status: 'incomplete', content: [{ type: 'output_text', text: 'Let me look.' }] },
+    ]);
+    out.apply({ type: 'tool_call.start', round: 0, callId: 'c1', name: 'get_time' });
+    expect(out.checkpoint(turnOf(said))).toBeUndefined();
+    out.apply({
+      type: 'tool_call.done',
+      round: 0,
+      call: { id: 'c1', name: 'get_time', arguments: '{}' },
+    });
+    expect(out.checkpoint(turnOf(said))).toBeUndefined();
+    out.apply({
+      type: 'tool.result',
+      round: 0,
+      result: {
+        callId: 'c1',
+        name: 'get_time',
+        outcome: 'ok',
+        output: '12:34',
+        durationMs: 1,
+        handlerMs: 1,
+        variant: 'default',
+      },
+    });
+    const round: ChatMessage[] = [{ role: 'assistant', content: 'Let me look.' }];
+    const kept = out.checkpoint(turnOf(round));
+    expect(kept?.items.map((i) => i.type)).toEqual(['message', 'mcp_call']);
+    expect(kept?.items[0]).toMatchObject({ status: 'completed' });
+    // The turn's own account decides: a round whose calls are out is not cut.
+    expect(out.checkpoint(turnOf(undefined))).toBeUndefined();
+    // A call the client runs ends the turn; until then, no checkpoint.
+    out.apply({ type: 'tool_call.start', round: 1, callId: 'c2', name: 'show_card' });
+    expect(out.checkpoint(turnOf(round))).toBeUndefined();
+  });
+
+  it('the turn: its round text once, nothing while calls run', () => {
+    const turn = new TurnState(() => {});
+    turn.startRound();
+    turn.say(0, 'Checking.');
+    expect(turn.soFar()).toEqual([{ role: 'assistant', content: 'Checking.' }]);
+    const calls: ChatMessage = {
+      role: 'assistant',
+      content: 'Checking.',
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+    };
+    turn.keepCalls(calls);
+    expect(turn.soFar()).toBeUndefined();
+    const result: ChatMessage = { role: 'tool', tool_call_id: 'c1', content: 'ok' };
+    turn.keepResults([result]);
+    expect(turn.soFar()).toEqual([calls, result]);
+    turn.startRound();
+    turn.say(1, 'Done.');
+    expect(turn.soFar()).toEqual([calls, result, { role: 'assistant', content: 'Done.' }]);
+    turn.keepRoundText();
+    expect(turn.soFar()).toEqual([calls, result, { role: 'assistant', content: 'Done.' }]);
+  });
+});
