@@ -119,6 +119,12 @@ export const DEFAULT_WORKERS: number | 'auto' = 'auto';
 export const DEFAULT_RESUME_TTL_S = 900;
 /** Room for the in-memory resume store's records, MiB: thousands of conversations, far from a heap's limit. */
 export const DEFAULT_RESUME_MEMORY_MB = 256;
+/**
+ * A reply under way is written to a store outside the process at most this
+ * often: a killed process loses at most this much of a reply (a spoken one:
+ * of what had played).
+ */
+export const DEFAULT_RESUME_REPLY_SAVE_MS = 500;
 /** Changes that matter are written to the resume store at most this often per session. */
 export const DEFAULT_RESUME_SAVE_DELAY_MS = 50;
 /** How long a connection with `?resume=` waits for the store before starting fresh. */

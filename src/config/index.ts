@@ -179,6 +179,12 @@ export interface ScaleConfig {
    */
   resumeMemoryMb: number;
   /**
+   * How often a reply under way is written to a store outside the process
+   * (the primary's, Redis), at most, so a killed process leaves what it had
+   * said; 0 = only when it ends. @defaultValue 500
+   */
+  resumeReplySaveMs: number;
+  /**
    * New sessions are refused with 1013 while the event loop's lag, averaged
    * over the last second, is above this; 0 = never. @defaultValue 100
    */
@@ -362,6 +368,7 @@ const envSchema = z.object({
     .optional(),
   RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
   RESUME_MEMORY_MB: integer(1, 1024 * 1024).optional(),
+  RESUME_REPLY_SAVE_MS: integer(0, 60_000).optional(),
   OVERLOAD_LAG_MS: integer(0, 60_000).optional(),
   OVERLOAD_BUSY: share('a share of the time between 0 and 1 such as 0.9 (0 turns it off)'),
   OVERLOAD_HEAP: share("a share of the heap's limit between 0 and 1 such as 0.85 (0 turns it off)"),
@@ -567,6 +574,7 @@ function scaleConfig(e: Partial<z.infer<typeof envSchema>>): ScaleConfig {
     ...(e.REDIS_URL ? { redisUrl: e.REDIS_URL } : {}),
     resumeTtlS: e.RESUME_TTL_S ?? D.DEFAULT_RESUME_TTL_S,
     resumeMemoryMb: e.RESUME_MEMORY_MB ?? D.DEFAULT_RESUME_MEMORY_MB,
+    resumeReplySaveMs: e.RESUME_REPLY_SAVE_MS ?? D.DEFAULT_RESUME_REPLY_SAVE_MS,
     overloadLagMs: e.OVERLOAD_LAG_MS ?? D.DEFAULT_OVERLOAD_LAG_MS,
     overloadBusy: e.OVERLOAD_BUSY ?? D.DEFAULT_OVERLOAD_BUSY,
     overloadHeap: e.OVERLOAD_HEAP ?? D.DEFAULT_OVERLOAD_HEAP,

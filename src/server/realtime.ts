@@ -15,6 +15,7 @@ import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import { countFromZero, type Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
+import type { SessionSettings } from '../session/response-runner.js';
 import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import {
@@ -385,6 +386,7 @@ function createConnectionOpener(
 ) => Promise<void> {
   const { config, metrics, log } = ctx;
   const limits = config.server;
+  const settings = sessionSettings(ctx);
   return async (ws, req, url, picked, errors) => {
     const { character, variant } = picked;
     const implied = impliedDialect(req, url);
@@ -411,7 +413,7 @@ function createConnectionOpener(
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
-    const common = sessionOptions(ctx, handover, link.send, link.log, (settled) => {
+    const common = sessionOptions(ctx, settings, handover, link.send, link.log, (settled) => {
       const tracker = link.resumeLink.tracker;
       tracker?.changed();
       if (settled) void tracker?.flush();
@@ -520,9 +522,22 @@ function frameCloseReason(code: number, maxFrameBytes: number): string | undefin
   return undefined;
 }
 
+/**
+ * How the endpoint's sessions run turns. A reply under way is written at
+ * times only to a store outside the process (the primary's, Redis): the
+ * in-process store reads the live session when a record is claimed, and
+ * dies with it.
+ */
+function sessionSettings(ctx: RealtimeContext): SessionSettings {
+  const { sessions, scale } = ctx.config;
+  const writes = ctx.resume !== undefined && ctx.resume.store.hold === undefined;
+  return writes ? { ...sessions, replySaveMs: scale.resumeReplySaveMs } : sessions;
+}
+
 /** What every session of the endpoint is made with. */
 function sessionOptions(
   ctx: RealtimeContext,
+  settings: SessionSettings,
   handover: BackgroundHandover | undefined,
   send: (event: ServerEvent) => void,
   sessionLog: Logger,
@@ -534,7 +549,7 @@ function sessionOptions(
       ids: () => ctx.registry.list().map((c) => c.id),
     },
     llm: ctx.llm.get,
-    settings: ctx.config.sessions,
+    settings,
     send,
     log: sessionLog,
     logContent: ctx.config.log.content,

@@ -116,6 +116,8 @@ describe('resume across a drain', () => {
     // A long reply at a high rate: hundreds of deltas.
     const t = await startTestServer({
       resumeStore: store,
+      // A reply's own checkpoints (by the clock, not the deltas) are counted below.
+      env: { RESUME_REPLY_SAVE_MS: '0' },
       simulator: { latency: { tokensPerSec: 2_000 } },
       script: {
         rules: [
@@ -141,6 +143,42 @@ describe('resume across a drain', () => {
     // The user's item, the response's start and end, the last write at the close: a
     // handful whatever the reply's length (the writes are debounced, so often fewer).
     expect(store.saves - before).toBeLessThanOrEqual(6);
+  });
+
+  it('writes a reply under way by the clock: at most once per RESUME_REPLY_SAVE_MS, whatever its deltas', async () => {
+    const store = countingStore();
+    const t = await startTestServer({
+      resumeStore: store,
+      env: { RESUME_REPLY_SAVE_MS: '100' },
+      simulator: { latency: { tokensPerSec: 500 } },
+      script: {
+        rules: [
+          {
+            reply: {
+              parts: [{ text: Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ') }],
+            },
+          },
+        ],
+      },
+    });
+    servers.push(t);
+    const c = await connect(`${t.wsUrl}?character=plain`);
+    await c.next('session.created');
+    const before = store.saves;
+    const startedAt = performance.now();
+    say(c, 'Tell me a long story.');
+    const events = await c.untilDone();
+    const tookMs = performance.now() - startedAt;
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta').length;
+    await c.close();
+    await t.waitForLog('session closed');
+    await t.server.shutdown(0);
+    expect(deltas).toBeGreaterThan(100);
+    // The turn's handful, and one a period at most while the reply ran.
+    const written = store.saves - before;
+    expect(written).toBeGreaterThan(2);
+    expect(written).toBeLessThanOrEqual(6 + Math.ceil(tookMs / 100));
+    expect(written).toBeLessThan(deltas / 2);
   });
 });
 
