@@ -112,6 +112,9 @@ export interface ResumeSummary extends TimeSummary {
   failed: number;
   /** Reconnections refused before their session opened, tried again. */
   retries: number;
+  /** Connections lost while their reply streamed, and resumed conversations that kept it (cut). */
+  cutMidReply: number;
+  repliesKept: number;
   /** Where the time went (see {@link ResumeLog.splits}). */
   splits: Record<keyof ResumeLog['splits'], TimeSummary>;
 }
@@ -133,6 +136,8 @@ export function summarizeResumes(log: ResumeLog): ResumeSummary {
     resumed: log.times.length,
     failed: log.failed,
     retries: log.retries,
+    cutMidReply: log.cutMidReply,
+    repliesKept: log.repliesKept,
     ...summarizeTimes(log.times),
     splits: {
       connect: summarizeTimes(s.connect),
@@ -156,6 +161,7 @@ export function formatResumes(r: ResumeSummary): string {
     `        open → session.created (store claim, restore):  ${ms(r.splits.restore)}`,
     `        session.created → next turn asked (client):     ${ms(r.splits.ask)}`,
     `        asked → first delta (the reply's TTFT):         ${ms(r.splits.reply)}`,
+    `  replies under way at the loss: ${r.cutMidReply}; conversations back with the reply cut where its last write left it: ${r.repliesKept}`,
   ].join('\n');
 }
 

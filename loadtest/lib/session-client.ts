@@ -78,6 +78,10 @@ export interface ResumeLog {
   retries: number;
   /** Reconnections that got a fresh session instead (`resume_failed`) or none at all. */
   failed: number;
+  /** Connections lost while their reply streamed (some of its text had come). */
+  cutMidReply: number;
+  /** Resumed conversations that ended with a reply cut where its last write left it (`incomplete`). */
+  repliesKept: number;
 }
 
 /** An empty resume log. */
@@ -87,6 +91,8 @@ export function newResumeLog(): ResumeLog {
     splits: { connect: [], restore: [], ask: [], reply: [] },
     retries: 0,
     failed: 0,
+    cutMidReply: 0,
+    repliesKept: 0,
   };
 }
 
@@ -158,7 +164,7 @@ interface ServerEventLite {
   type: string;
   delta?: string;
   response_id?: string;
-  item?: { type?: string; role?: string; content?: Array<{ text?: string }> };
+  item?: { type?: string; role?: string; status?: string; content?: Array<{ text?: string }> };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
   session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
@@ -262,6 +268,8 @@ class SessionClient {
   #resumeMarks: { open?: number; created?: number; ask?: number } = {};
   /** The last user line the resumed conversation announced. */
   #lastUserLine: string | undefined;
+  /** Whether the resumed conversation's last item is a reply cut short (`incomplete`). */
+  #endsCut = false;
   /** The session's resume token (from `session.created`). */
   token: string | undefined;
   /** The turn the conversation is at: the one under way, or the next one. */
@@ -290,6 +298,7 @@ class SessionClient {
     const lost = new Promise<never>((_, reject) => {
       this.#lost = (err) => {
         if (this.#turn !== undefined) this.turnCut = true;
+        if (this.#turn?.text && ctx.resume) ctx.resume.cutMidReply++;
         reject(err);
       };
     });
@@ -327,6 +336,8 @@ class SessionClient {
       // The greeting is spoken first; the user talks after it.
       if (greeted !== undefined) await Promise.race([greeted, lost]);
     }
+    // The items are all here: did the reply under way at the loss come back?
+    if (this.#resume && this.#endsCut && ctx.resume) ctx.resume.repliesKept++;
     for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
       this.turn = t;
       const line = (index + t) % CONVERSATION.length;
@@ -546,6 +557,7 @@ class SessionClient {
         if (e.item?.type === 'message' && e.item.role === 'user') {
           this.#lastUserLine = e.item.content?.[0]?.text;
         }
+        this.#endsCut = e.item?.role === 'assistant' && e.item.status === 'incomplete';
         break;
       case 'response.output_item.added':
         // Server-run tools come as `mcp_call` items; a client's own as `function_call`.

@@ -232,6 +232,10 @@ export interface LoadtestReport {
     maxMs: number | null;
     /** Reconnections refused before their session opened, tried again. */
     retries: number;
+    /** Connections lost while their reply streamed (some of its text had come). */
+    cutMidReply: number;
+    /** Resumed conversations that ended with that reply, cut where its last write left it. */
+    repliesKept: number;
     /** Where the time went: lost → open, → session.created, → next turn asked, → first delta. */
     splits: Record<
       'connect' | 'restore' | 'ask' | 'reply',
