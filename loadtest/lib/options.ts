@@ -14,6 +14,7 @@ export const PASSED_SETTINGS = [
   'OVERLOAD_BUSY',
   'OVERLOAD_LAG_MS',
   'OVERLOAD_CPU',
+  'RESUME_REPLY_SAVE_MS',
 ] as const;
 
 /**

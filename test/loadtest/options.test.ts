@@ -313,13 +313,14 @@ describe('parseDuration', () => {
 });
 
 describe('passedSettings', () => {
-  it('hands the servers their session cap, send window and overload guard, nothing else', () => {
+  it('hands the servers their session cap, send window, reply writes and overload guard, nothing else', () => {
     const env = {
       MAX_SESSIONS: '250',
       OVERLOAD_BUSY: '0.75',
       OVERLOAD_LAG_MS: '0',
       DELTA_BATCH_MS: '5',
       OVERLOAD_CPU: '0.8',
+      RESUME_REPLY_SAVE_MS: '0',
       LLM_BASE_URL: 'http://elsewhere',
       PORT: '9999',
     };
@@ -329,6 +330,7 @@ describe('passedSettings', () => {
       OVERLOAD_LAG_MS: '0',
       DELTA_BATCH_MS: '5',
       OVERLOAD_CPU: '0.8',
+      RESUME_REPLY_SAVE_MS: '0',
     });
     expect(passedSettings({})).toEqual({});
     expect(USAGE).toContain('OVERLOAD_BUSY');
