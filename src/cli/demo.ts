@@ -31,6 +31,12 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   readCommandLine(argv, DEMO_COMMAND, 'demo');
   const check = argv.includes('--check');
+  const workers = process.env.WORKERS;
+  if (workers !== undefined && workers.trim() !== '' && workers.trim() !== '1') {
+    process.stderr.write(
+      `demo: WORKERS=${workers} applies to npm start; the demo runs one process.\n`,
+    );
+  }
   const sim = await startSimulator({
     script: DEMO_SCRIPT,
     profile: 'vllm-hermes',

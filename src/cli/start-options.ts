@@ -72,17 +72,20 @@ export const START_COMMAND: CommandInfo = {
 };
 
 /** `npm run demo`. */
+/** Server flags the demo has no use for: its own LLM, and one process. */
+const DEMO_LEAVES_OUT = new Set(['llm-base-url', 'llm-model', 'workers']);
+
 export const DEMO_COMMAND: CommandInfo = {
   usage: 'npm run demo -- [flags]',
   summary:
     'The offline demo: the server and the characters on the built-in LLM simulator.\n' +
-    'No model, no network, no keys.',
+    "No model, no network, no keys. One process: workers (WORKERS) are npm start's.",
   flags: [
     {
       name: 'check',
       help: 'talk to every seed character once, print the conversations and exit',
     },
-    ...SERVER_FLAGS.filter((f) => f.name !== 'llm-base-url' && f.name !== 'llm-model'),
+    ...SERVER_FLAGS.filter((f) => !DEMO_LEAVES_OUT.has(f.name)),
     HELP_FLAG,
   ],
   more: SETTINGS,

@@ -97,6 +97,15 @@ describe('npm start and npm run demo', () => {
     if (file.includes('demo')) expect(stdout).toContain(helpText(DEMO_COMMAND));
   });
 
+  it('npm run demo is one process: it has no --workers, and says so of WORKERS', async () => {
+    expect(helpText(DEMO_COMMAND)).not.toContain('--workers');
+    expect(helpText(DEMO_COMMAND)).toContain("workers (WORKERS) are npm start's");
+    const { code, stdout, stderr } = await cli('src/cli/demo.ts', '--workers', '2');
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/^demo: unknown flag --workers/);
+  });
+
   it('refuses a mistyped flag with the nearest one and exits 2, before starting anything', async () => {
     const { code, stdout, stderr } = await cli('src/cli/start.ts', '--prot', '9000');
     expect(code).toBe(2);

@@ -97,8 +97,13 @@ describe('npm start', () => {
 describe('npm run demo', () => {
   it('prints the web client URL and chat command, and every seed character completes its lines', async () => {
     // TOOL_TIMEOUT_MS: the tools' 100 ms default is a latency goal a busy machine can miss.
-    const r = await run(['src/cli/demo.ts', '--check'], { PORT: '0', TOOL_TIMEOUT_MS: '60000' });
-    expect(r.stderr).toBe('');
+    // WORKERS is npm start's: the demo, one process, says so and runs.
+    const r = await run(['src/cli/demo.ts', '--check'], {
+      PORT: '0',
+      TOOL_TIMEOUT_MS: '60000',
+      WORKERS: '2',
+    });
+    expect(r.stderr).toBe('demo: WORKERS=2 applies to npm start; the demo runs one process.\n');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/web client {3}http:\/\/127\.0\.0\.1:\d+\//);
     expect(r.stdout).toMatch(
