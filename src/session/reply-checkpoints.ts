@@ -1,11 +1,12 @@
 /**
  * Checkpoints of a reply under way, for a resume store that writes outside
  * the process (the primary's with workers, Redis): while a response runs,
- * the session is told it changed every `everyMs` in which the reply said
- * more (a spoken reply: played more), and its snapshot then carries the
- * reply as history would keep it if it were cut there. A process killed
- * before the reply ends leaves that much of it in the store, not nothing.
- * The deltas themselves never write: the timer does, at most once a period.
+ * the session is told it changed every `everyMs` in which what history
+ * would keep of the reply grew (more text; of a spoken reply, more played),
+ * and its snapshot then carries the reply as history would keep it if it
+ * were cut there. A process killed before the reply ends leaves that much
+ * of it in the store, not nothing. The deltas themselves never write: the
+ * timer does, at most once a period.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
@@ -16,8 +17,6 @@ import type { ReplyCheckpoint, ResponseWriter } from './response-writer.js';
 export interface ReplyWatch {
   /** The turn's running state (`TurnOptions.onStart`). */
   onStart(turn: TurnProgress): void;
-  /** The reply said more (a text delta). */
-  said(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -30,27 +29,30 @@ export interface ReplyWatchOptions {
   group: HistoryGroup;
   /** How often at most; 0 = never (the response then has no checkpoint either). */
   everyMs: number;
-  /** A spoken reply goes on playing after its text is all there. */
-  spoken: boolean;
   /** Tells the session the conversation changed (a write follows, debounced). */
   changed: () => void;
 }
 
 /** Gives the response its checkpoint and starts the timer that asks for writes. */
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
-  if (o.everyMs <= 0) return { onStart: () => {}, said: () => {}, stop: () => {} };
+  if (o.everyMs <= 0) return { onStart: () => {}, stop: () => {} };
   let turn: TurnProgress | undefined;
   // While a call runs the reply cannot be cut into history: the last one stands.
   let kept: ReplyCheckpoint | undefined;
-  let news = false;
-  o.response.checkpoint = () => {
-    const now = turn === undefined ? undefined : o.out.checkpoint(turn);
-    if (now) kept = now;
-    return kept && { group: o.group, ...kept };
+  const now = (): ReplyCheckpoint | undefined => {
+    const cut = turn === undefined ? undefined : o.out.checkpoint(turn);
+    if (cut) kept = cut;
+    return kept;
   };
+  o.response.checkpoint = () => {
+    const cut = now();
+    return cut && { group: o.group, ...cut };
+  };
+  let told = sizeOf(undefined);
   const timer = setInterval(() => {
-    if (!news && !o.spoken) return;
-    news = false;
+    const size = sizeOf(now());
+    if (size === told) return;
+    told = size;
     o.changed();
   }, o.everyMs);
   timer.unref();
@@ -58,12 +60,23 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     onStart: (t) => {
       turn = t;
     },
-    said: () => {
-      news = true;
-    },
     stop: () => {
       clearInterval(timer);
       delete o.response.checkpoint;
     },
   };
+}
+
+/** How much a checkpoint holds: it grows as the reply says (or plays) more. */
+function sizeOf(cut: ReplyCheckpoint | undefined): string {
+  if (cut === undefined) return '';
+  let chars = 0;
+  for (const item of cut.items) {
+    if (item.type !== 'message') continue;
+    for (const part of item.content) {
+      if (part.type === 'output_text') chars += part.text.length;
+      else if (part.type === 'output_audio') chars += part.transcript?.length ?? 0;
+    }
+  }
+  return `${cut.items.length} ${cut.messages.length} ${chars}`;
 }

@@ -153,7 +153,6 @@ export async function runResponse(
     out,
     group,
     everyMs: outOfBand ? 0 : (ctx.settings.replySaveMs ?? 0),
-    spoken: speech !== undefined,
     changed: () => ctx.changed(),
   });
   try {
@@ -173,7 +172,6 @@ export async function runResponse(
       // Text deltas (most of a turn's events) go straight to the writer.
       options.onTextDelta = (e) => {
         out.apply(e);
-        watch.said();
         firstDeltaAt ??= performance.now();
       };
       const events = runTurn(options);

@@ -145,8 +145,9 @@ export class ResponseWriter {
       }
     }
     const speech = this.#speech;
+    // Copies: the items change on (a spoken one ends when it has played).
     const items = this.items.map((item): Item => {
-      if (item.type !== 'message' || item.status !== 'in_progress') return item;
+      if (item.type !== 'message' || item.status !== 'in_progress') return { ...item };
       if (!speech) {
         const text = this.#text?.item === item ? this.#text.text : '';
         return { ...item, status: 'incomplete', content: [{ type: 'output_text', text }] };
