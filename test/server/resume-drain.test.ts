@@ -111,46 +111,16 @@ describe('resume across a drain', () => {
     expect(await within(stopped, 'shutdown')).toBe(true);
   });
 
-  it('writes the state after the changes of a turn, never per delta', async () => {
-    const store = countingStore();
-    // A long reply at a high rate: hundreds of deltas.
-    const t = await startTestServer({
-      resumeStore: store,
-      // A reply's own checkpoints (by the clock, not the deltas) are counted below.
-      env: { RESUME_REPLY_SAVE_MS: '0' },
-      simulator: { latency: { tokensPerSec: 2_000 } },
-      script: {
-        rules: [
-          {
-            reply: {
-              parts: [{ text: Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ') }],
-            },
-          },
-        ],
-      },
-    });
-    servers.push(t);
-    const c = await connect(`${t.wsUrl}?character=plain`);
-    await c.next('session.created');
-    const before = store.saves;
-    say(c, 'Tell me a long story.');
-    const events = await c.untilDone();
-    const deltas = events.filter((e) => e.type === 'response.output_text.delta').length;
-    await c.close();
-    await t.waitForLog('session closed');
-    await t.server.shutdown(0);
-    expect(deltas).toBeGreaterThan(100);
-    // The user's item, the response's start and end, the last write at the close: a
-    // handful whatever the reply's length (the writes are debounced, so often fewer).
-    expect(store.saves - before).toBeLessThanOrEqual(6);
-  });
-
-  it('writes a reply under way by the clock: at most once per RESUME_REPLY_SAVE_MS, whatever its deltas', async () => {
+  /** A 300-word reply at `tokensPerSec`, on a server writing to a counting store: what the turn wrote. */
+  async function longReplyTurn(
+    replySaveMs: string,
+    tokensPerSec: number,
+  ): Promise<{ written: number; deltas: number; tookMs: number }> {
     const store = countingStore();
     const t = await startTestServer({
       resumeStore: store,
-      env: { RESUME_REPLY_SAVE_MS: '100' },
-      simulator: { latency: { tokensPerSec: 500 } },
+      env: { RESUME_REPLY_SAVE_MS: replySaveMs },
+      simulator: { latency: { tokensPerSec } },
       script: {
         rules: [
           {
@@ -173,9 +143,23 @@ describe('resume across a drain', () => {
     await c.close();
     await t.waitForLog('session closed');
     await t.server.shutdown(0);
+    return { written: store.saves - before, deltas, tookMs };
+  }
+
+  it('writes the state after the changes of a turn, never per delta', async () => {
+    // A long reply at a high rate: hundreds of deltas. Its own writes by the
+    // clock (RESUME_REPLY_SAVE_MS) are off here, counted below.
+    const { written, deltas } = await longReplyTurn('0', 2_000);
+    expect(deltas).toBeGreaterThan(100);
+    // The user's item, the response's start and end, the last write at the close: a
+    // handful whatever the reply's length (the writes are debounced, so often fewer).
+    expect(written).toBeLessThanOrEqual(6);
+  });
+
+  it('writes a reply under way by the clock: at most once per RESUME_REPLY_SAVE_MS, whatever its deltas', async () => {
+    const { written, deltas, tookMs } = await longReplyTurn('100', 500);
     expect(deltas).toBeGreaterThan(100);
     // The turn's handful, and one a period at most while the reply ran.
-    const written = store.saves - before;
     expect(written).toBeGreaterThan(2);
     expect(written).toBeLessThanOrEqual(6 + Math.ceil(tookMs / 100));
     expect(written).toBeLessThan(deltas / 2);
