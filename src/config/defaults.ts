@@ -121,10 +121,11 @@ export const DEFAULT_RESUME_TTL_S = 900;
 export const DEFAULT_RESUME_MEMORY_MB = 256;
 /**
  * A reply under way is written to a store outside the process at most this
- * often: a killed process loses at most this much of a reply (a spoken one:
- * of what had played).
+ * often, from its first text: a killed process loses at most this much of a
+ * reply (a spoken one: of what had played), and a reply shorter than this
+ * costs no write of its own.
  */
-export const DEFAULT_RESUME_REPLY_SAVE_MS = 500;
+export const DEFAULT_RESUME_REPLY_SAVE_MS = 1_000;
 /** Changes that matter are written to the resume store at most this often per session. */
 export const DEFAULT_RESUME_SAVE_DELAY_MS = 50;
 /** How long a connection with `?resume=` waits for the store before starting fresh. */

@@ -181,7 +181,7 @@ export interface ScaleConfig {
   /**
    * How often a reply under way is written to a store outside the process
    * (the primary's, Redis), at most, so a killed process leaves what it had
-   * said; 0 = only when it ends. @defaultValue 500
+   * said; 0 = only when it ends. @defaultValue 1000
    */
   resumeReplySaveMs: number;
   /**

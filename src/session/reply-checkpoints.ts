@@ -1,12 +1,14 @@
 /**
  * Checkpoints of a reply under way, for a resume store that writes outside
- * the process (the primary's with workers, Redis): while a response runs,
- * the session is told it changed every `everyMs` in which what history
- * would keep of the reply grew (more text; of a spoken reply, more played),
- * and its snapshot then carries the reply as history would keep it if it
- * were cut there. A process killed before the reply ends leaves that much
- * of it in the store, not nothing. The deltas themselves never write: the
- * timer does, at most once a period.
+ * the process (the primary's with workers, Redis): from the reply's first
+ * text, the session is told it changed every `everyMs` in which what
+ * history would keep of the reply grew (more text; of a spoken reply, more
+ * played), and its snapshot then carries the reply as history would keep
+ * it if it were cut there. A process killed before the reply ends leaves
+ * that much of it in the store, not nothing: all but its last `everyMs`.
+ * A reply that ends within `everyMs` of its first text is never written
+ * this way. The deltas themselves never write: the timer does, at most
+ * once a period.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
@@ -17,6 +19,8 @@ import type { ReplyCheckpoint, ResponseWriter } from './response-writer.js';
 export interface ReplyWatch {
   /** The turn's running state (`TurnOptions.onStart`). */
   onStart(turn: TurnProgress): void;
+  /** The reply's first text: the timer starts. */
+  begin(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -35,7 +39,7 @@ export interface ReplyWatchOptions {
 
 /** Gives the response its checkpoint and starts the timer that asks for writes. */
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
-  if (o.everyMs <= 0) return { onStart: () => {}, stop: () => {} };
+  if (o.everyMs <= 0) return { onStart: () => {}, begin: () => {}, stop: () => {} };
   let turn: TurnProgress | undefined;
   // While a call runs the reply cannot be cut into history: the last one stands.
   let kept: ReplyCheckpoint | undefined;
@@ -49,18 +53,24 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     return cut && { group: o.group, ...cut };
   };
   let told = sizeOf(undefined);
-  const timer = setInterval(() => {
-    const size = sizeOf(now());
-    if (size === told) return;
-    told = size;
-    o.changed();
-  }, o.everyMs);
-  timer.unref();
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
   return {
     onStart: (t) => {
       turn = t;
     },
+    begin: () => {
+      if (timer !== undefined || stopped) return;
+      timer = setInterval(() => {
+        const size = sizeOf(now());
+        if (size === told) return;
+        told = size;
+        o.changed();
+      }, o.everyMs);
+      timer.unref();
+    },
     stop: () => {
+      stopped = true;
       clearInterval(timer);
       delete o.response.checkpoint;
     },

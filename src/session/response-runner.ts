@@ -172,7 +172,9 @@ export async function runResponse(
       // Text deltas (most of a turn's events) go straight to the writer.
       options.onTextDelta = (e) => {
         out.apply(e);
-        firstDeltaAt ??= performance.now();
+        if (firstDeltaAt !== null) return;
+        firstDeltaAt = performance.now();
+        watch.begin();
       };
       const events = runTurn(options);
       for await (const e of events) {
