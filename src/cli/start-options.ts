@@ -71,10 +71,10 @@ export const START_COMMAND: CommandInfo = {
   helpCommand: 'npm start -- --help',
 };
 
-/** `npm run demo`. */
 /** Server flags the demo has no use for: its own LLM, and one process. */
 const DEMO_LEAVES_OUT = new Set(['llm-base-url', 'llm-model', 'workers']);
 
+/** `npm run demo`. */
 export const DEMO_COMMAND: CommandInfo = {
   usage: 'npm run demo -- [flags]',
   summary:

@@ -180,8 +180,8 @@ export interface ScaleConfig {
   resumeMemoryMb: number;
   /**
    * How often a reply under way is written to a store outside the process
-   * (the primary's, Redis), at most, so a killed process leaves what it had
-   * said; 0 = only when it ends. @defaultValue 1000
+   * (the primary's, Redis), at most, from its first text, so a killed
+   * process leaves what it had said; 0 = only when it ends. @defaultValue 1000
    */
   resumeReplySaveMs: number;
   /**
