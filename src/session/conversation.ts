@@ -24,6 +24,7 @@ import { History, type HistoryGroup, type TrimResult } from './history.js';
 import { ITEM_HEAP_SHARE, memoryShare } from './memory.js';
 import {
   finishedMcpCall,
+  heardText,
   itemNotFound,
   messageItem,
   newId,
@@ -568,10 +569,7 @@ export class Conversation {
       entry.item.content = [{ type: 'output_audio', transcript: heard }];
       entry.item.status = 'incomplete';
     }
-    round.message.content = round.items
-      .map((i) => i.transcript)
-      .filter(Boolean)
-      .join(' ');
+    round.message.content = heardText(round.items.map((i) => i.transcript));
     this.#history.touch(itemId);
   }
 

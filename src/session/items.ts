@@ -43,6 +43,14 @@ export function textOf(parts: readonly ContentPart[]): string {
   return parts.map((p) => ('text' in p ? p.text : '')).join('');
 }
 
+/**
+ * What the model is told was said of a spoken reply: the transcripts the
+ * listener heard of its items, in order, the empty ones left out.
+ */
+export function heardText(transcripts: ReadonlyArray<string | null | undefined>): string {
+  return transcripts.filter(Boolean).join(' ');
+}
+
 /** A client message as the model sees it; images become `image_url` parts. */
 export function toChatMessage(
   role: MessageItem['role'],

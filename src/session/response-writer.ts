@@ -18,7 +18,7 @@ import type {
   ResponseObject,
   ServerEvent,
 } from './events.js';
-import { messageItem, newId, round } from './items.js';
+import { heardText, messageItem, newId, round } from './items.js';
 import type { SpeechOutput, SpokenItem } from './speech-output.js';
 
 /** Where an item stands in a response, as output events give it. */
@@ -157,11 +157,11 @@ export class ResponseWriter {
     });
     if (!speech) return said.length > 0 ? { messages: said, items } : undefined;
     if (said.length > 1 || said.some((m) => m.role !== 'assistant')) return undefined;
-    const heard = items
-      .flatMap((i) => (i.type === 'message' ? i.content : []))
-      .map((part) => (part.type === 'output_audio' ? part.transcript : ''))
-      .filter(Boolean)
-      .join(' ');
+    const heard = heardText(
+      items
+        .flatMap((i) => (i.type === 'message' ? i.content : []))
+        .map((part) => (part.type === 'output_audio' ? part.transcript : '')),
+    );
     return heard === '' ? undefined : { messages: [{ role: 'assistant', content: heard }], items };
   }
 

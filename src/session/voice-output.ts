@@ -9,7 +9,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import { OggOpusEncoder } from '../voice/audio/ogg-opus.js';
 import { encodePcm16Base64 } from '../voice/audio/pcm.js';
 import type { ServerEvent, VoiceTimings } from './events.js';
-import { round } from './items.js';
+import { heardText, round } from './items.js';
 import type { SpokenRound } from './conversation.js';
 import type { RunningResponse } from './response-queue.js';
 import type { SpokenEntry } from './response-writer.js';
@@ -141,10 +141,7 @@ export function keepHeard(
       record(e.item.id, spoken);
     }
     if (whole) continue;
-    const heard = spoken.items
-      .map((i) => i.transcript)
-      .filter(Boolean)
-      .join(' ');
+    const heard = heardText(spoken.items.map((i) => i.transcript));
     if (heard === '' && !('tool_calls' in message) && !('function_call' in message)) {
       out.splice(out.indexOf(message), 1);
       continue;
