@@ -16,9 +16,7 @@ import {
 } from '../deploy/processes.js';
 import { connect, say, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
-
-const STORY =
-  'Once upon a time a lighthouse keeper counted the waves every night, until the sea itself learned his name and answered.';
+import { STORY, STORY_SCRIPT } from '../helpers/story.js';
 
 /** The text deltas a client has had, joined. */
 function textOf(client: TestClient): string {
@@ -54,10 +52,7 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
   beforeAll(async () => {
     sim = await startSimulator({
       profile: 'vllm-hermes',
-      script: {
-        rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
-        fallback: { parts: [{ text: 'And then the tide came in.' }] },
-      },
+      script: STORY_SCRIPT,
     });
     redisProc = await startRedis();
     redis = new Redis(redisProc.url, { lazyConnect: true });

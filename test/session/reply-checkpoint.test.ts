@@ -22,11 +22,10 @@ import {
 } from '../../src/session/session.js';
 import { startSimulator, type Simulator } from '../../src/testing/index.js';
 import { lastChat } from '../helpers/session.js';
+import { STORY, STORY_SCRIPT } from '../helpers/story.js';
 
 const log = pino({ level: 'silent' });
 const config = loadConfig({ CHARACTERS_DIR: 'characters' });
-const STORY =
-  'Once upon a time a lighthouse keeper counted the waves every night, until the sea itself learned his name and answered.';
 let sim: Simulator;
 let registry: CharacterRegistry;
 let llm: LlmClient;
@@ -34,10 +33,7 @@ let llm: LlmClient;
 beforeAll(async () => {
   sim = await startSimulator({
     profile: 'vllm-hermes',
-    script: {
-      rules: [{ when: { user: 'story' }, reply: { parts: [{ text: STORY }] } }],
-      fallback: { parts: [{ text: 'Go on.' }] },
-    },
+    script: STORY_SCRIPT,
   });
   registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
   llm = await createLlmClient({ baseURL: sim.url, log });
