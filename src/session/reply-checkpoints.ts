@@ -8,7 +8,9 @@
  * that much of it in the store, not nothing: all but its last `everyMs`.
  * A reply that ends within `everyMs` of its first text is never written
  * this way. The deltas themselves never write: the timer does, at most
- * once a period.
+ * once a period. A round of the server's own tool calls is written as soon
+ * as its results are in, text or not: a tool has done its work, and a
+ * resumed conversation must not ask the model to do it again.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
@@ -21,6 +23,8 @@ export interface ReplyWatch {
   onStart(turn: TurnProgress): void;
   /** The reply's first text: the timer starts. */
   begin(): void;
+  /** A round of the server's calls has its results: written now (and the timer starts). */
+  toolsDone(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -33,13 +37,18 @@ export interface ReplyWatchOptions {
   group: HistoryGroup;
   /** How often at most; 0 = never (the response then has no checkpoint either). */
   everyMs: number;
-  /** Tells the session the conversation changed (a write follows, debounced). */
-  changed: () => void;
+  /**
+   * Tells the session the conversation changed: a write follows, debounced,
+   * or at once when `now`.
+   */
+  changed: (now: boolean) => void;
 }
 
 /** Gives the response its checkpoint and starts the timer that asks for writes. */
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
-  if (o.everyMs <= 0) return { onStart: () => {}, begin: () => {}, stop: () => {} };
+  if (o.everyMs <= 0) {
+    return { onStart: () => {}, begin: () => {}, toolsDone: () => {}, stop: () => {} };
+  }
   let turn: TurnProgress | undefined;
   // While a call runs the reply cannot be cut into history: the last one stands.
   let kept: ReplyCheckpoint | undefined;
@@ -55,19 +64,26 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   let told = sizeOf(undefined);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  const tell = (at: boolean): void => {
+    const size = sizeOf(now());
+    if (size === told) return;
+    told = size;
+    o.changed(at);
+  };
+  const begin = (): void => {
+    if (timer !== undefined || stopped) return;
+    timer = setInterval(() => tell(false), o.everyMs);
+    timer.unref();
+  };
   return {
     onStart: (t) => {
       turn = t;
     },
-    begin: () => {
-      if (timer !== undefined || stopped) return;
-      timer = setInterval(() => {
-        const size = sizeOf(now());
-        if (size === told) return;
-        told = size;
-        o.changed();
-      }, o.everyMs);
-      timer.unref();
+    begin,
+    toolsDone: () => {
+      if (stopped) return;
+      begin();
+      tell(true);
     },
     stop: () => {
       stopped = true;

@@ -41,8 +41,9 @@ export interface SessionSettings {
   contextTokens: number;
   /**
    * How often a reply under way is written to the resume store, at most
-   * (a store outside the process: the primary's, Redis); absent or 0 = only
-   * when it ends. @defaultValue absent
+   * (a store outside the process: the primary's, Redis), and at once after
+   * each round of the server's tools; absent or 0 = only when it ends.
+   * @defaultValue absent
    */
   replySaveMs?: number;
 }
@@ -69,7 +70,8 @@ export interface ResponseContext {
   shareHistory: () => void;
   /**
    * The conversation changed (items, state): the session tells its listeners;
-   * `settled` at a turn's end, before its `response.done`.
+   * `settled` at a turn's end, before its `response.done`, and when a round
+   * of the server's tools has its results (a reply under way is written).
    */
   changed: (settled?: boolean) => void;
   /** Transfers to other characters: the tools offered, what the model sees. */
@@ -153,7 +155,7 @@ export async function runResponse(
     out,
     group,
     everyMs: outOfBand ? 0 : (ctx.settings.replySaveMs ?? 0),
-    changed: () => ctx.changed(),
+    changed: (now) => ctx.changed(now),
   });
   try {
     let llm: LlmClient | undefined;
@@ -183,6 +185,7 @@ export async function runResponse(
         if (speech) fillers.apply(e, response.controller.signal);
         if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
+        if (e.type === 'round.end' && e.toolCalls > 0) watch.toolsDone();
       }
     }
     fillers.clear();

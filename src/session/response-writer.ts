@@ -18,8 +18,9 @@ import type {
   ResponseObject,
   ServerEvent,
 } from './events.js';
-import { heardText, messageItem, newId, round } from './items.js';
+import { messageItem, newId, round } from './items.js';
 import type { SpeechOutput, SpokenItem } from './speech-output.js';
+import { heardSoFar, type SpokenStretch } from './voice-output.js';
 
 /** Where an item stands in a response, as output events give it. */
 interface ItemPlace {
@@ -66,7 +67,9 @@ export class ResponseWriter {
    * nothing is added before it or taken out while it is open (a tool call
    * closes it first), and every text delta needs it.
    */
-  #text: { item: MessageItem; text: string; at: ItemPlace; round: number } | undefined;
+  #text: (SpokenStretch & { at: ItemPlace }) | undefined;
+  /** Every stretch of text so far, the open one too (a spoken reply's checkpoint cuts them). */
+  readonly #stretches: SpokenStretch[] = [];
   #calls = new Map<string, FunctionCallItem | McpCallItem>();
   /** Server-run calls whose arguments are complete and whose result has not come yet. */
   #running = new Set<McpCallItem>();
@@ -132,9 +135,9 @@ export class ResponseWriter {
    * checkpoint of a reply under way): the turn's messages so far and copies
    * of the items, text open or still playing cut to what the client has
    * (`incomplete`), spoken text to what has played. Undefined while a call
-   * is under way or awaits the client, when nothing was said yet, and for a
-   * spoken reply past its first tool round (what played of each round is
-   * known only as it ends).
+   * is under way or awaits the client, when nothing was said yet, and once
+   * more than one round of a spoken reply has spoken (what played of each
+   * round is known only as it ends).
    */
   checkpoint(turn: TurnProgress): ReplyCheckpoint | undefined {
     const said = turn.soFar();
@@ -155,14 +158,8 @@ export class ResponseWriter {
       const transcript = speech.heardUntil(item.id, speech.playedMs(item.id)) ?? '';
       return { ...item, status: 'incomplete', content: [{ type: 'output_audio', transcript }] };
     });
-    if (!speech) return said.length > 0 ? { messages: said, items } : undefined;
-    if (said.length > 1 || said.some((m) => m.role !== 'assistant')) return undefined;
-    const heard = heardText(
-      items
-        .flatMap((i) => (i.type === 'message' ? i.content : []))
-        .map((part) => (part.type === 'output_audio' ? part.transcript : '')),
-    );
-    return heard === '' ? undefined : { messages: [{ role: 'assistant', content: heard }], items };
+    const messages = speech ? heardSoFar(said, this.#stretches, items) : said;
+    return messages !== undefined && messages.length > 0 ? { messages, items } : undefined;
   }
 
   apply(e: TurnEvent): void {
@@ -255,6 +252,7 @@ export class ResponseWriter {
       const item = messageItem('assistant', [], undefined, 'in_progress');
       this.#added(item);
       this.#text = { item, text: '', at: this.#at(item), round };
+      this.#stretches.push(this.#text);
       this.#send({
         type: 'response.content_part.added',
         ...this.#text.at,

@@ -56,7 +56,9 @@ export interface SessionOptions {
    * created, deleted or truncated, a transcribed utterance, its settings),
    * its acknowledgement sent in the same turn of the event loop: the moment
    * to store at once, so a process killed right after loses nothing the
-   * client heard was done.
+   * client heard was done. A round of the server's own tool calls with its
+   * results, in a reply still under way (`replySaveMs`), is settled too: the
+   * tools have done their work.
    */
   onChange?: (session: Session, settled?: boolean) => void;
   /** Where a closing session's background calls wait for a resume in this process; absent = they stop. */

@@ -8,7 +8,7 @@ import type { ChatMessage } from '../llm/chunk.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { OggOpusEncoder } from '../voice/audio/ogg-opus.js';
 import { encodePcm16Base64 } from '../voice/audio/pcm.js';
-import type { ServerEvent, VoiceTimings } from './events.js';
+import type { Item, MessageItem, ServerEvent, VoiceTimings } from './events.js';
 import { heardText, round } from './items.js';
 import type { SpokenRound } from './conversation.js';
 import type { RunningResponse } from './response-queue.js';
@@ -142,13 +142,58 @@ export function keepHeard(
     }
     if (whole) continue;
     const heard = heardText(spoken.items.map((i) => i.transcript));
-    if (heard === '' && !('tool_calls' in message) && !('function_call' in message)) {
+    if (heard === '' && !makesCalls(message)) {
       out.splice(out.indexOf(message), 1);
       continue;
     }
     message.content = heard;
   }
   return out;
+}
+
+/** A stretch of a spoken reply's text: its item, the model's words and their round. */
+export interface SpokenStretch {
+  item: MessageItem;
+  text: string;
+  round: number;
+}
+
+/**
+ * A spoken reply under way as history would keep it if it were cut now:
+ * the turn's messages so far (`said`) with the spoken round's text cut to
+ * what has played (`items`: copies, each spoken item's transcript cut to
+ * what played). A round that spoke nothing (its calls only) stays as it
+ * is. Undefined once more than one round has spoken (what played of each
+ * is known only as it ends) or when the round's message is not its words
+ * as spoken (prompt-based tools keep their call lines in it).
+ */
+export function heardSoFar(
+  said: readonly ChatMessage[],
+  stretches: readonly SpokenStretch[],
+  items: readonly Item[],
+): ChatMessage[] | undefined {
+  const first = stretches[0];
+  if (first === undefined) return said.slice();
+  if (stretches.some((s) => s.round !== first.round)) return undefined;
+  const raw = stretches.map((s) => s.text).join('');
+  const index = said.findIndex((m) => m.role === 'assistant' && m.content === raw);
+  if (index === -1) return undefined;
+  const ids = new Set(stretches.map((s) => s.item.id));
+  const heard = heardText(
+    items
+      .flatMap((i) => (i.type === 'message' && ids.has(i.id) ? i.content : []))
+      .map((part) => (part.type === 'output_audio' ? part.transcript : '')),
+  );
+  const message = said[index]!;
+  const out = said.slice();
+  if (heard === '' && !makesCalls(message)) out.splice(index, 1);
+  else out[index] = { ...message, content: heard } as ChatMessage;
+  return out;
+}
+
+/** Whether a model's message makes calls: it stays in history with no words heard. */
+function makesCalls(message: ChatMessage): boolean {
+  return 'tool_calls' in message || 'function_call' in message;
 }
 
 /**

@@ -16,7 +16,7 @@ import {
 } from '../deploy/processes.js';
 import { connect, say, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
-import { STORY, STORY_SCRIPT } from '../helpers/story.js';
+import { STORY, STORY_SCRIPT, WEATHER_STORY_LINE } from '../helpers/story.js';
 
 /** The text deltas a client has had, joined. */
 function textOf(client: TestClient): string {
@@ -26,18 +26,20 @@ function textOf(client: TestClient): string {
     .join('');
 }
 
-/** The reply under way as the store's records have it (their heads), if one has it. */
-async function storedReply(redis: Redis): Promise<string | undefined> {
+type Message = { role: string; content: string | null };
+
+/** The messages of the reply under way as the store's records have it (their heads), if one has it. */
+async function storedReply(redis: Redis): Promise<Message[] | undefined> {
   const keys = await redis.keys('troupe:resume:*');
   for (const key of keys) {
     if ((await redis.type(key)) !== 'hash') continue;
     const head = await redis.hget(key, 'head');
     if (head === null) continue;
     const record = JSON.parse(head) as {
-      state?: { conversation?: { reply?: { messages: Array<{ content: string }> } } };
+      state?: { conversation?: { reply?: { messages: Message[] } } };
     };
     const reply = record.state?.conversation?.reply;
-    if (reply) return reply.messages.at(-1)?.content;
+    if (reply) return reply.messages;
   }
   return undefined;
 }
@@ -57,14 +59,16 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
     redisProc = await startRedis();
     redis = new Redis(redisProc.url, { lazyConnect: true });
     await redis.connect();
-    const env = {
-      WORKERS: '1',
-      LLM_BASE_URL: sim.url,
-      REDIS_URL: redisProc.url,
-      RESUME_REPLY_SAVE_MS: '50',
-    };
-    instances.push(...(await Promise.all([startInstance(env), startInstance(env)])));
+    instances.push(...(await Promise.all([startInstance(env('50')), startInstance(env('50'))])));
   }, 60_000);
+
+  /** Two instances' settings: the simulator, Redis, the reply written every `replySaveMs`. */
+  const env = (replySaveMs: string) => ({
+    WORKERS: '1',
+    LLM_BASE_URL: sim.url,
+    REDIS_URL: redisProc.url,
+    RESUME_REPLY_SAVE_MS: replySaveMs,
+  });
 
   afterAll(async () => {
     for (const c of clients) await c.close();
@@ -87,7 +91,10 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
     // Its checkpoint reaches Redis; the stream has stalled, so the text stops growing.
     await within(
       (async () => {
-        while ((await storedReply(redis)) !== textOf(client) || textOf(client) === '') {
+        while (
+          (await storedReply(redis))?.at(-1)?.content !== textOf(client) ||
+          textOf(client) === ''
+        ) {
           await sleep(20);
         }
       })(),
@@ -133,5 +140,60 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
       { role: 'user', content: 'Tell me a story' },
       { role: 'assistant', content: said },
     ]);
+  }, 120_000);
+
+  it("keeps a round of the server's tools that ended before the kill: the tool is not run again", async () => {
+    await redis.flushall();
+    // A period longer than the test: only the round of tools asks for a write.
+    const [doomed, survivor] = await Promise.all([
+      startInstance(env('60000')),
+      startInstance(env('60000')),
+    ]);
+    instances.push(doomed, survivor);
+    const client = await connect(`${doomed.wsUrl}?character=weather`);
+    clients.push(client);
+    const created = await client.next('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    // The tool round is answered; the reply after it is asked and stalls before a word.
+    const asks = sim.requests.length;
+    sim.injectFault({ type: 'none' });
+    sim.injectFault({ type: 'stall', afterChunks: 0 });
+    say(client, WEATHER_STORY_LINE);
+    const completed = await client.next('response.mcp_call.completed');
+    await within(
+      (async () => {
+        const stalled = () => sim.requests.slice(asks).some((r) => r.fault?.type === 'stall');
+        while ((await storedReply(redis))?.length !== 2 || !stalled()) await sleep(20);
+      })(),
+      'the round of tools in Redis, the next round asked',
+    );
+    expect(textOf(client)).toBe('');
+
+    await doomed.stop('SIGKILL');
+    await within(client.closed, 'the close of the killed instance');
+    const again = await connect(`${survivor.wsUrl}?resume=${token}`);
+    clients.push(again);
+    await again.next('session.created');
+    again.send({ type: 'session.update', session: {} });
+    await again.next('session.updated');
+    const items = again.events
+      .filter((e) => e.type === 'conversation.item.added')
+      .map((e) => e.item as { id: string; type: string; role?: string; output?: string | null });
+    expect(items.slice(-2)).toMatchObject([
+      { role: 'user' },
+      { id: completed.item_id, type: 'mcp_call', name: 'get_current_weather' },
+    ]);
+    expect(items.at(-1)!.output).toContain('Glasgow');
+
+    // Asked again, the model reads the call and its result, and goes on to the story.
+    again.send({ type: 'response.create' });
+    const done = await again.next('response.done');
+    expect((done.response as { status: string }).status).toBe('completed');
+    expect(textOf(again)).toBe(STORY);
+    expect(again.events.map((e) => e.type)).not.toContain('response.mcp_call.completed');
+    const body = sim.requests.filter((r) => r.path === '/v1/chat/completions').at(-1)!.body as {
+      messages: Message[];
+    };
+    expect(body.messages.slice(-3).map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
   }, 120_000);
 });

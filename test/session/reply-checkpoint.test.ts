@@ -4,6 +4,7 @@
  * after the process was killed mid-reply) has the reply in history, cut
  * there, for the next request to read.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCharacters, type CharacterRegistry } from '../../src/characters/registry.js';
@@ -22,7 +23,8 @@ import {
 } from '../../src/session/session.js';
 import { startSimulator, type Simulator } from '../../src/testing/index.js';
 import { lastChat } from '../helpers/session.js';
-import { STORY, STORY_SCRIPT } from '../helpers/story.js';
+import { STORY, STORY_SCRIPT, WEATHER_STORY_LINE } from '../helpers/story.js';
+import { within } from '../helpers/wait.js';
 
 const log = pino({ level: 'silent' });
 const config = loadConfig({ CHARACTERS_DIR: 'characters' });
@@ -96,24 +98,29 @@ function options(rec: Recorder, replySaveMs: number): Omit<SessionOptions, 'id' 
   };
 }
 
-async function open(rec: Recorder, replySaveMs = 20): Promise<Session> {
+async function open(rec: Recorder, replySaveMs = 20, character = 'plain'): Promise<Session> {
   const session = await createSession({
     ...options(rec, replySaveMs),
     id: 'sess_checkpoint',
-    character: registry.get('plain')!,
+    character: registry.get(character)!,
   });
   session.start();
   return session;
 }
 
-const storyLine = {
-  type: 'conversation.item.create' as const,
-  item: {
-    type: 'message' as const,
-    role: 'user' as const,
-    content: [{ type: 'input_text' as const, text: 'Tell me a story' }],
-  },
-};
+/** The client's line as a `conversation.item.create`. */
+function line(text: string) {
+  return {
+    type: 'conversation.item.create' as const,
+    item: {
+      type: 'message' as const,
+      role: 'user' as const,
+      content: [{ type: 'input_text' as const, text }],
+    },
+  };
+}
+
+const storyLine = line('Tell me a story');
 
 /** The history's items of a snapshot, in order. */
 function itemsOf(state: SessionState): Item[] {
@@ -181,6 +188,54 @@ describe('a reply under way in the snapshot', () => {
       'assistant',
       'assistant',
     ]);
+    restored.close();
+  });
+
+  it("a round of the server's tools is written at once, before any text; restored, the model reads it", async () => {
+    const rec = new Recorder();
+    // A period longer than the test: only the round of tools asks for a write.
+    const session = await open(rec, 60_000, 'weather');
+    await session.handle(line(WEATHER_STORY_LINE));
+    const before = rec.changes.length;
+    // The tool round is answered; the reply after it stalls before its first word.
+    sim.injectFault({ type: 'none' });
+    sim.injectFault({ type: 'stall', afterChunks: 0 });
+    const asks = sim.requests.length;
+    const asked = session.handle({ type: 'response.create' });
+    await rec.until(() => rec.changes.slice(before).includes(true));
+    // The write was asked for before the next round's request: it is under way, silent.
+    const stalled = (): boolean => sim.requests.slice(asks).some((r) => r.fault?.type === 'stall');
+    await within(
+      (async () => {
+        while (!stalled()) await sleep(10);
+      })(),
+      'the round after the tools, asked',
+    );
+    expect(rec.text()).toBe('');
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    const reply = state.conversation!.reply!;
+    expect(reply.messages.map((m) => m.role)).toEqual(['assistant', 'tool']);
+    expect(reply.messages[0]).toMatchObject({
+      tool_calls: [{ function: { name: 'get_current_weather' } }],
+    });
+    expect(reply.items).toMatchObject([
+      { type: 'mcp_call', name: 'get_current_weather', output: expect.stringContaining('Glasgow') },
+    ]);
+    session.close();
+    await asked;
+
+    // Restored, the next request reads the call and its result: the tool is not asked for again.
+    const again = new Recorder();
+    const restored = await restoreSession(state, options(again, 20));
+    restored.start();
+    await restored.handle({ type: 'response.create' });
+    await restored.idle();
+    expect(lastChat(sim).messages.slice(-3)).toEqual<ChatMessage[]>([
+      { role: 'user', content: WEATHER_STORY_LINE },
+      ...reply.messages,
+    ]);
+    expect(again.text()).toBe(STORY);
+    expect(again.events.map((e) => e.type)).not.toContain('response.mcp_call.completed');
     restored.close();
   });
 

@@ -10,6 +10,7 @@ import {
   type ResumeStore,
 } from '../../src/server/resume-store.js';
 import type { SessionState } from '../../src/session/session.js';
+import { character } from '../helpers/characters.js';
 import type { TestServer } from '../helpers/server.js';
 import { userMessage } from '../helpers/session.js';
 import { fakeVoice, openVoiceSession, startVoiceServer } from '../helpers/voice.js';
@@ -19,6 +20,20 @@ import { within } from '../helpers/wait.js';
 const TALE = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') + '.';
 
 type Reply = NonNullable<SessionState['conversation']>['reply'];
+
+/** A character whose tool says a filler line at once and answers 30 ms later. */
+const FORECASTER = character({
+  name: 'Forecaster',
+  extra: `tools: [
+    defineTool({
+      name: 'get_forecast',
+      description: 'The forecast.',
+      parameters: z.object({}),
+      filler: { text: 'Let me see.', afterMs: 0 },
+      handler: () => new Promise((resolve) => setTimeout(() => resolve('Mild all week.'), 30)),
+    }),
+  ],`,
+});
 
 /** A store written as Redis is, that tells each reply under way it is given. */
 function watchingStore(onReply: (reply: NonNullable<Reply>) => void): ResumeStore {
@@ -46,8 +61,15 @@ beforeAll(async () => {
       told?.();
     }),
     env: { RESUME_REPLY_SAVE_MS: '50' },
+    characters: { 'forecaster.ts': FORECASTER },
     script: {
-      rules: [{ when: { user: 'tale' }, reply: { parts: [{ text: TALE }] } }],
+      rules: [
+        {
+          when: { user: 'forecast', round: 0 },
+          reply: { parts: [{ toolCall: { name: 'get_forecast', arguments: {} } }] },
+        },
+        { when: { user: 'tale' }, reply: { parts: [{ text: TALE }] } },
+      ],
       fallback: { parts: [{ text: 'Okay.' }] },
     },
   });
@@ -85,4 +107,52 @@ describe('a spoken reply under way in the resume store', () => {
     expect(done.status).toBe('completed');
     await c.close();
   });
+
+  it('after a round of tools: the call, its result, and what has played since; not the filler', async () => {
+    replies.length = 0;
+    const c = await openVoiceSession(t, 'character=forecaster');
+    c.send(userMessage('The forecast, then a tale.'));
+    c.send({ type: 'response.create' });
+    // Written once the round of tools has its result, before any word of the reply.
+    const atTools = await within(
+      replyWhere((r) => r.messages.length === 2),
+      'the round of tools',
+    );
+    expect(atTools.messages).toMatchObject([
+      { role: 'assistant', tool_calls: [{ function: { name: 'get_forecast' } }] },
+      { role: 'tool', content: 'Mild all week.' },
+    ]);
+    // Then, as the tale plays, the words heard so far follow them.
+    const heard = await within(
+      replyWhere((r) => r.messages.length === 3),
+      'a checkpoint with words of the tale',
+    );
+    const tale = heard.items.at(-1);
+    const transcript = (tale as { content: Array<{ transcript: string }> }).content[0]!.transcript;
+    expect(TALE.startsWith(transcript) && transcript.length < TALE.length).toBe(true);
+    expect(heard.messages).toEqual([
+      ...atTools.messages,
+      { role: 'assistant', content: transcript },
+    ]);
+    // The filler was heard (an item of its own) but is not the model's words.
+    expect(heard.items.map((i) => i.type)).toEqual(['mcp_call', 'message', 'message']);
+    expect(heard.items[1]).toMatchObject({ content: [{ transcript: 'Let me see.' }] });
+    const done = (await c.next('response.done')).response as { status: string };
+    expect(done.status).toBe('completed');
+    await c.close();
+  });
 });
+
+/** The first reply under way written (from now on) that satisfies `match`. */
+function replyWhere(match: (reply: NonNullable<Reply>) => boolean): Promise<NonNullable<Reply>> {
+  return new Promise((resolve) => {
+    const check = (): void => {
+      const reply = replies.find(match);
+      if (!reply) return;
+      told = undefined;
+      resolve(reply);
+    };
+    told = check;
+    check();
+  });
+}

@@ -757,6 +757,19 @@ describe('faults', () => {
     expect((await create()).choices[0]?.message.content).toBe('Hi there.');
   });
 
+  it('answers a request as usual for a none fault, and the next fault meets the next request', async () => {
+    sim.injectFault({ type: 'none' });
+    sim.injectFault({ type: 'http', status: 500 });
+    const create = () =>
+      client.chat.completions.create({
+        model: 'm',
+        messages: [{ role: 'user', content: 'hello' }],
+      });
+    expect((await create()).choices[0]?.message.content).toBe('Hi there.');
+    expect(sim.requests.at(-1)?.outcome).toBe('complete');
+    await expect(create()).rejects.toMatchObject({ status: 500 });
+  });
+
   it('destroys the socket after n chunks on reset', async () => {
     sim.setProfile('openai');
     sim.injectFault({ type: 'reset', afterChunks: 3 });

@@ -49,6 +49,8 @@ export interface SimulatorOptions {
 
 /** A one-shot fault for the next chat request; several queue up in order. */
 export type SimFault =
+  /** None: the request is answered as usual, so the fault queued after it meets the next one (a tool round's follow-up). */
+  | { type: 'none' }
   /** Answer with this HTTP error (429 carries `retry-after: 0`). */
   | { type: 'http'; status: 429 | 500 | 503; message?: string }
   /** Destroy the socket after n chunks. */
