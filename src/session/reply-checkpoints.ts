@@ -9,8 +9,9 @@
  * A reply that ends within `everyMs` of its first text is never written
  * this way. The deltas themselves never write: the timer does, at most
  * once a period. A round of the server's own tool calls is written as soon
- * as its results are in, text or not: a tool has done its work, and a
- * resumed conversation must not ask the model to do it again.
+ * as its results are in (once the next round's request is out, so the
+ * write is not in the tool round's time), text or not: a tool has done its
+ * work, and a resumed conversation must not lead the model to do it again.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
@@ -23,7 +24,10 @@ export interface ReplyWatch {
   onStart(turn: TurnProgress): void;
   /** The reply's first text: the timer starts. */
   begin(): void;
-  /** A round of the server's calls has its results: written now (and the timer starts). */
+  /**
+   * A round of the server's calls has its results: written as soon as the
+   * next round's request is out (and the timer starts).
+   */
   toolsDone(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
@@ -83,7 +87,10 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     toolsDone: () => {
       if (stopped) return;
       begin();
-      tell(true);
+      // After this turn of the event loop: the next round's request goes out first.
+      setImmediate(() => {
+        if (!stopped) tell(true);
+      });
     },
     stop: () => {
       stopped = true;
