@@ -16,6 +16,22 @@ export default tseslint.config(
     },
   },
   {
+    // Every test and hook takes the suite's bound (TEST_TIMEOUT_MS, sized for a
+    // busy machine): a shorter one of its own fails where the machine is slow.
+    files: ['test/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            'CallExpression[callee.name=/^(it|test|beforeAll|afterAll|beforeEach|afterEach)$/][arguments.length>1] > Literal:last-child',
+          message:
+            "A test or hook takes the suite's bound (TEST_TIMEOUT_MS in vitest.config.ts); give a longer one as bound(ms) from test/helpers/wait.ts.",
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly' } },
   },

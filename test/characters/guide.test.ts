@@ -71,14 +71,14 @@ describe('a new character from the guide', () => {
     for (const file of ['characters/dice.ts', 'test/characters/dice.test.ts']) {
       await writeFile(join(copy, file), guideBlock(guide, file));
     }
-  }, 60_000);
+  });
   afterAll(() => (copy ? rm(copy, { recursive: true, force: true }) : undefined));
 
   it('passes troupe check beside the seed characters', async () => {
     const { code, stdout } = await exec(copy, ['src/cli/bin.mjs', 'check', 'characters']);
     expect(stdout).toMatch(/^dice\s+Dice\s+roll_dice\s+ok$/m);
     expect(code, stdout).toBe(0);
-  }, 60_000);
+  });
 
   it('keeps the guide test and the tests that list characters green', async () => {
     const { code, stdout, stderr } = await exec(copy, [
@@ -94,5 +94,5 @@ describe('a new character from the guide', () => {
     ]);
     expect(code, `${stdout}\n${stderr}`).toBe(0);
     expect(stdout).toMatch(/dice\.test\.ts/);
-  }, 180_000);
+  });
 });

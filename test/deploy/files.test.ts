@@ -163,5 +163,5 @@ describe("deploy/k8s/troupe.yaml against Kubernetes' API types", () => {
     expect(kubernetesTypeErrors(broken).join('\n')).toMatch(
       /'"readinesProbe"' does not exist in type 'Container'/,
     );
-  }, 60_000);
+  });
 });

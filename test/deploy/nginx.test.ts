@@ -65,7 +65,7 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
         instances.map((i) => `127.0.0.1:${i.port}`),
         2,
       );
-    }, 90_000);
+    });
 
     afterAll(async () => {
       for (const c of conversations) await c.client.close();
@@ -73,7 +73,7 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
       for (const i of instances) await i.stop();
       await redis?.close();
       await sim?.close();
-    }, 60_000);
+    });
 
     it('proxies /health and conversations to both instances', async () => {
       const health = await request(`${nginx.url}/health`);
@@ -104,7 +104,7 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
       // One after the other, least_conn evens them out: nginx's two worker
       // processes share their counts through the upstream's zone.
       expect(served).toEqual([CLIENTS / 2, CLIENTS / 2]);
-    }, 60_000);
+    });
 
     it("lets a browser's page served through nginx on its own port open a session", async () => {
       // A browser on http://localhost:PORT sends that Origin and that Host; the
@@ -201,7 +201,7 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
           outcome: 'resumed',
         }),
       ).toBe(onVictim.length);
-    }, 120_000);
+    });
   },
 );
 
@@ -226,14 +226,14 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
       instances.map((i) => `127.0.0.1:${i.port}`),
       2,
     );
-  }, 90_000);
+  });
 
   afterAll(async () => {
     for (const c of clients) await c.close();
     await nginx?.close();
     for (const i of instances) await i.stop();
     await sim?.close();
-  }, 60_000);
+  });
 
   it('sends the sessions a full instance refuses to the other, and refuses with 503 when both are full', async () => {
     for (let i = 0; i < 4; i++) {
@@ -277,7 +277,7 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
       ),
     );
     expect(full[0]).toBeGreaterThan(0);
-  }, 60_000);
+  });
 
   it('gives an instance that refused a session new ones as soon as it has room', async () => {
     // The instance that holds one session has refused several by now. Its
@@ -305,5 +305,5 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
       new RegExp(`"session":"${id}"[^\\n]*"msg":"session opened"`),
       'the session opened on the instance with room',
     );
-  }, 60_000);
+  });
 });

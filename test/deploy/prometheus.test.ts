@@ -96,7 +96,7 @@ describe.runIf(needs('prometheus'))('Prometheus scraping WORKERS=2 while a worke
       `--web.listen-address=127.0.0.1:${port}`,
     ]);
     await prometheus.waitFor(/Server is ready to receive web requests/, 'prometheus ready');
-  }, 90_000);
+  });
 
   afterAll(async () => {
     for (const c of clients) await c.close();
@@ -104,7 +104,7 @@ describe.runIf(needs('prometheus'))('Prometheus scraping WORKERS=2 while a worke
     await instance?.stop();
     await sim?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
-  }, 60_000);
+  });
 
   it('lints clean through promtool, summed over the workers', async () => {
     expect(promtool(await scrape(instance.url))).toBe('');
@@ -148,5 +148,5 @@ describe.runIf(needs('prometheus'))('Prometheus scraping WORKERS=2 while a worke
       expect(resets[0]?.value, name).toBe(0);
     }
     expect((await query(promUrl, total))[0]?.value).toBe(4);
-  }, 120_000);
+  });
 });

@@ -41,5 +41,5 @@ describe('watchGc', () => {
       gc.stop();
       observer.disconnect();
     }
-  }, 60_000);
+  });
 });

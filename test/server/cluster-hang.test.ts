@@ -24,7 +24,7 @@ describe('npm start with WORKERS=2, one worker stuck', () => {
   beforeAll(async () => {
     sim = await startSimulator({ script: DEMO_SCRIPT });
     instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
-  }, 60_000);
+  });
 
   afterAll(async () => {
     if (stuck !== undefined) {
@@ -37,7 +37,7 @@ describe('npm start with WORKERS=2, one worker stuck', () => {
     for (const c of clients) await c.close();
     await instance?.stop();
     await sim?.close();
-  }, 60_000);
+  });
 
   /**
    * /health's workers, or none when the request went to the stuck worker
@@ -95,5 +95,5 @@ describe('npm start with WORKERS=2, one worker stuck', () => {
       'two workers answering again',
     );
     expect((await workers()).map((w) => w.pid)).not.toContain(stuck);
-  }, 120_000);
+  });
 });

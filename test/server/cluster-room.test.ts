@@ -30,13 +30,13 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
       LLM_BASE_URL: sim.url,
       SHUTDOWN_GRACE_MS: '60000',
     });
-  }, 60_000);
+  });
 
   afterAll(async () => {
     for (const c of clients) await c.close();
     await instance?.stop();
     await sim?.close();
-  }, 60_000);
+  });
 
   async function open(): Promise<TestClient> {
     const c = await connect(`${instance.wsUrl}?character=plain`);
@@ -56,7 +56,7 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
       code: 1013,
       reason: 'server full (2 sessions per worker); try again later',
     });
-  }, 30_000);
+  });
 
   it('hands each new session to the worker with room, never to the full one', async () => {
     // Round-robin handed every other connection to the full worker: each of
@@ -81,7 +81,7 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
       expect(first, `round ${round}`).toBe('session.created');
       expect(await sessionsPerWorker(instance.url)).toEqual([2, 2]);
     }
-  }, 60_000);
+  });
 
   it('drains when the primary and its workers all get SIGTERM, the primary first (systemd, Ctrl+C)', async () => {
     const pids = (await request(`${instance.url}/health`))
@@ -111,5 +111,5 @@ describe('npm start with WORKERS=2 and MAX_SESSIONS=2 (per worker)', () => {
     expect((await within(talking.closed, 'the close after the drain')).code).toBe(1001);
     expect(await within(exit, 'the primary exit')).toMatchObject({ code: 0 });
     expect(instance.logs().filter((l) => l.msg === 'second signal: exiting now')).toEqual([]);
-  }, 120_000);
+  });
 });

@@ -17,8 +17,8 @@ describe('npm start with WORKERS=2 and a speech engine', () => {
       LLM_BASE_URL: 'http://127.0.0.1:9/v1',
       TTS_PROVIDER: 'flite',
     });
-  }, 60_000);
-  afterAll(() => instance?.stop(), 60_000);
+  });
+  afterAll(() => instance?.stop());
 
   it("gives each worker's engine its share of the cores", async () => {
     const share = Math.ceil(usableCores() / 2);

@@ -68,64 +68,52 @@ async function withTwoWorkers(
 }
 
 describe('npm start with WORKERS=2, a worker killed while it starts', () => {
-  it(
-    'starts another in its place, and the instance serves',
-    () =>
-      withTwoWorkers(async (proc) => {
-        // A worker just forked, long before it is ready (Node and its modules still load).
-        const worker = await forkedWorker(proc);
-        process.kill(worker, 'SIGKILL');
-        await proc.waitFor(/"msg":"worker died; starting another"/, 'the killed worker replaced');
-        const ready = await proc.waitFor(
-          /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*"msg":"workers ready"/,
-          'every worker ready',
-        );
-        const health = (await request(`${ready[1]}/health`)).json<{ workers: unknown[] }>();
-        expect(health.workers).toHaveLength(2);
-        expect(proc.output()).not.toContain('worker failed to start');
-        proc.child.kill('SIGTERM');
-        expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
-      }),
-    90_000,
-  );
+  it('starts another in its place, and the instance serves', () =>
+    withTwoWorkers(async (proc) => {
+      // A worker just forked, long before it is ready (Node and its modules still load).
+      const worker = await forkedWorker(proc);
+      process.kill(worker, 'SIGKILL');
+      await proc.waitFor(/"msg":"worker died; starting another"/, 'the killed worker replaced');
+      const ready = await proc.waitFor(
+        /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*"msg":"workers ready"/,
+        'every worker ready',
+      );
+      const health = (await request(`${ready[1]}/health`)).json<{ workers: unknown[] }>();
+      expect(health.workers).toHaveLength(2);
+      expect(proc.output()).not.toContain('worker failed to start');
+      proc.child.kill('SIGTERM');
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+    }));
 });
 
 describe('npm start with WORKERS=2, SIGTERM while the workers start', () => {
-  it(
-    'stops them (one may die of the signal before it can take it) and exits 0',
-    () =>
-      withTwoWorkers(async (proc) => {
-        await forkedWorker(proc);
-        proc.child.kill('SIGTERM');
-        expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
-        expect(proc.output()).toContain('"msg":"all workers stopped"');
-        expect(proc.output()).not.toContain('worker died while stopping');
-      }),
-    90_000,
-  );
+  it('stops them (one may die of the signal before it can take it) and exits 0', () =>
+    withTwoWorkers(async (proc) => {
+      await forkedWorker(proc);
+      proc.child.kill('SIGTERM');
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 0 });
+      expect(proc.output()).toContain('"msg":"all workers stopped"');
+      expect(proc.output()).not.toContain('worker died while stopping');
+    }));
 });
 
 describe('npm start with WORKERS=2, a worker killed while the instance stops', () => {
-  it(
-    'says so, and exits 1 once the other has stopped',
-    () =>
-      withTwoWorkers(async (proc) => {
-        const first = await proc.waitFor(/"pid":(\d+),"msg":"worker ready"/, 'a worker ready');
-        await proc.waitFor(/"msg":"workers ready"/, 'every worker ready');
-        // Held still, it cannot drain; the other stops, then this one is killed mid-stop.
-        const held = Number(first[1]);
-        process.kill(held, 'SIGSTOP');
-        try {
-          proc.child.kill('SIGTERM');
-          await proc.waitFor(/"msg":"worker stopped"/, 'the other worker stopped');
-        } finally {
-          // Also when the wait fails: a stopped process would never see its primary go.
-          process.kill(held, 'SIGKILL');
-        }
-        expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 1 });
-        expect(proc.output()).toMatch(/"signal":"SIGKILL","msg":"worker died while stopping"/);
-        expect(proc.output()).toContain('"msg":"all workers stopped"');
-      }),
-    90_000,
-  );
+  it('says so, and exits 1 once the other has stopped', () =>
+    withTwoWorkers(async (proc) => {
+      const first = await proc.waitFor(/"pid":(\d+),"msg":"worker ready"/, 'a worker ready');
+      await proc.waitFor(/"msg":"workers ready"/, 'every worker ready');
+      // Held still, it cannot drain; the other stops, then this one is killed mid-stop.
+      const held = Number(first[1]);
+      process.kill(held, 'SIGSTOP');
+      try {
+        proc.child.kill('SIGTERM');
+        await proc.waitFor(/"msg":"worker stopped"/, 'the other worker stopped');
+      } finally {
+        // Also when the wait fails: a stopped process would never see its primary go.
+        process.kill(held, 'SIGKILL');
+      }
+      expect(await within(proc.exited, 'the instance stopped')).toMatchObject({ code: 1 });
+      expect(proc.output()).toMatch(/"signal":"SIGKILL","msg":"worker died while stopping"/);
+      expect(proc.output()).toContain('"msg":"all workers stopped"');
+    }));
 });

@@ -46,13 +46,13 @@ describe('npm start with WORKERS=2', () => {
   beforeAll(async () => {
     sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
     instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
-  }, 60_000);
+  });
 
   afterAll(async () => {
     for (const c of clients) await c.close();
     await instance?.stop();
     await sim?.close();
-  }, 60_000);
+  });
 
   it('runs two workers that share the port, each reported by /health', async () => {
     const states = await workers(instance.url);
@@ -97,7 +97,7 @@ describe('npm start with WORKERS=2', () => {
     expect(metricValue(metrics, 'troupe_sessions_total', { character: 'plain' })).toBe(4);
     // Every worker loads the same characters: counted once, not once per worker.
     expect(metricValue(metrics, 'troupe_characters_loaded')).toBe(health.characters.loaded);
-  }, 30_000);
+  });
 
   it('serves a turn on every worker', async () => {
     for (const c of clients) say(c, 'Hello there!');
@@ -105,7 +105,7 @@ describe('npm start with WORKERS=2', () => {
       const done = await c.next('response.done', undefined, 15_000);
       expect(done.response).toMatchObject({ status: 'completed' });
     }
-  }, 30_000);
+  });
 
   it('closes a connection at once when its conversation is resumed on another worker', async () => {
     const workerOf = (id: string, msg: string) =>
@@ -131,7 +131,7 @@ describe('npm start with WORKERS=2', () => {
     }
     // The router puts a new connection on the worker with fewer sessions: one resume crossed.
     expect(across).toBe(1);
-  }, 60_000);
+  });
 
   it('hands over a reply cut by a resume on another worker, with what was said of it', async () => {
     const workerOf = (id: string, msg: string) =>
@@ -187,7 +187,7 @@ describe('npm start with WORKERS=2', () => {
       sim.setLatency({});
       for (const f of fillers) await f.close();
     }
-  }, 120_000);
+  });
 
   it('answers /metrics while a worker is stuck, counting it as it last answered', async () => {
     const before = await scrape(instance.url);
@@ -226,7 +226,7 @@ describe('npm start with WORKERS=2', () => {
       'both workers ok again',
     );
     expect(metricValue(await scrape(instance.url), 'troupe_metrics_stale_workers')).toBe(0);
-  }, 300_000);
+  });
 
   it('replaces a worker that dies; its clients see their socket close and resume on another worker', async () => {
     const metricsBefore = await scrape(instance.url);
@@ -283,7 +283,7 @@ describe('npm start with WORKERS=2', () => {
       expect(again.events.map((e) => e.type)).not.toContain('error');
       clients[clients.indexOf(c)] = again;
     }
-  }, 120_000);
+  });
 
   it('drains every worker on SIGTERM: clients get 1001 and the primary exits 0', async () => {
     const c = await connect(`${instance.wsUrl}?character=plain`);
@@ -294,5 +294,5 @@ describe('npm start with WORKERS=2', () => {
     expect(code).toBe(1001);
     for (const x of open) expect((await within(x.closed, 'a close', 20_000)).code).toBe(1001);
     expect(await within(exit, 'the primary exit', 30_000)).toMatchObject({ code: 0 });
-  }, 60_000);
+  });
 });

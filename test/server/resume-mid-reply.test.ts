@@ -60,7 +60,7 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
     redis = new Redis(redisProc.url, { lazyConnect: true });
     await redis.connect();
     instances.push(...(await Promise.all([startInstance(env('50')), startInstance(env('50'))])));
-  }, 60_000);
+  });
 
   /** Two instances' settings: the simulator, Redis, the reply written every `replySaveMs`. */
   const env = (replySaveMs: string) => ({
@@ -76,7 +76,7 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
     redis?.disconnect();
     await redisProc?.close();
     await sim?.close();
-  }, 60_000);
+  });
 
   it('resumes on another instance with what the client had of the reply, cut there', async () => {
     const [doomed, survivor] = instances as [Instance, Instance];
@@ -140,7 +140,7 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
       { role: 'user', content: 'Tell me a story' },
       { role: 'assistant', content: said },
     ]);
-  }, 120_000);
+  });
 
   it("keeps a round of the server's tools that ended before the kill: the tool is not run again", async () => {
     await redis.flushall();
@@ -195,5 +195,5 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
       messages: Message[];
     };
     expect(body.messages.slice(-3).map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
-  }, 120_000);
+  });
 });

@@ -147,7 +147,7 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
 
   beforeAll(async () => {
     redis = await startRedis();
-  }, 40_000);
+  });
   afterAll(() => redis?.close());
 
   storeContract(() => createRedisResumeStore({ url: redis.url, log: log.logger }));
@@ -288,7 +288,7 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       await store.close();
       await own.close();
     }
-  }, 40_000);
+  });
 
   it('tells the instance whose session wrote a record when another instance claims it', async () => {
     // Two instances: each its own connections to one Redis, and its own sessions.
@@ -321,7 +321,7 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       await here.close();
       await there.close();
     }
-  }, 30_000);
+  });
 
   it('has every open session write its record again when Redis comes back empty', async () => {
     const port = await freePort();
@@ -376,5 +376,5 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       await again?.close();
       await own.close();
     }
-  }, 40_000);
+  });
 });

@@ -39,7 +39,7 @@ beforeAll(async () => {
     say('b1', 'slt', 'once upon a time there lived an old fisherman'),
     say('b2', 'slt', 'that is correct you have three points so far'),
   ]);
-}, 60_000);
+});
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
@@ -120,5 +120,5 @@ describe('per-session CMN on one shared decoder', () => {
     const afterB = await speakerA(true, true);
     expect(alone[0]).toContain('weather');
     expect(afterB).toEqual(alone);
-  }, 180_000);
+  });
 });

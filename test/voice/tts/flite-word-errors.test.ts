@@ -103,5 +103,5 @@ describe('the default voices (Flite, transcribed back by pocketsphinx)', () => {
     );
     expect(words).toBeGreaterThan(80);
     expect(errors / words).toBeLessThanOrEqual(MAX_WORD_ERROR_RATE);
-  }, 180_000);
+  });
 });

@@ -15,7 +15,7 @@ let tts: FliteTts;
 beforeAll(async () => {
   tts = createFliteTts({ workers: 1 });
   expect((await tts.health()).ok).toBe(true);
-}, 20_000);
+});
 afterAll(async () => {
   await tts?.close();
 });
