@@ -711,6 +711,23 @@ describe('the request log over HTTP', () => {
     ]);
     expect(sim.requests.at(-1)?.path).toBe('/sim/requests');
   });
+
+  it('gives the latest requests with their bodies and faults when asked', async () => {
+    const root = sim.url.replace(/\/v1$/, '');
+    await fetch(`${root}/sim/requests`, { method: 'DELETE' });
+    await streamChat(sim, { messages: ask('hello') });
+    sim.injectFault({ type: 'http', status: 503 });
+    await postChat(sim, { model: 'm', messages: ask('again'), stream: true });
+    const res = await fetch(`${root}/sim/requests?bodies=1&last=1`);
+    const { requests } = (await res.json()) as { requests: Array<Record<string, unknown>> };
+    expect(requests).toEqual([
+      expect.objectContaining({
+        status: 503,
+        body: expect.objectContaining({ messages: ask('again') }),
+        fault: { type: 'http', status: 503 },
+      }),
+    ]);
+  });
 });
 
 describe('usage', () => {

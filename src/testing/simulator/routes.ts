@@ -78,7 +78,7 @@ export function createRouter(
       return;
     }
     if (path === '/sim/requests') {
-      answerRequestLog(res, record, requests);
+      answerRequestLog(res, record, requests, req.url ?? '/');
       return;
     }
     if (record.method !== 'POST' || path !== '/v1/chat/completions') {
@@ -153,29 +153,36 @@ function answerModels(
 /**
  * `GET /sim/requests` lists, and `DELETE` clears, the requests seen. For
  * clients in another process (benchmarks, the load test): when each request
- * arrived, on this process's clock (epoch ms, sub-ms precision).
+ * arrived, on this process's clock (epoch ms, sub-ms precision). With
+ * `?bodies=1` each also carries its body (what the model was sent) and the
+ * fault it met; `?last=N` keeps the latest N.
  */
 function answerRequestLog(
   res: ServerResponse,
   record: RecordedRequest,
   requests: RecordedRequest[],
+  url: string,
 ): void {
   if (record.method === 'DELETE') {
     requests.length = 0;
     sendJson(res, record, 200, { cleared: true });
     return;
   }
-  const seen = requests
-    .filter((r) => r.path !== '/sim/requests')
-    .map(({ method, path, receivedAt, status, outcome, chunksWritten }) => ({
-      method,
-      path,
-      receivedAt,
-      status,
-      outcome,
-      chunksWritten,
-    }));
-  sendJson(res, record, 200, { requests: seen });
+  const query = new URL(url, 'http://sim').searchParams;
+  const bodies = query.get('bodies') === '1' || query.get('bodies') === 'true';
+  const last = Number(query.get('last') ?? Number.NaN);
+  let seen = requests.filter((r) => r.path !== '/sim/requests');
+  if (Number.isInteger(last) && last >= 0) seen = last === 0 ? [] : seen.slice(-last);
+  const listed = seen.map(({ method, path, receivedAt, status, outcome, chunksWritten, ...r }) => ({
+    method,
+    path,
+    receivedAt,
+    status,
+    outcome,
+    chunksWritten,
+    ...(bodies ? { body: r.body, fault: r.fault ?? null } : {}),
+  }));
+  sendJson(res, record, 200, { requests: listed });
 }
 
 /** An injected HTTP error, shaped as OpenAI's (429 carries `retry-after: 0`). */
