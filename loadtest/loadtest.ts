@@ -32,7 +32,8 @@ import {
   summarizeResumes,
   type ScaleOutTarget,
 } from './lib/scale-out.js';
-import { newResumeLog, runSession, type ResumeLog, type Utterance } from './lib/session-client.js';
+import { newResumeLog, type ResumeLog } from './lib/resume-log.js';
+import { runSession, type Utterance } from './lib/session-client.js';
 import { engineBenchSection } from './report/engine-section.js';
 import { renderHtmlReport } from './report/html.js';
 import { reportMachine } from './report/machine.js';

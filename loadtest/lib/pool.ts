@@ -5,7 +5,8 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Recorder } from './recorder.js';
-import type { ClientContext, ResumeLog, SessionSettings, Utterance } from './session-client.js';
+import type { ResumeLog } from './resume-log.js';
+import type { ClientContext, SessionSettings, Utterance } from './session-client.js';
 
 /**
  * Runs one simulated user until the pool stops; never throws. `signal` is

@@ -16,7 +16,7 @@ import {
 } from './engines.js';
 import type { KillSignal } from './options.js';
 import type { CpuPart } from './process-cpu.js';
-import type { ResumeLog } from './session-client.js';
+import type { ResumeLog } from './resume-log.js';
 import { percentile } from './stats.js';
 
 /** Servers behind one URL. */
@@ -115,6 +115,9 @@ export interface ResumeSummary extends TimeSummary {
   /** Connections lost while their reply streamed, and resumed conversations that kept it (cut). */
   cutMidReply: number;
   repliesKept: number;
+  /** Connections lost past a round of the server's tools; conversations back ending with it. */
+  toolsMidReply: number;
+  toolRoundsKept: number;
   /** Where the time went (see {@link ResumeLog.splits}). */
   splits: Record<keyof ResumeLog['splits'], TimeSummary>;
 }
@@ -138,6 +141,8 @@ export function summarizeResumes(log: ResumeLog): ResumeSummary {
     retries: log.retries,
     cutMidReply: log.cutMidReply,
     repliesKept: log.repliesKept,
+    toolsMidReply: log.toolsMidReply,
+    toolRoundsKept: log.toolRoundsKept,
     ...summarizeTimes(log.times),
     splits: {
       connect: summarizeTimes(s.connect),
@@ -161,7 +166,8 @@ export function formatResumes(r: ResumeSummary): string {
     `        open → session.created (store claim, restore):  ${ms(r.splits.restore)}`,
     `        session.created → next turn asked (client):     ${ms(r.splits.ask)}`,
     `        asked → first delta (the reply's TTFT):         ${ms(r.splits.reply)}`,
-    `  replies under way at the loss: ${r.cutMidReply}; conversations back with the reply cut where its last write left it: ${r.repliesKept}`,
+    `  replies under way at the loss: ${r.cutMidReply} with text, ${r.toolsMidReply} past a round of the server's tools`,
+    `  conversations back with the reply cut where its last write left it: ${r.repliesKept}; back at a round of tools (its calls and results, no text after): ${r.toolRoundsKept}`,
   ].join('\n');
 }
 

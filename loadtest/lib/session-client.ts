@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { epochNow, readStamps } from '../../src/testing/simulator/index.js';
 import { encodePcm16Base64 } from '../../src/voice/audio/pcm.js';
 import type { Recorder } from './recorder.js';
+import type { ResumeLog } from './resume-log.js';
 import { CONVERSATION } from './scenarios.js';
 
 /** Audio frames a spoken session sends, like a microphone: 20 ms each. */
@@ -63,39 +64,6 @@ export function thinkPause(settings: Pick<SessionSettings, 'thinkMs' | 'thinkJit
   return Math.max(0, thinkMs + (Math.random() * 2 - 1) * thinkJitterMs);
 }
 
-/** What resumes took, over a run. */
-export interface ResumeLog {
-  /** Reconnect → first text delta of the next reply, ms. */
-  times: number[];
-  /**
-   * The same time, split where it goes (ms each): the socket lost → the new
-   * one open (through the load balancer); → `session.created` (the store's
-   * claim and the restore); → the next turn asked; → its first delta (the
-   * reply's own time to first token).
-   */
-  splits: { connect: number[]; restore: number[]; ask: number[]; reply: number[] };
-  /** Reconnections refused before their session opened (tried again after a pause). */
-  retries: number;
-  /** Reconnections that got a fresh session instead (`resume_failed`) or none at all. */
-  failed: number;
-  /** Connections lost while their reply streamed (some of its text had come). */
-  cutMidReply: number;
-  /** Resumed conversations that ended with a reply cut where its last write left it (`incomplete`). */
-  repliesKept: number;
-}
-
-/** An empty resume log. */
-export function newResumeLog(): ResumeLog {
-  return {
-    times: [],
-    splits: { connect: [], restore: [], ask: [], reply: [] },
-    retries: 0,
-    failed: 0,
-    cutMidReply: 0,
-    repliesKept: 0,
-  };
-}
-
 /** Close codes after which a session resumes (when asked to); 1013 (overloaded, full) after a pause. */
 const RESUMABLE_CLOSES = new Set([
   'closed:1001',
@@ -141,6 +109,8 @@ interface Turn {
   firstAudioAt: number | null;
   /** A tool call came before any text. */
   toolFirst: boolean;
+  /** A call the server ran has its result (`mcp_call` done with its output). */
+  toolsDone: boolean;
   /** The response answering this turn: the first one created once the user has finished. */
   responseId: string | null;
   done: (event: ResponseDone) => void;
@@ -164,10 +134,23 @@ interface ServerEventLite {
   type: string;
   delta?: string;
   response_id?: string;
-  item?: { type?: string; role?: string; status?: string; content?: Array<{ text?: string }> };
+  item?: {
+    type?: string;
+    role?: string;
+    status?: string;
+    content?: Array<{ text?: string }>;
+    output?: string | null;
+  };
   response?: Omit<ResponseDone, 'at'> & { id?: string };
   error?: { type?: string; code?: string | null; message?: string };
   session?: { troupe?: { character?: { greeting?: string | null }; resume_token?: string } };
+}
+
+/** What an announced item tells of a reply under way: cut short, or at its tools' results. */
+function endsWith(item: ServerEventLite['item']): 'cut' | 'tools' | undefined {
+  if (item?.role === 'assistant' && item.status === 'incomplete') return 'cut';
+  if (item?.type === 'mcp_call' && item.output != null) return 'tools';
+  return undefined;
 }
 
 /**
@@ -268,8 +251,11 @@ class SessionClient {
   #resumeMarks: { open?: number; created?: number; ask?: number } = {};
   /** The last user line the resumed conversation announced. */
   #lastUserLine: string | undefined;
-  /** Whether the resumed conversation's last item is a reply cut short (`incomplete`). */
-  #endsCut = false;
+  /**
+   * What the resumed conversation's last item is: a reply cut short
+   * (`incomplete`), or a call the server ran, with its result.
+   */
+  #endsWith: 'cut' | 'tools' | undefined;
   /** The session's resume token (from `session.created`). */
   token: string | undefined;
   /** The turn the conversation is at: the one under way, or the next one. */
@@ -299,6 +285,7 @@ class SessionClient {
       this.#lost = (err) => {
         if (this.#turn !== undefined) this.turnCut = true;
         if (this.#turn?.text && ctx.resume) ctx.resume.cutMidReply++;
+        if (this.#turn?.toolsDone && ctx.resume) ctx.resume.toolsMidReply++;
         reject(err);
       };
     });
@@ -337,7 +324,10 @@ class SessionClient {
       if (greeted !== undefined) await Promise.race([greeted, lost]);
     }
     // The items are all here: did the reply under way at the loss come back?
-    if (this.#resume && this.#endsCut && ctx.resume) ctx.resume.repliesKept++;
+    if (this.#resume && ctx.resume) {
+      if (this.#endsWith === 'cut') ctx.resume.repliesKept++;
+      if (this.#endsWith === 'tools') ctx.resume.toolRoundsKept++;
+    }
     for (let t = firstTurn; !ctx.stopping && !ctx.signal.aborted; t++) {
       this.turn = t;
       const line = (index + t) % CONVERSATION.length;
@@ -423,6 +413,7 @@ class SessionClient {
         firstTextAt: null,
         firstAudioAt: null,
         toolFirst: false,
+        toolsDone: false,
         responseId: null,
         done: resolve,
       };
@@ -557,7 +548,7 @@ class SessionClient {
         if (e.item?.type === 'message' && e.item.role === 'user') {
           this.#lastUserLine = e.item.content?.[0]?.text;
         }
-        this.#endsCut = e.item?.role === 'assistant' && e.item.status === 'incomplete';
+        this.#endsWith = endsWith(e.item);
         break;
       case 'response.output_item.added':
         // Server-run tools come as `mcp_call` items; a client's own as `function_call`.
@@ -567,6 +558,11 @@ class SessionClient {
           ours.firstTextAt === null
         ) {
           ours.toolFirst = true;
+        }
+        return;
+      case 'response.output_item.done':
+        if (ours !== undefined && e.item?.type === 'mcp_call' && e.item.output != null) {
+          ours.toolsDone = true;
         }
         return;
       case 'response.done':

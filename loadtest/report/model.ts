@@ -236,6 +236,10 @@ export interface LoadtestReport {
     cutMidReply: number;
     /** Resumed conversations that ended with that reply, cut where its last write left it. */
     repliesKept: number;
+    /** Connections lost while their reply was past a round of the server's tools. */
+    toolsMidReply: number;
+    /** Resumed conversations that ended with such a round: its calls and their results. */
+    toolRoundsKept: number;
     /** Where the time went: lost → open, → session.created, → next turn asked, → first delta. */
     splits: Record<
       'connect' | 'restore' | 'ask' | 'reply',
