@@ -135,9 +135,7 @@ export class ResponseWriter {
    * checkpoint of a reply under way): the turn's messages so far and copies
    * of the items, text open or still playing cut to what the client has
    * (`incomplete`), spoken text to what has played. Undefined while a call
-   * is under way or awaits the client, when nothing was said yet, and once
-   * more than one round of a spoken reply has spoken (what played of each
-   * round is known only as it ends).
+   * is under way or awaits the client, and when nothing was said yet.
    */
   checkpoint(turn: TurnProgress): ReplyCheckpoint | undefined {
     const said = turn.soFar();

@@ -160,34 +160,41 @@ export interface SpokenStretch {
 
 /**
  * A spoken reply under way as history would keep it if it were cut now:
- * the turn's messages so far (`said`) with the spoken round's text cut to
- * what has played (`items`: copies, each spoken item's transcript cut to
- * what played). A round that spoke nothing (its calls only) stays as it
- * is. Undefined once more than one round has spoken (what played of each
- * is known only as it ends) or when the round's message is not its words
- * as spoken (prompt-based tools keep their call lines in it).
+ * the turn's messages so far (`said`) with each spoken round's text cut to
+ * what has played (`items`: copies, each spoken item's transcript what
+ * played of it, all of it once it has ended). A round that spoke nothing
+ * (its calls only) stays as it is. Undefined when a round's message is not
+ * its words as spoken (prompt-based tools keep their call lines in it).
  */
 export function heardSoFar(
   said: readonly ChatMessage[],
   stretches: readonly SpokenStretch[],
   items: readonly Item[],
 ): ChatMessage[] | undefined {
-  const first = stretches[0];
-  if (first === undefined) return said.slice();
-  if (stretches.some((s) => s.round !== first.round)) return undefined;
-  const raw = stretches.map((s) => s.text).join('');
-  const index = said.findIndex((m) => m.role === 'assistant' && m.content === raw);
-  if (index === -1) return undefined;
-  const ids = new Set(stretches.map((s) => s.item.id));
-  const heard = heardText(
-    items
-      .flatMap((i) => (i.type === 'message' && ids.has(i.id) ? i.content : []))
-      .map((part) => (part.type === 'output_audio' ? part.transcript : '')),
-  );
-  const message = said[index]!;
+  const byRound = new Map<number, SpokenStretch[]>();
+  for (const s of stretches) byRound.set(s.round, [...(byRound.get(s.round) ?? []), s]);
   const out = said.slice();
-  if (heard === '' && !makesCalls(message)) out.splice(index, 1);
-  else out[index] = { ...message, content: heard } as ChatMessage;
+  // Rounds in order, each message after the one before.
+  let from = 0;
+  for (const list of byRound.values()) {
+    const raw = list.map((s) => s.text).join('');
+    const index = out.findIndex((m, i) => i >= from && m.role === 'assistant' && m.content === raw);
+    if (index === -1) return undefined;
+    const ids = new Set(list.map((s) => s.item.id));
+    const heard = heardText(
+      items
+        .flatMap((i) => (i.type === 'message' && ids.has(i.id) ? i.content : []))
+        .map((part) => (part.type === 'output_audio' ? part.transcript : '')),
+    );
+    const message = out[index]!;
+    if (heard === '' && !makesCalls(message)) {
+      out.splice(index, 1);
+      from = index;
+    } else {
+      out[index] = { ...message, content: heard } as ChatMessage;
+      from = index + 1;
+    }
+  }
   return out;
 }
 

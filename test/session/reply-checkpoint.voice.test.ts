@@ -68,6 +68,15 @@ beforeAll(async () => {
           when: { user: 'forecast', round: 0 },
           reply: { parts: [{ toolCall: { name: 'get_forecast', arguments: {} } }] },
         },
+        {
+          when: { user: 'outlook', round: 0 },
+          reply: {
+            parts: [
+              { text: 'One moment. ' },
+              { toolCall: { name: 'get_forecast', arguments: {} } },
+            ],
+          },
+        },
         { when: { user: 'tale' }, reply: { parts: [{ text: TALE }] } },
       ],
       fallback: { parts: [{ text: 'Okay.' }] },
@@ -137,6 +146,36 @@ describe('a spoken reply under way in the resume store', () => {
     // The filler was heard (an item of its own) but is not the model's words.
     expect(heard.items.map((i) => i.type)).toEqual(['mcp_call', 'message', 'message']);
     expect(heard.items[1]).toMatchObject({ content: [{ transcript: 'Let me see.' }] });
+    const done = (await c.next('response.done')).response as { status: string };
+    expect(done.status).toBe('completed');
+    await c.close();
+  });
+});
+
+describe('a spoken reply that speaks in more than one round', () => {
+  it('holds each round as heard: the first as it played, the one playing cut', async () => {
+    replies.length = 0;
+    const c = await openVoiceSession(t, 'character=forecaster');
+    c.send(userMessage('The outlook, then a tale.'));
+    c.send({ type: 'response.create' });
+    const heard = await within(
+      replyWhere((r) => r.messages.length === 3),
+      'a checkpoint with words of the second round',
+    );
+    const [first, , tale] = heard.items.filter((i) => i.type === 'message');
+    const said = (item: typeof first) =>
+      (item as { content: Array<{ transcript: string }> }).content[0]!.transcript;
+    expect(said(first)).toMatch(/^One moment\.?$/);
+    expect(TALE.startsWith(said(tale)) && said(tale).length < TALE.length).toBe(true);
+    expect(heard.messages).toMatchObject([
+      {
+        role: 'assistant',
+        content: said(first),
+        tool_calls: [{ function: { name: 'get_forecast' } }],
+      },
+      { role: 'tool', content: 'Mild all week.' },
+      { role: 'assistant', content: said(tale) },
+    ]);
     const done = (await c.next('response.done')).response as { status: string };
     expect(done.status).toBe('completed');
     await c.close();
