@@ -68,11 +68,11 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   let told = sizeOf(undefined);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const tell = (at: boolean): void => {
+  const tell = (atOnce: boolean): void => {
     const size = sizeOf(now());
     if (size === told) return;
     told = size;
-    o.changed(at);
+    o.changed(atOnce);
   };
   const begin = (): void => {
     if (timer !== undefined || stopped) return;

@@ -108,6 +108,16 @@ async function open(rec: Recorder, replySaveMs = 20, character = 'plain'): Promi
   return session;
 }
 
+/** A session restored from `state` (its process gone), asked for a reply that has ended. */
+async function restoreAndAsk(state: SessionState): Promise<{ again: Recorder; restored: Session }> {
+  const again = new Recorder();
+  const restored = await restoreSession(state, options(again, 20));
+  restored.start();
+  await restored.handle({ type: 'response.create' });
+  await restored.idle();
+  return { again, restored };
+}
+
 /** The client's line as a `conversation.item.create`. */
 function line(text: string) {
   return {
@@ -161,11 +171,7 @@ describe('a reply under way in the snapshot', () => {
     await asked;
 
     // The process is gone; the conversation comes back from the record.
-    const again = new Recorder();
-    const restored = await restoreSession(state, options(again, 20));
-    restored.start();
-    await restored.handle({ type: 'response.create' });
-    await restored.idle();
+    const { again, restored } = await restoreAndAsk(state);
     const announced = again.events
       .filter((e) => e.type === 'conversation.item.added')
       .map((e) => (e as { item: Item }).item);
@@ -225,11 +231,7 @@ describe('a reply under way in the snapshot', () => {
     await asked;
 
     // Restored, the next request reads the call and its result: the tool is not asked for again.
-    const again = new Recorder();
-    const restored = await restoreSession(state, options(again, 20));
-    restored.start();
-    await restored.handle({ type: 'response.create' });
-    await restored.idle();
+    const { again, restored } = await restoreAndAsk(state);
     expect(lastChat(sim).messages.slice(-3)).toEqual<ChatMessage[]>([
       { role: 'user', content: WEATHER_STORY_LINE },
       ...reply.messages,

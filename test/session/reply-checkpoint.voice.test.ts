@@ -11,6 +11,7 @@ import {
 } from '../../src/server/resume-store.js';
 import type { SessionState } from '../../src/session/session.js';
 import { character } from '../helpers/characters.js';
+import type { TestClient } from '../helpers/realtime-client.js';
 import type { TestServer } from '../helpers/server.js';
 import { userMessage } from '../helpers/session.js';
 import { fakeVoice, openVoiceSession, startVoiceServer } from '../helpers/voice.js';
@@ -118,10 +119,7 @@ describe('a spoken reply under way in the resume store', () => {
   });
 
   it('after a round of tools: the call, its result, and what has played since; not the filler', async () => {
-    replies.length = 0;
-    const c = await openVoiceSession(t, 'character=forecaster');
-    c.send(userMessage('The forecast, then a tale.'));
-    c.send({ type: 'response.create' });
+    const c = await askForecaster('The forecast, then a tale.');
     // Written once the round of tools has its result, before any word of the reply.
     const atTools = await within(
       replyWhere((r) => r.messages.length === 2),
@@ -154,10 +152,7 @@ describe('a spoken reply under way in the resume store', () => {
 
 describe('a spoken reply that speaks in more than one round', () => {
   it('holds each round as heard: the first as it played, the one playing cut', async () => {
-    replies.length = 0;
-    const c = await openVoiceSession(t, 'character=forecaster');
-    c.send(userMessage('The outlook, then a tale.'));
-    c.send({ type: 'response.create' });
+    const c = await askForecaster('The outlook, then a tale.');
     const heard = await within(
       replyWhere((r) => r.messages.length === 3),
       'a checkpoint with words of the second round',
@@ -181,6 +176,15 @@ describe('a spoken reply that speaks in more than one round', () => {
     await c.close();
   });
 });
+
+/** A spoken session with the forecaster, asked for a reply to `line`; the replies seen so far forgotten. */
+async function askForecaster(line: string): Promise<TestClient> {
+  replies.length = 0;
+  const c = await openVoiceSession(t, 'character=forecaster');
+  c.send(userMessage(line));
+  c.send({ type: 'response.create' });
+  return c;
+}
 
 /** The first reply under way written (from now on) that satisfies `match`. */
 function replyWhere(match: (reply: NonNullable<Reply>) => boolean): Promise<NonNullable<Reply>> {

@@ -727,6 +727,13 @@ describe('the request log over HTTP', () => {
         fault: { type: 'http', status: 503 },
       }),
     ]);
+    for (const query of ['bodies=yes', 'last=-1', 'last=2.5', 'last=']) {
+      const bad = await fetch(`${root}/sim/requests?${query}`);
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(
+        /^GET \/sim\/requests: (bodies|last) must be/,
+      );
+    }
   });
 });
 

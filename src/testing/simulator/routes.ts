@@ -169,10 +169,27 @@ function answerRequestLog(
     return;
   }
   const query = new URL(url, 'http://sim').searchParams;
-  const bodies = query.get('bodies') === '1' || query.get('bodies') === 'true';
-  const last = Number(query.get('last') ?? Number.NaN);
+  const bodiesAsked = query.get('bodies') ?? '0';
+  const lastAsked = query.get('last');
+  const last = lastAsked === null ? Number.POSITIVE_INFINITY : Number(lastAsked);
+  const problem = !['0', '1', 'false', 'true'].includes(bodiesAsked)
+    ? `bodies must be 1, true, 0 or false, got ${JSON.stringify(bodiesAsked)}`
+    : lastAsked !== null && !(/^\d+$/.test(lastAsked) && Number.isSafeInteger(last))
+      ? `last must be a whole number, got ${JSON.stringify(lastAsked)}`
+      : undefined;
+  if (problem) {
+    sendJson(res, record, 400, {
+      error: {
+        message: `GET /sim/requests: ${problem}.`,
+        type: 'invalid_request_error',
+        code: 400,
+      },
+    });
+    return;
+  }
+  const bodies = bodiesAsked === '1' || bodiesAsked === 'true';
   let seen = requests.filter((r) => r.path !== '/sim/requests');
-  if (Number.isInteger(last) && last >= 0) seen = last === 0 ? [] : seen.slice(-last);
+  if (last < seen.length) seen = last === 0 ? [] : seen.slice(-last);
   const listed = seen.map(({ method, path, receivedAt, status, outcome, chunksWritten, ...r }) => ({
     method,
     path,
