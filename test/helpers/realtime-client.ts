@@ -8,6 +8,13 @@ import { bound, DEFAULT_WAIT_MS } from './wait.js';
 /** A server event as received. */
 export type Received = { type: string; event_id?: string } & Record<string, unknown>;
 
+/** An event as a failed wait names it: its type, and an error's code and message. */
+function describe(e: Received): string {
+  if (e.type !== 'error') return e.type;
+  const error = e.error as { code?: string | null; message?: string } | undefined;
+  return `error (${error?.code ?? 'no code'}: ${error?.message ?? ''})`;
+}
+
 /** A connected test client. */
 export interface TestClient {
   readonly ws: WebSocket;
@@ -83,10 +90,7 @@ export async function connect(
         waiters.delete(waiter);
         reject(
           new Error(
-            `no ${type} within ${limit} ms; got: ${events
-              .slice(cursor)
-              .map((e) => e.type)
-              .join(', ')}`,
+            `no ${type} within ${limit} ms; got: ${events.slice(cursor).map(describe).join(', ')}`,
           ),
         );
       }, limit);
