@@ -5,11 +5,7 @@
  * there, for the next request to read.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCharacters, type CharacterRegistry } from '../../src/characters/registry.js';
-import { loadConfig } from '../../src/config/index.js';
-import { createLlmClient, type LlmClient } from '../../src/llm/client.js';
 import type { ChatMessage } from '../../src/llm/chunk.js';
 import { TurnState } from '../../src/llm/turn-state.js';
 import type { Item, ServerEvent } from '../../src/session/events.js';
@@ -21,29 +17,16 @@ import {
   type SessionOptions,
   type SessionState,
 } from '../../src/session/session.js';
-import { startSimulator, type Simulator } from '../../src/testing/index.js';
 import { lastChat } from '../helpers/session.js';
+import { startSessionParts, type SessionParts } from '../helpers/session-parts.js';
 import { STORY, STORY_SCRIPT, WEATHER_STORY_LINE } from '../helpers/story.js';
 import { within } from '../helpers/wait.js';
 
-const log = pino({ level: 'silent' });
-const config = loadConfig({ CHARACTERS_DIR: 'characters' });
-let sim: Simulator;
-let registry: CharacterRegistry;
-let llm: LlmClient;
-
+let parts: SessionParts;
 beforeAll(async () => {
-  sim = await startSimulator({
-    profile: 'vllm-hermes',
-    script: STORY_SCRIPT,
-  });
-  registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
-  llm = await createLlmClient({ baseURL: sim.url, log });
+  parts = await startSessionParts(STORY_SCRIPT);
 });
-afterAll(async () => {
-  await registry?.close();
-  await sim?.close();
-});
+afterAll(() => parts?.close());
 
 /** What a session sent and when it said it changed, with waits on either. */
 class Recorder {
@@ -89,11 +72,7 @@ class Recorder {
 
 function options(rec: Recorder, replySaveMs: number): Omit<SessionOptions, 'id' | 'character'> {
   return {
-    characters: { get: (id) => registry.get(id), ids: () => registry.list().map((c) => c.id) },
-    llm: () => Promise.resolve(llm),
-    settings: { ...config.sessions, replySaveMs },
-    send: rec.send,
-    log,
+    ...parts.options(rec.send, { replySaveMs }),
     onChange: (_session, settled) => rec.changed(settled === true),
   };
 }
@@ -102,7 +81,7 @@ async function open(rec: Recorder, replySaveMs = 20, character = 'plain'): Promi
   const session = await createSession({
     ...options(rec, replySaveMs),
     id: 'sess_checkpoint',
-    character: registry.get(character)!,
+    character: parts.registry.get(character)!,
   });
   session.start();
   return session;
@@ -142,7 +121,7 @@ describe('a reply under way in the snapshot', () => {
     const rec = new Recorder();
     const session = await open(rec);
     await session.handle(storyLine);
-    sim.injectFault({ type: 'stall', afterChunks: 6 });
+    parts.sim.injectFault({ type: 'stall', afterChunks: 6 });
     const asked = session.handle({ type: 'response.create' });
     // Text came, and the session said it changed after it (its timer, not a delta).
     await rec.until(() => rec.text() !== '');
@@ -181,7 +160,7 @@ describe('a reply under way in the snapshot', () => {
       content: [{ type: 'output_text', text: said }],
     });
     // The next request reads the line and what had been said of the reply.
-    expect(lastChat(sim).messages.slice(-2)).toEqual<ChatMessage[]>([
+    expect(lastChat(parts.sim).messages.slice(-2)).toEqual<ChatMessage[]>([
       { role: 'user', content: 'Tell me a story' },
       { role: 'assistant', content: said },
     ]);
@@ -204,13 +183,14 @@ describe('a reply under way in the snapshot', () => {
     await session.handle(line(WEATHER_STORY_LINE));
     const before = rec.changes.length;
     // The tool round is answered; the reply after it stalls before its first word.
-    sim.injectFault({ type: 'none' });
-    sim.injectFault({ type: 'stall', afterChunks: 0 });
-    const asks = sim.requests.length;
+    parts.sim.injectFault({ type: 'none' });
+    parts.sim.injectFault({ type: 'stall', afterChunks: 0 });
+    const asks = parts.sim.requests.length;
     const asked = session.handle({ type: 'response.create' });
     await rec.until(() => rec.changes.slice(before).includes(true));
     // The write was asked for before the next round's request: it is under way, silent.
-    const stalled = (): boolean => sim.requests.slice(asks).some((r) => r.fault?.type === 'stall');
+    const stalled = (): boolean =>
+      parts.sim.requests.slice(asks).some((r) => r.fault?.type === 'stall');
     await within(
       (async () => {
         while (!stalled()) await sleep(10);
@@ -232,7 +212,7 @@ describe('a reply under way in the snapshot', () => {
 
     // Restored, the next request reads the call and its result: the tool is not asked for again.
     const { again, restored } = await restoreAndAsk(state);
-    expect(lastChat(sim).messages.slice(-3)).toEqual<ChatMessage[]>([
+    expect(lastChat(parts.sim).messages.slice(-3)).toEqual<ChatMessage[]>([
       { role: 'user', content: WEATHER_STORY_LINE },
       ...reply.messages,
     ]);
@@ -262,7 +242,7 @@ describe('a reply under way in the snapshot', () => {
     const rec = new Recorder();
     const session = await open(rec, 0);
     await session.handle(storyLine);
-    sim.injectFault({ type: 'stall', afterChunks: 6 });
+    parts.sim.injectFault({ type: 'stall', afterChunks: 6 });
     const asked = session.handle({ type: 'response.create' });
     await rec.until(() => rec.text() !== '');
     const state = JSON.parse(session.snapshotText()) as SessionState;

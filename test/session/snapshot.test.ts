@@ -3,12 +3,8 @@
  * restored from it in another process sends the LLM what the original would.
  */
 import { execFile } from 'node:child_process';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCharacters, type CharacterRegistry } from '../../src/characters/registry.js';
-import { loadConfig } from '../../src/config/index.js';
 import { TroupeError } from '../../src/errors.js';
-import { createLlmClient, type LlmClient } from '../../src/llm/client.js';
 import type { ClientEvent, ServerEvent } from '../../src/session/events.js';
 import {
   createSession,
@@ -17,19 +13,11 @@ import {
   type SessionOptions,
   type SessionState,
 } from '../../src/session/session.js';
-import {
-  DEMO_SCRIPT,
-  startSimulator,
-  type SimScript,
-  type Simulator,
-} from '../../src/testing/index.js';
+import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
 import { chatBodies, type ChatBody } from '../helpers/session.js';
+import { startSessionParts, type SessionParts } from '../helpers/session-parts.js';
 
-const log = pino({ level: 'silent' });
-const config = loadConfig({ CHARACTERS_DIR: 'characters' });
-let sim: Simulator;
-let registry: CharacterRegistry;
-let llm: LlmClient;
+let parts: SessionParts;
 
 beforeAll(async () => {
   // The demo's rules, and a question the client's own tool answers.
@@ -44,31 +32,20 @@ beforeAll(async () => {
       ...DEMO_SCRIPT.rules,
     ],
   };
-  sim = await startSimulator({ profile: 'vllm-hermes', script });
-  registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
-  llm = await createLlmClient({ baseURL: sim.url, log });
+  parts = await startSessionParts(script);
 });
-afterAll(async () => {
-  await registry?.close();
-  await sim?.close();
-});
+afterAll(() => parts?.close());
 
 /** Session options that collect what the session sends. */
 function options(sent: ServerEvent[]): Omit<SessionOptions, 'id' | 'character'> {
-  return {
-    characters: { get: (id) => registry.get(id), ids: () => registry.list().map((c) => c.id) },
-    llm: () => Promise.resolve(llm),
-    settings: config.sessions,
-    send: (event) => sent.push(event),
-    log,
-  };
+  return parts.options((event) => sent.push(event));
 }
 
 async function open(characterId: string, sent: ServerEvent[] = []): Promise<Session> {
   const session = await createSession({
     ...options(sent),
     id: `sess_${characterId}`,
-    character: registry.get(characterId)!,
+    character: parts.registry.get(characterId)!,
   });
   session.start();
   return session;
@@ -100,7 +77,7 @@ function restoreElsewhere(
     const child = execFile(
       process.execPath,
       ['--import', 'tsx', 'test/helpers/session-process.ts'],
-      { env: { ...process.env, SIM_URL: sim.url, CHARACTERS_DIR: 'characters' } },
+      { env: { ...process.env, SIM_URL: parts.sim.url, CHARACTERS_DIR: 'characters' } },
       (err, stdout, stderr) => {
         if (err) return reject(new Error(`${err.message}\n${stderr}`));
         resolve(JSON.parse(stdout) as { events: ServerEvent[]; snapshot: SessionState });
@@ -133,17 +110,17 @@ describe('session snapshots', () => {
     const stored = JSON.stringify(original.snapshot());
     const next = userTurn("What's my score?");
 
-    const before = chatBodies(sim).length;
+    const before = chatBodies(parts.sim).length;
     const mark = sent.length;
     await play(original, next);
-    const expected: ChatBody = chatBodies(sim)[before]!;
+    const expected: ChatBody = chatBodies(parts.sim)[before]!;
     expect(toolOutputs(sent.slice(mark))).toEqual([
       'Score: 1 correct of 1 answered (3 questions in all).',
     ]);
 
-    const elsewhere = chatBodies(sim).length;
+    const elsewhere = chatBodies(parts.sim).length;
     const restored = await restoreElsewhere(stored, next);
-    expect(chatBodies(sim)[elsewhere]).toEqual(expected);
+    expect(chatBodies(parts.sim)[elsewhere]).toEqual(expected);
     expect(expected.temperature).toBe(0.3);
     expect(expected.tools?.map((t) => t.function.name)).toContain('show_card');
     // The quiz (the character's per-session state) came along.
@@ -229,15 +206,15 @@ describe('session snapshots', () => {
       },
       { type: 'response.create' },
     ];
-    const before = chatBodies(sim).length;
+    const before = chatBodies(parts.sim).length;
     await play(original, answer);
-    const expected = chatBodies(sim)[before]!;
+    const expected = chatBodies(parts.sim)[before]!;
     const restoredSent: ServerEvent[] = [];
     const restored = await restoreSession(snapshot, options(restoredSent));
-    const mark = chatBodies(sim).length;
+    const mark = chatBodies(parts.sim).length;
     await play(restored, answer);
     expect(restoredSent.filter((e) => e.type === 'error')).toEqual([]);
-    expect(chatBodies(sim)[mark]).toEqual(expected);
+    expect(chatBodies(parts.sim)[mark]).toEqual(expected);
     expect(expected.messages.at(-1)).toMatchObject({ role: 'tool', content: '12:34' });
     original.close();
     restored.close();
@@ -249,7 +226,7 @@ describe('session snapshots', () => {
     const session = await createSession({
       ...options(sent),
       id: 'sess_changes',
-      character: registry.get('plain')!,
+      character: parts.registry.get('plain')!,
       onChange: () => calls++,
     });
     session.start();
