@@ -33,7 +33,7 @@ import {
   toChatMessage,
 } from './items.js';
 import { callMessage, MISSING_OUTPUT, outputMessages } from './response-input.js';
-import type { ReplyCheckpoint } from './response-writer.js';
+import type { ExchangeCheckpoint } from './response-writer.js';
 import type { ConversationState } from './session-state.js';
 
 /**
@@ -57,7 +57,7 @@ export interface ConversationOptions {
   /** Whether the running response has an item of this id. */
   responseHas: (itemId: string) => boolean;
   /** The running response as history would keep it if it were cut now, if it has said anything. */
-  responseCheckpoint?: () => (ReplyCheckpoint & { group: HistoryGroup }) | undefined;
+  responseCheckpoint?: () => ExchangeCheckpoint | undefined;
 }
 
 /** A client-side call awaiting output, and the assistant message that made it. */

@@ -4,8 +4,7 @@
  */
 import type { SpeechOutput } from './speech-output.js';
 import type { Item } from './events.js';
-import type { HistoryGroup } from './history.js';
-import type { ReplyCheckpoint } from './response-writer.js';
+import type { ExchangeCheckpoint } from './response-writer.js';
 
 /**
  * Where a response comes from: a client's `response.create`, the greeting, a
@@ -39,7 +38,7 @@ export interface RunningResponse {
    * joins (a resume store's checkpoint); undefined when it has said nothing
    * yet or once history has taken it.
    */
-  checkpoint?: () => (ReplyCheckpoint & { group: HistoryGroup }) | undefined;
+  checkpoint?: () => ExchangeCheckpoint | undefined;
   /** Its speech, when it speaks. */
   speech?: SpeechOutput;
   /** Why it was stopped, when it was. */

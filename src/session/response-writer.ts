@@ -18,6 +18,7 @@ import type {
   ResponseObject,
   ServerEvent,
 } from './events.js';
+import type { HistoryGroup } from './history.js';
 import { messageItem, newId, round } from './items.js';
 import type { SpeechOutput, SpokenItem } from './speech-output.js';
 import { heardSoFar, type SpokenStretch } from './voice-output.js';
@@ -53,6 +54,11 @@ export interface SpokenEntry {
 export interface ReplyCheckpoint {
   messages: ChatMessage[];
   items: Item[];
+}
+
+/** A reply's checkpoint, with the exchange of history it joins. */
+export interface ExchangeCheckpoint extends ReplyCheckpoint {
+  group: HistoryGroup;
 }
 
 /**
@@ -139,7 +145,8 @@ export class ResponseWriter {
    */
   checkpoint(turn: TurnProgress): ReplyCheckpoint | undefined {
     const said = turn.soFar();
-    if (said === undefined || this.#running.size > 0) return undefined;
+    if (said === undefined) return undefined;
+    // A call still streaming, running or awaiting the client has no result yet.
     for (const item of this.#calls.values()) {
       if (item.type === 'function_call' || (item.output === null && item.error === null)) {
         return undefined;
