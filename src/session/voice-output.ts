@@ -116,14 +116,11 @@ export function keepHeard(
   truncations: ReadonlyMap<string, string>,
   record: (itemId: string, round: SpokenRound) => void,
 ): ChatMessage[] {
-  const byRound = new Map<number, SpokenEntry[]>();
-  for (const e of entries) {
-    if (e.round < 0) continue;
-    byRound.set(e.round, [...(byRound.get(e.round) ?? []), e]);
-  }
+  // Fillers (round -1) are not the model's words.
+  const rounds = byRound(entries.filter((e) => e.round >= 0));
   const out = [...messages];
   const used = new Set<ChatMessage>();
-  for (const list of byRound.values()) {
+  for (const list of rounds) {
     const raw = list.map((e) => e.raw).join('');
     const message = out.find((m) => m.role === 'assistant' && !used.has(m) && m.content === raw);
     if (!message) continue;
@@ -171,12 +168,10 @@ export function heardSoFar(
   stretches: readonly SpokenStretch[],
   items: readonly Item[],
 ): ChatMessage[] | undefined {
-  const byRound = new Map<number, SpokenStretch[]>();
-  for (const s of stretches) byRound.set(s.round, [...(byRound.get(s.round) ?? []), s]);
   const out = said.slice();
   // Rounds in order, each message after the one before.
   let from = 0;
-  for (const list of byRound.values()) {
+  for (const list of byRound(stretches)) {
     const raw = list.map((s) => s.text).join('');
     const index = out.findIndex((m, i) => i >= from && m.role === 'assistant' && m.content === raw);
     if (index === -1) return undefined;
@@ -196,6 +191,17 @@ export function heardSoFar(
     }
   }
   return out;
+}
+
+/** Spoken pieces gathered by round, the rounds in the order they first came. */
+function byRound<T extends { round: number }>(pieces: readonly T[]): T[][] {
+  const rounds = new Map<number, T[]>();
+  for (const p of pieces) {
+    const list = rounds.get(p.round);
+    if (list) list.push(p);
+    else rounds.set(p.round, [p]);
+  }
+  return [...rounds.values()];
 }
 
 /** Whether a model's message makes calls: it stays in history with no words heard. */
