@@ -93,6 +93,13 @@ interface ItemSpeech {
   synthSamples: number;
   /** Played-timeline sample of the item's first audio sent; null before. */
   audioStart: number | null;
+  /**
+   * Wall time (performance.now) when the item has played: the end of its
+   * last frame sent, or, for an item without audio, the end of the items
+   * before it; -1 until the item is reached. An item ends then, not when
+   * the whole response has played.
+   */
+  playEnd: number;
   /** Whether the engine has given any audio for the item. */
   heardEngine: boolean;
   sentSamples: number;
@@ -222,6 +229,7 @@ export class SpeechOutput {
       resampler: createResampler(this.#o.tts.sampleRate, PCM16_SAMPLE_RATE),
       synthSamples: 0,
       audioStart: null,
+      playEnd: -1,
       heardEngine: false,
       sentSamples: 0,
       emitted: '',
@@ -384,6 +392,8 @@ export class SpeechOutput {
     const now = performance.now();
     for (const item of this.#items) {
       if (item.finished) continue;
+      // Reached: every item before it is all sent, and it plays when they end.
+      if (item.playEnd < 0) item.playEnd = this.#playEnd;
       this.#send(item, now);
       this.#words(item, now);
       if (this.#finishIfDone(item, now)) continue;
@@ -433,6 +443,7 @@ export class SpeechOutput {
     this.#frames.push({ start: this.#sentTotal, samples: pcm.length, playAt });
     if (this.#frames.length > 512) this.#frames.splice(0, 256);
     this.#playEnd = playAt + pcm.length / SAMPLES_PER_MS;
+    item.playEnd = this.#playEnd;
     this.#sentTotal += pcm.length;
     // Padding shifts later audio: keep the item's own timeline in step.
     item.sentSamples += pcm.length;
@@ -452,7 +463,7 @@ export class SpeechOutput {
    */
   #playedIn(item: ItemSpeech, now: number): number {
     if (item.audioStart === null) {
-      return item.audioDone && item.pendingSamples === 0 && this.#playEnd <= now ? Infinity : -1;
+      return item.audioDone && item.pendingSamples === 0 && item.playEnd <= now ? Infinity : -1;
     }
     return this.#playedAt(now) - item.audioStart;
   }
@@ -494,7 +505,7 @@ export class SpeechOutput {
     if (!item.textDone || !item.audioDone || item.pendingSamples > 0) return false;
     const total = item.segments.reduce((n, s) => n + s.pieces.length, 0);
     if (item.emittedPieces < total) return false;
-    if (item.audioStart !== null && this.#playEnd > now) return false;
+    if (item.audioStart !== null && item.playEnd > now) return false;
     this.#finish(item, false);
     return true;
   }
@@ -534,7 +545,7 @@ export class SpeechOutput {
         next = Math.min(next, this.#wallAt(item.audioStart + piece.at) ?? Infinity);
       }
       if (item.textDone && item.audioDone && item.pendingSamples === 0) {
-        next = Math.min(next, this.#playEnd);
+        next = Math.min(next, item.playEnd);
       }
       if (item.pendingSamples > 0 || !item.audioDone) break;
     }

@@ -171,6 +171,16 @@ describe('a tool call in a spoken reply', () => {
     const answerStarts = types.indexOf(`response.output_audio.delta:${answer.id}`);
     expect(firstEnds).toBeGreaterThan(-1);
     expect(answerStarts).toBeGreaterThan(firstEnds);
+    // Each item ends when its own audio has played, not when the whole
+    // reply's has: the first is done before the answer's first word is heard.
+    const firstDone = types.indexOf(`response.output_audio.done:${before.id}`);
+    const answerHeard = types.indexOf(`response.output_audio_transcript.delta:${answer.id}`);
+    expect(firstDone).toBeGreaterThan(-1);
+    expect(firstDone).toBeLessThan(answerHeard);
+    const itemDone = events.findIndex(
+      (e) => e.type === 'response.output_item.done' && (e.item as Output).id === before.id,
+    );
+    expect(itemDone).toBeLessThan(types.indexOf(`response.output_audio.done:${answer.id}`));
 
     // The model's second round saw its own words, the call and the result.
     const second = chatBodies(t.simulator).at(-1)!;
