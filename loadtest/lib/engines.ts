@@ -278,10 +278,28 @@ export interface Instance {
   proc: Proc;
   /** Log lines so far, parsed (non-JSON lines skipped). */
   logs(): Array<Record<string, unknown>>;
-  /** SIGTERM (a drain) or `signal`, then waits for the exit. */
+  /**
+   * SIGTERM (a drain) or `signal`, then waits for the exit. SIGKILL goes to
+   * its workers too, at once, as a crash of its machine or container would:
+   * workers left behind when their primary dies drain their sessions.
+   */
   stop(
     signal?: 'SIGTERM' | 'SIGKILL',
   ): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** SIGKILL to every worker an instance's log says it started (those gone already are skipped). */
+function killWorkers(output: string): void {
+  for (const line of output.split('\n')) {
+    if (!line.startsWith('{') || !line.includes('"worker ready"')) continue;
+    const { pid } = JSON.parse(line) as { pid?: unknown };
+    if (typeof pid !== 'number') continue;
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone already (replaced, or exited).
+    }
+  }
 }
 
 /**
@@ -357,7 +375,10 @@ export async function startInstance(env: Record<string, string>): Promise<Instan
         .filter((l) => l.startsWith('{'))
         .map((l) => JSON.parse(l) as Record<string, unknown>),
     async stop(signal = 'SIGTERM') {
-      if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill(signal);
+      if (proc.child.exitCode === null && proc.child.signalCode === null) {
+        if (signal === 'SIGKILL') killWorkers(proc.output());
+        proc.child.kill(signal);
+      }
       return proc.exited;
     },
   };
