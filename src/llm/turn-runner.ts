@@ -32,7 +32,7 @@ import {
 } from './prompt-tools.js';
 import { RoundReader } from './round-reader.js';
 import { estimateRoundUsage } from './token-estimate.js';
-import { TurnState, epochNow, type TurnProgress } from './turn-state.js';
+import { TurnState, epochNow, runningCalls, type TurnProgress } from './turn-state.js';
 
 /** Options of {@link runTurn}. */
 export interface TurnOptions {
@@ -304,14 +304,20 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
       used().add(call.id);
       yield { type: 'tool_call.done', round, call };
     }
-    // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
-    turn.keepCalls(assistantMessage(calls, filter ? done.text : turn.roundText, toolMode, legacy));
-
     // Client-side calls go back to the client; the round's server-side calls still run.
     const serverIdx = calls.flatMap((c, i) => (clientNames.has(c.name) ? [] : [i]));
+    const serverCalls = serverIdx.map((i) => calls[i]!);
+    // Prompt mode replays the raw text (tool-call lines included) so the model sees what it wrote.
+    turn.keepCalls(
+      assistantMessage(calls, filter ? done.text : turn.roundText, toolMode, legacy),
+      // Cut while they run, the calls read as interrupted; with the client's, not at all.
+      serverCalls.length === calls.length
+        ? runningCalls(serverCalls, (r) => toolResultMessages(r, toolMode, legacy))
+        : undefined,
+    );
     for (const call of calls) if (clientNames.has(call.name)) turn.clientCalls.push(call);
     const results = runCalls(
-      serverIdx.map((i) => calls[i]!),
+      serverCalls,
       filter ? serverIdx.map((i) => promptCalls[i]!) : [],
       filter !== undefined,
       toolset,
@@ -320,6 +326,7 @@ export async function* runTurn(options: TurnOptions): AsyncGenerator<TurnEvent, 
     // Each result goes out as its call ends; history keeps call order.
     for await (const result of inCompletionOrder(results)) {
       timing.handlerMs = Math.max(timing.handlerMs, result.handlerMs);
+      turn.resultIn(result);
       yield { type: 'tool.result', round, result };
     }
     const ordered = await Promise.all(results);

@@ -3,6 +3,7 @@
  * the earlier rounds'), its first-token time, usage, calls, timings and the
  * messages it adds to history, and the summary it ends with.
  */
+import { TOOL_INTERRUPTED_OUTPUT } from '../tools/constants.js';
 import type { ToolCall, ToolResult } from '../tools/types.js';
 import type { ChatMessage } from './chunk.js';
 import type {
@@ -25,6 +26,38 @@ export interface TurnProgress {
   soFar(): ChatMessage[] | undefined;
 }
 
+/** A call's outcome as the model reads it. */
+export type CallOutcome = Pick<ToolResult, 'callId' | 'name' | 'outcome' | 'output'>;
+
+/**
+ * A round's calls of the server's own tools while they run: each one's
+ * result once in, in call order, and how results read as messages.
+ */
+export interface RunningCalls {
+  results: Map<string, CallOutcome>;
+  messages: (results: readonly CallOutcome[]) => ChatMessage[];
+}
+
+/**
+ * The calls as they read while they run: each ends as interrupted until its
+ * result is in ({@link TurnState.resultIn}).
+ */
+export function runningCalls(
+  calls: readonly ToolCall[],
+  messages: RunningCalls['messages'],
+): RunningCalls {
+  const results = new Map<string, CallOutcome>();
+  for (const call of calls) {
+    results.set(call.id, {
+      callId: call.id,
+      name: call.name,
+      outcome: 'error',
+      output: TOOL_INTERRUPTED_OUTPUT,
+    });
+  }
+  return { results, messages };
+}
+
 /** What one turn has made so far. */
 export class TurnState implements TurnProgress {
   /** Text of the round under way. */
@@ -45,6 +78,8 @@ export class TurnState implements TurnProgress {
   #roundKept = false;
   /** This round's calls are in {@link added}, their results not yet. */
   #callsOpen = false;
+  /** The round's running calls: their results so far, {@link TOOL_INTERRUPTED_OUTPUT} for the rest. */
+  #running: RunningCalls | undefined;
   readonly #started = performance.now();
   readonly #onText: ((event: TextDelta) => void) | undefined;
 
@@ -93,26 +128,43 @@ export class TurnState implements TurnProgress {
     this.#roundKept = true;
   }
 
-  /** The round's assistant message that makes its calls (their results follow, {@link keepResults}). */
-  keepCalls(message: ChatMessage): void {
+  /**
+   * The round's assistant message that makes its calls (their results
+   * follow, {@link keepResults}). With `running`, the turn can be cut while
+   * they run ({@link soFar}).
+   */
+  keepCalls(message: ChatMessage, running?: RunningCalls): void {
     this.added.push(message);
     this.#roundKept = true;
     this.#callsOpen = true;
+    this.#running = running;
+  }
+
+  /** One running call's result, before the round's others are in. */
+  resultIn(result: CallOutcome): void {
+    this.#running?.results.set(result.callId, result);
   }
 
   /** The results of the round's calls. */
   keepResults(messages: readonly ChatMessage[]): void {
     this.added.push(...messages);
     this.#callsOpen = false;
+    this.#running = undefined;
   }
 
   /**
    * The messages the turn would leave in history if it were cut now: those
-   * added so far and the round's text. Undefined while the round's calls
-   * run (a call without its result is not a history the model can read).
+   * added so far and the round's text. While the round's calls run, each
+   * one still running reads as interrupted ({@link runningCalls}); without
+   * them (calls the client answers), undefined: a call without its result
+   * is not a history the model can read.
    */
   soFar(): ChatMessage[] | undefined {
-    if (this.#callsOpen) return undefined;
+    if (this.#callsOpen) {
+      const running = this.#running;
+      if (running === undefined) return undefined;
+      return [...this.added, ...running.messages([...running.results.values()])];
+    }
     if (this.#roundKept || this.roundText === '') return this.added.slice();
     return [...this.added, { role: 'assistant', content: this.roundText }];
   }

@@ -12,11 +12,14 @@
  * as its results are in (once the next round's request is out, so the
  * write is not in the tool round's time), text or not: a tool has done its
  * work, and a resumed conversation must not lead the model to do it again.
+ * So is a round whose calls start running (once they have started): a
+ * process stopped while they run leaves them failed as interrupted, not
+ * gone, so the model reads that they may have done their work.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
 import type { RunningResponse } from './response-queue.js';
-import type { ReplyCheckpoint, ResponseWriter } from './response-writer.js';
+import { INTERRUPTED_CALL, type ReplyCheckpoint, type ResponseWriter } from './response-writer.js';
 
 /** What a response runner tells its checkpoints. */
 export interface ReplyWatch {
@@ -29,6 +32,8 @@ export interface ReplyWatch {
    * next round's request is out (and the timer starts).
    */
   toolsDone(): void;
+  /** A round's calls are complete and run now: written once they have started. */
+  toolsStarted(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -51,7 +56,8 @@ export interface ReplyWatchOptions {
 /** Gives the response its checkpoint and starts the timer that asks for writes. */
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   if (o.everyMs <= 0) {
-    return { onStart: () => {}, begin: () => {}, toolsDone: () => {}, stop: () => {} };
+    const none = (): void => {};
+    return { onStart: none, begin: none, toolsDone: none, toolsStarted: none, stop: none };
   }
   let turn: TurnProgress | undefined;
   // While a call runs the reply cannot be cut into history: the last one stands.
@@ -79,19 +85,25 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     timer = setInterval(() => tell(false), o.everyMs);
     timer.unref();
   };
+  let soon = false;
+  // After this turn of the event loop: the next round's request goes out
+  // first, or the calls start. One write for both when the calls are quick.
+  const writeSoon = (): void => {
+    if (stopped || soon) return;
+    begin();
+    soon = true;
+    setImmediate(() => {
+      soon = false;
+      if (!stopped) tell(true);
+    });
+  };
   return {
     onStart: (t) => {
       turn = t;
     },
     begin,
-    toolsDone: () => {
-      if (stopped) return;
-      begin();
-      // After this turn of the event loop: the next round's request goes out first.
-      setImmediate(() => {
-        if (!stopped) tell(true);
-      });
-    },
+    toolsDone: writeSoon,
+    toolsStarted: writeSoon,
     stop: () => {
       stopped = true;
       clearInterval(timer);
@@ -100,16 +112,21 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   };
 }
 
-/** How much a checkpoint holds: it grows as the reply says (or plays) more. */
+/**
+ * How much a checkpoint holds: it grows as the reply says (or plays) more,
+ * and as its running calls end.
+ */
 function sizeOf(cut: ReplyCheckpoint | undefined): string {
   if (cut === undefined) return '';
   let chars = 0;
+  let running = 0;
   for (const item of cut.items) {
+    if (item.type === 'mcp_call' && item.error === INTERRUPTED_CALL) running++;
     if (item.type !== 'message') continue;
     for (const part of item.content) {
       if (part.type === 'output_text') chars += part.text.length;
       else if (part.type === 'output_audio') chars += part.transcript?.length ?? 0;
     }
   }
-  return `${cut.items.length} ${cut.messages.length} ${chars}`;
+  return `${cut.items.length} ${cut.messages.length} ${chars} ${running}`;
 }

@@ -185,7 +185,8 @@ export async function runResponse(
         if (speech) fillers.apply(e, response.controller.signal);
         if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
-        if (e.type === 'round.end' && e.toolCalls > 0) watch.toolsDone();
+        if (e.type === 'tool_call.done') watch.toolsStarted();
+        else if (e.type === 'round.end' && e.toolCalls > 0) watch.toolsDone();
       }
     }
     fillers.clear();

@@ -5,6 +5,7 @@
 import type { ChatMessage } from '../llm/chunk.js';
 import type { TurnEvent } from '../llm/turn-runner.js';
 import type { TurnProgress } from '../llm/turn-state.js';
+import { TOOL_INTERRUPTED_OUTPUT } from '../tools/constants.js';
 import type { Toolset } from '../tools/library.js';
 import type { ToolCall, ToolResult } from '../tools/types.js';
 import { cleanForSpeech } from '../voice/chunker.js';
@@ -13,6 +14,7 @@ import type {
   FunctionCallItem,
   FunctionCallOutputItem,
   Item,
+  McpCallError,
   McpCallItem,
   MessageItem,
   ResponseObject,
@@ -55,6 +57,15 @@ export interface ReplyCheckpoint {
   messages: ChatMessage[];
   items: Item[];
 }
+
+/**
+ * A running call's error in a checkpoint: what a resumed conversation keeps
+ * of a call its process was stopped in (the model reads the same).
+ */
+export const INTERRUPTED_CALL: McpCallError = {
+  type: 'tool_execution_error',
+  message: TOOL_INTERRUPTED_OUTPUT,
+};
 
 /** A reply's checkpoint, with the exchange of history it joins. */
 export interface ExchangeCheckpoint extends ReplyCheckpoint {
@@ -140,21 +151,25 @@ export class ResponseWriter {
    * The reply as history would keep it if it were cut now (a resume store's
    * checkpoint of a reply under way): the turn's messages so far and copies
    * of the items, text open or still playing cut to what the client has
-   * (`incomplete`), spoken text to what has played. Undefined while a call
-   * is under way or awaits the client, and when nothing was said yet.
+   * (`incomplete`), spoken text to what has played, and a call of the
+   * server's still running failed with {@link INTERRUPTED_CALL}. Undefined
+   * while a call streams or awaits the client, and when nothing was said yet.
    */
   checkpoint(turn: TurnProgress): ReplyCheckpoint | undefined {
     const said = turn.soFar();
     if (said === undefined) return undefined;
-    // A call still streaming, running or awaiting the client has no result yet.
+    // A call still streaming or awaiting the client has no result yet.
     for (const item of this.#calls.values()) {
-      if (item.type === 'function_call' || (item.output === null && item.error === null)) {
-        return undefined;
-      }
+      if (item.type === 'function_call') return undefined;
+      if (item.output === null && item.error === null && !this.#running.has(item)) return undefined;
     }
     const speech = this.#speech;
     // Copies: the items change on (a spoken one ends when it has played).
     const items = this.items.map((item): Item => {
+      // A call running now reads as interrupted, as the turn's messages say.
+      if (item.type === 'mcp_call' && this.#running.has(item)) {
+        return { ...item, error: INTERRUPTED_CALL };
+      }
       if (item.type !== 'message' || item.status !== 'in_progress') return { ...item };
       if (!speech) {
         const text = this.#text?.item === item ? this.#text.text : '';

@@ -14,3 +14,10 @@ export const DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS = 30_000;
 export const MAX_BACKGROUND_TOOL_TIMEOUT_MS = 600_000;
 /** Background calls one session may have running at once; more end as `error` without running. */
 export const MAX_BACKGROUND_CALLS_PER_SESSION = 8;
+/**
+ * What the model reads of a call that was running when its process was
+ * stopped outright (a resumed conversation's only trace of it): the handler
+ * may or may not have done its work.
+ */
+export const TOOL_INTERRUPTED_OUTPUT =
+  'The server stopped while this tool was running, before it returned a result: it may or may not have done its work. Check before running it again.';

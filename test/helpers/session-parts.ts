@@ -29,16 +29,20 @@ const log = pino({ level: 'silent' });
 const config = loadConfig({ CHARACTERS_DIR: 'characters' });
 
 /**
- * Starts the parts on `script` (a vLLM-like simulator).
+ * Starts the parts on `script` (a vLLM-like simulator), with the characters
+ * of `dir` (the seed characters by default).
  *
  * @example
  * let parts: SessionParts;
  * beforeAll(async () => (parts = await startSessionParts(script)));
  * afterAll(() => parts?.close());
  */
-export async function startSessionParts(script: SimScript): Promise<SessionParts> {
+export async function startSessionParts(
+  script: SimScript,
+  dir = 'characters',
+): Promise<SessionParts> {
   const sim = await startSimulator({ profile: 'vllm-hermes', script });
-  const registry = await loadCharacters({ dir: 'characters', watch: false, mcp: false, log });
+  const registry = await loadCharacters({ dir, watch: false, mcp: false, log });
   const llm = await createLlmClient({ baseURL: sim.url, log });
   return {
     sim,

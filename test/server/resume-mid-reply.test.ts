@@ -14,9 +14,17 @@ import {
   type Instance,
   type RedisProc,
 } from '../deploy/processes.js';
+import { TOOL_INTERRUPTED_OUTPUT } from '../../src/tools/constants.js';
+import { characterDir } from '../helpers/characters.js';
 import { connect, say, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { within } from '../helpers/wait.js';
-import { STORY, STORY_SCRIPT, WEATHER_STORY_LINE } from '../helpers/story.js';
+import {
+  BOOKER,
+  BOOK_STORY_LINE,
+  STORY,
+  STORY_SCRIPT,
+  WEATHER_STORY_LINE,
+} from '../helpers/story.js';
 
 /** The text deltas a client has had, joined. */
 function textOf(client: TestClient): string {
@@ -195,5 +203,68 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
       messages: Message[];
     };
     expect(body.messages.slice(-3).map((m) => m.role)).toEqual(['user', 'assistant', 'tool']);
+  });
+
+  it("keeps a round of the server's tools killed while it runs: the model reads that it was cut", async () => {
+    await redis.flushall();
+    const chars = await characterDir({ 'booker.ts': BOOKER });
+    try {
+      // A period longer than the test: only the round of tools asks for a write.
+      const booking = { ...env('60000'), CHARACTERS_DIR: chars.dir };
+      const [doomed, survivor] = await Promise.all([
+        startInstance(booking),
+        startInstance(booking),
+      ]);
+      instances.push(doomed, survivor);
+      const client = await connect(`${doomed.wsUrl}?character=booker`);
+      clients.push(client);
+      const created = await client.next('session.created');
+      const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+      // book_table runs until its timeout: the instance is killed before.
+      say(client, BOOK_STORY_LINE);
+      const running = await client.next('response.mcp_call.in_progress');
+      await within(
+        (async () => {
+          while ((await storedReply(redis))?.[1]?.content !== TOOL_INTERRUPTED_OUTPUT) {
+            await sleep(20);
+          }
+        })(),
+        'the running round in Redis',
+      );
+
+      await doomed.stop('SIGKILL');
+      await within(client.closed, 'the close of the killed instance');
+      const again = await connect(`${survivor.wsUrl}?resume=${token}`);
+      clients.push(again);
+      await again.next('session.created');
+      again.send({ type: 'session.update', session: {} });
+      await again.next('session.updated');
+      const items = again.events
+        .filter((e) => e.type === 'conversation.item.added')
+        .map((e) => e.item as { id: string; type: string });
+      expect(items.at(-1)).toMatchObject({
+        id: running.item_id,
+        type: 'mcp_call',
+        name: 'book_table',
+        output: null,
+        error: { type: 'tool_execution_error', message: TOOL_INTERRUPTED_OUTPUT },
+      });
+
+      // Asked again, the model reads that the call was cut while it ran.
+      again.send({ type: 'response.create' });
+      const done = await again.next('response.done');
+      expect((done.response as { status: string }).status).toBe('completed');
+      expect(textOf(again)).toBe(STORY);
+      const body = sim.requests.filter((r) => r.path === '/v1/chat/completions').at(-1)!.body as {
+        messages: Message[];
+      };
+      expect(body.messages.slice(-3)).toMatchObject([
+        { role: 'user', content: BOOK_STORY_LINE },
+        { role: 'assistant' },
+        { role: 'tool', content: TOOL_INTERRUPTED_OUTPUT },
+      ]);
+    } finally {
+      await chars.cleanup();
+    }
   });
 });

@@ -7,9 +7,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/llm/chunk.js';
-import { TurnState } from '../../src/llm/turn-state.js';
+import { TurnState, runningCalls, type CallOutcome } from '../../src/llm/turn-state.js';
 import type { Item, ServerEvent } from '../../src/session/events.js';
-import { ResponseWriter } from '../../src/session/response-writer.js';
+import { INTERRUPTED_CALL, ResponseWriter } from '../../src/session/response-writer.js';
 import {
   createSession,
   restoreSession,
@@ -17,9 +17,19 @@ import {
   type SessionOptions,
   type SessionState,
 } from '../../src/session/session.js';
+import { TOOL_INTERRUPTED_OUTPUT } from '../../src/tools/constants.js';
+import type { ToolCall } from '../../src/tools/types.js';
+import { characterDir, type CharacterDir } from '../helpers/characters.js';
 import { lastChat } from '../helpers/session.js';
 import { startSessionParts, type SessionParts } from '../helpers/session-parts.js';
-import { STORY, STORY_SCRIPT, WEATHER_STORY_LINE } from '../helpers/story.js';
+import {
+  BOOKED,
+  BOOKER,
+  BOOK_STORY_LINE,
+  STORY,
+  STORY_SCRIPT,
+  WEATHER_STORY_LINE,
+} from '../helpers/story.js';
 import { within } from '../helpers/wait.js';
 
 let parts: SessionParts;
@@ -70,27 +80,39 @@ class Recorder {
   }
 }
 
-function options(rec: Recorder, replySaveMs: number): Omit<SessionOptions, 'id' | 'character'> {
+function options(
+  rec: Recorder,
+  replySaveMs: number,
+  on = parts,
+): Omit<SessionOptions, 'id' | 'character'> {
   return {
-    ...parts.options(rec.send, { replySaveMs }),
+    ...on.options(rec.send, { replySaveMs }),
     onChange: (_session, settled) => rec.changed(settled === true),
   };
 }
 
-async function open(rec: Recorder, replySaveMs = 20, character = 'plain'): Promise<Session> {
+async function open(
+  rec: Recorder,
+  replySaveMs = 20,
+  character = 'plain',
+  on = parts,
+): Promise<Session> {
   const session = await createSession({
-    ...options(rec, replySaveMs),
+    ...options(rec, replySaveMs, on),
     id: 'sess_checkpoint',
-    character: parts.registry.get(character)!,
+    character: on.registry.get(character)!,
   });
   session.start();
   return session;
 }
 
 /** A session restored from `state` (its process gone), asked for a reply that has ended. */
-async function restoreAndAsk(state: SessionState): Promise<{ again: Recorder; restored: Session }> {
+async function restoreAndAsk(
+  state: SessionState,
+  on = parts,
+): Promise<{ again: Recorder; restored: Session }> {
   const again = new Recorder();
-  const restored = await restoreSession(state, options(again, 20));
+  const restored = await restoreSession(state, options(again, 20, on));
   restored.start();
   await restored.handle({ type: 'response.create' });
   await restored.idle();
@@ -264,10 +286,86 @@ describe('a reply under way in the snapshot', () => {
   });
 });
 
+describe('a round of tools cut while it runs', () => {
+  const gates = globalThis as unknown as { __troupeBookGate?: () => void };
+  let chars: CharacterDir;
+  let booking: SessionParts;
+  beforeAll(async () => {
+    chars = await characterDir({ 'booker.ts': BOOKER });
+    booking = await startSessionParts(STORY_SCRIPT, chars.dir);
+  });
+  afterAll(async () => {
+    await booking?.close();
+    await chars?.cleanup();
+  });
+
+  it('is written once the calls start, each failed as interrupted; restored, the model reads that', async () => {
+    const rec = new Recorder();
+    // A period longer than the test: only the round of tools asks for writes.
+    const session = await open(rec, 60_000, 'booker', booking);
+    await session.handle(line(BOOK_STORY_LINE));
+    const before = rec.changes.length;
+    delete gates.__troupeBookGate;
+    // The round after the tools stalls before its first word.
+    booking.sim.injectFault({ type: 'none' });
+    booking.sim.injectFault({ type: 'stall', afterChunks: 0 });
+    const asked = session.handle({ type: 'response.create' });
+    await rec.until(() => rec.changes.slice(before).includes(true));
+    // The handler is running: the write holds the call, failed as interrupted.
+    expect(gates.__troupeBookGate).toBeTypeOf('function');
+    const state = JSON.parse(session.snapshotText()) as SessionState;
+    const cut = state.conversation!.reply!;
+    expect(cut.messages).toMatchObject([
+      { role: 'assistant', tool_calls: [{ function: { name: 'book_table' } }] },
+      { role: 'tool', content: TOOL_INTERRUPTED_OUTPUT },
+    ]);
+    const callId = (cut.messages[0] as { tool_calls: Array<{ id: string }> }).tool_calls[0]!.id;
+    expect(cut.messages[1]).toMatchObject({ tool_call_id: callId });
+    expect(cut.items).toMatchObject([
+      {
+        type: 'mcp_call',
+        name: 'book_table',
+        output: null,
+        error: { type: 'tool_execution_error', message: TOOL_INTERRUPTED_OUTPUT },
+      },
+    ]);
+    // The client was not told so: to it the call runs on.
+    expect(rec.events.map((e) => e.type)).not.toContain('response.mcp_call.failed');
+
+    // The call ends: the next write has its result in place of the interruption.
+    const ran = rec.changes.length;
+    const asks = booking.sim.requests.length;
+    gates.__troupeBookGate!();
+    await rec.until(() => rec.changes.slice(ran).includes(true));
+    await within(
+      (async () => {
+        while (!booking.sim.requests.slice(asks).some((r) => r.fault?.type === 'stall')) {
+          await sleep(10);
+        }
+      })(),
+      'the round after the tools, asked',
+    );
+    const done = (JSON.parse(session.snapshotText()) as SessionState).conversation!.reply!;
+    expect(done.messages[1]).toMatchObject({ role: 'tool', content: BOOKED });
+    expect(done.items).toMatchObject([{ type: 'mcp_call', output: BOOKED, error: null }]);
+    session.close();
+    await asked;
+
+    // Restored from the write made while it ran, the next request says the call was cut.
+    const { again, restored } = await restoreAndAsk(state, booking);
+    expect(lastChat(booking.sim).messages.slice(-3)).toEqual<ChatMessage[]>([
+      { role: 'user', content: BOOK_STORY_LINE },
+      ...cut.messages,
+    ]);
+    expect(again.text()).toBe(STORY);
+    restored.close();
+  });
+});
+
 describe('the writer and the turn cut into history at a checkpoint', () => {
   const turnOf = (messages: ChatMessage[] | undefined) => ({ soFar: () => messages });
 
-  it('keeps the open text, and nothing while a call runs or awaits the client', () => {
+  it('keeps the open text, a running call as interrupted, and nothing while a call streams or awaits the client', () => {
     const sent: ServerEvent[] = [];
     const out = new ResponseWriter('resp_1', (e) => sent.push(e), null, undefined, {
       serverLabel: 'plain',
@@ -286,7 +384,12 @@ describe('the writer and the turn cut into history at a checkpoint', () => {
       round: 0,
       call: { id: 'c1', name: 'get_time', arguments: '{}' },
     });
-    expect(out.checkpoint(turnOf(said))).toBeUndefined();
+    // Running: the turn's account decides whether it can be cut (see below).
+    expect(out.checkpoint(turnOf(undefined))).toBeUndefined();
+    expect(out.checkpoint(turnOf(said))?.items).toMatchObject([
+      { type: 'message', status: 'completed' },
+      { type: 'mcp_call', output: null, error: INTERRUPTED_CALL },
+    ]);
     out.apply({
       type: 'tool.result',
       round: 0,
@@ -331,5 +434,41 @@ describe('the writer and the turn cut into history at a checkpoint', () => {
     expect(turn.soFar()).toEqual([calls, result, { role: 'assistant', content: 'Done.' }]);
     turn.keepRoundText();
     expect(turn.soFar()).toEqual([calls, result, { role: 'assistant', content: 'Done.' }]);
+  });
+
+  it("the turn: the server's calls read as interrupted while they run, each until its result", () => {
+    const turn = new TurnState(() => {});
+    turn.startRound();
+    const call = (id: string): ToolCall => ({ id, name: 'f', arguments: '{}' });
+    const asked: ChatMessage = {
+      role: 'assistant',
+      content: '',
+      tool_calls: ['c1', 'c2'].map((id) => ({
+        id,
+        type: 'function' as const,
+        function: { name: 'f', arguments: '{}' },
+      })),
+    };
+    const messages = (results: readonly CallOutcome[]): ChatMessage[] =>
+      results.map((r) => ({ role: 'tool', tool_call_id: r.callId, content: r.output }));
+    turn.keepCalls(asked, runningCalls([call('c1'), call('c2')], messages));
+    const cut = (id: string): ChatMessage => ({
+      role: 'tool',
+      tool_call_id: id,
+      content: TOOL_INTERRUPTED_OUTPUT,
+    });
+    expect(turn.soFar()).toEqual([asked, cut('c1'), cut('c2')]);
+    turn.resultIn({ callId: 'c2', name: 'f', outcome: 'ok', output: 'two' });
+    expect(turn.soFar()).toEqual([
+      asked,
+      cut('c1'),
+      { role: 'tool', tool_call_id: 'c2', content: 'two' },
+    ]);
+    const results: ChatMessage[] = [
+      { role: 'tool', tool_call_id: 'c1', content: 'one' },
+      { role: 'tool', tool_call_id: 'c2', content: 'two' },
+    ];
+    turn.keepResults(results);
+    expect(turn.soFar()).toEqual([asked, ...results]);
   });
 });
