@@ -162,6 +162,8 @@ describe('a spoken reply that speaks in more than one round', () => {
     const said = (item: typeof first) =>
       (item as { content: Array<{ transcript: string }> }).content[0]!.transcript;
     expect(said(first)).toMatch(/^One moment\.?$/);
+    // It has played whole: done, not cut, though the reply plays on.
+    expect(first).toMatchObject({ status: 'completed' });
     expect(TALE.startsWith(said(tale)) && said(tale).length < TALE.length).toBe(true);
     expect(heard.messages).toMatchObject([
       {
