@@ -60,7 +60,7 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     return { onStart: none, begin: none, toolsDone: none, toolsStarted: none, stop: none };
   }
   let turn: TurnProgress | undefined;
-  // While a call runs the reply cannot be cut into history: the last one stands.
+  // While a call streams or awaits the client, the reply cannot be cut: the last one stands.
   let kept: ReplyCheckpoint | undefined;
   const now = (): ReplyCheckpoint | undefined => {
     const cut = turn === undefined ? undefined : o.out.checkpoint(turn);
