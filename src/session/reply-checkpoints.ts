@@ -12,9 +12,11 @@
  * as its results are in (once the next round's request is out, so the
  * write is not in the tool round's time), text or not: a tool has done its
  * work, and a resumed conversation must not lead the model to do it again.
- * So is a round whose calls start running (once they have started): a
- * process stopped while they run leaves them failed as interrupted, not
- * gone, so the model reads that they may have done their work.
+ * So is a round whose calls start running (once they have started), and
+ * each call that ends while others run: a process stopped while they run
+ * leaves those still running failed as interrupted, not gone, so the model
+ * reads that they may have done their work, and those that ended as they
+ * ended.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { HistoryGroup } from './history.js';
@@ -28,12 +30,11 @@ export interface ReplyWatch {
   /** The reply's first text: the timer starts. */
   begin(): void;
   /**
-   * A round of the server's calls has its results: written as soon as the
-   * next round's request is out (and the timer starts).
+   * A round's calls start, one of them ends, or the round has its results:
+   * written at the end of this turn of the event loop (once the calls have
+   * started, or the next round's request is out), and the timer starts.
    */
-  toolsDone(): void;
-  /** A round's calls are complete and run now: written once they have started. */
-  toolsStarted(): void;
+  toolsRan(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -57,7 +58,7 @@ export interface ReplyWatchOptions {
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   if (o.everyMs <= 0) {
     const none = (): void => {};
-    return { onStart: none, begin: none, toolsDone: none, toolsStarted: none, stop: none };
+    return { onStart: none, begin: none, toolsRan: none, stop: none };
   }
   let turn: TurnProgress | undefined;
   // While a call streams or awaits the client, the reply cannot be cut: the last one stands.
@@ -86,9 +87,9 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     timer.unref();
   };
   let soon = false;
-  // After this turn of the event loop: the next round's request goes out
-  // first, or the calls start. One write for both when the calls are quick.
-  const writeSoon = (): void => {
+  // After this turn of the event loop: the calls start first, or the next
+  // round's request goes out. Calls that end at once make one write.
+  const toolsRan = (): void => {
     if (stopped || soon) return;
     begin();
     soon = true;
@@ -102,8 +103,7 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
       turn = t;
     },
     begin,
-    toolsDone: writeSoon,
-    toolsStarted: writeSoon,
+    toolsRan,
     stop: () => {
       stopped = true;
       clearInterval(timer);

@@ -185,8 +185,8 @@ export async function runResponse(
         if (speech) fillers.apply(e, response.controller.signal);
         if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
-        if (e.type === 'tool_call.done') watch.toolsStarted();
-        else if (e.type === 'round.end' && e.toolCalls > 0) watch.toolsDone();
+        const tools = e.type === 'tool_call.done' || e.type === 'tool.result';
+        if (tools || (e.type === 'round.end' && e.toolCalls > 0)) watch.toolsRan();
       }
     }
     fillers.clear();

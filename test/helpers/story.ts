@@ -17,25 +17,38 @@ export const BOOK_STORY_LINE = 'Book me a table for two, then a story.';
 /** What `book_table` answers once its gate is called. */
 export const BOOKED = 'Booked: table 4 at 8 pm.';
 
+/** A line for {@link BOOKER}: `order_wine` and `book_table` in one round, then {@link STORY}. */
+export const WINE_BOOK_STORY_LINE = 'Order wine, book me a table, then a story.';
+
+/** What `order_wine` answers once its gate is called. */
+export const WINE_ORDERED = 'Ordered: a bottle of Rioja.';
+
+/** A tool of {@link BOOKER}'s that answers `output` once `globalThis[gate]` is called. */
+function gatedTool(name: string, gate: string, output: string): string {
+  return `defineTool({
+      name: ${JSON.stringify(name)},
+      description: 'Runs until its test lets it answer.',
+      parameters: z.object({ people: z.number().optional() }),
+      timeoutMs: 60_000,
+      handler: () =>
+        new Promise((resolve) => {
+          (globalThis as unknown as Record<string, () => void>)[${JSON.stringify(gate)}] = () =>
+            resolve(${JSON.stringify(output)});
+        }),
+    })`;
+}
+
 /**
- * A character file (`booker.ts`) whose `book_table` runs until whoever
- * holds its process calls `globalThis.__troupeBookGate` (a test in the same
- * process); in a server of its own it runs until its 60 s timeout.
+ * A character file (`booker.ts`) whose `book_table` and `order_wine` run
+ * until whoever holds its process calls `globalThis.__troupeBookGate` or
+ * `__troupeWineGate` (a test in the same process); in a server of its own
+ * they run until their 60 s timeout.
  */
 export const BOOKER = character({
   name: 'Booker',
   extra: `tools: [
-    defineTool({
-      name: 'book_table',
-      description: 'Books a table.',
-      parameters: z.object({ people: z.number() }),
-      timeoutMs: 60_000,
-      handler: () =>
-        new Promise((resolve) => {
-          (globalThis as unknown as { __troupeBookGate?: () => void }).__troupeBookGate = () =>
-            resolve(${JSON.stringify(BOOKED)});
-        }),
-    }),
+    ${gatedTool('book_table', '__troupeBookGate', BOOKED)},
+    ${gatedTool('order_wine', '__troupeWineGate', WINE_ORDERED)},
   ],`,
 });
 
@@ -56,6 +69,15 @@ export const STORY_SCRIPT: SimScript = {
               arguments: { location: 'Glasgow, Scotland', format: 'celsius' },
             },
           },
+        ],
+      },
+    },
+    {
+      when: { user: 'order wine', round: 0 },
+      reply: {
+        parts: [
+          { toolCall: { name: 'order_wine', arguments: {} } },
+          { toolCall: { name: 'book_table', arguments: { people: 2 } } },
         ],
       },
     },

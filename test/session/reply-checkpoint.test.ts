@@ -29,6 +29,8 @@ import {
   STORY,
   STORY_SCRIPT,
   WEATHER_STORY_LINE,
+  WINE_BOOK_STORY_LINE,
+  WINE_ORDERED,
 } from '../helpers/story.js';
 import { within } from '../helpers/wait.js';
 
@@ -287,7 +289,10 @@ describe('a reply under way in the snapshot', () => {
 });
 
 describe('a round of tools cut while it runs', () => {
-  const gates = globalThis as unknown as { __troupeBookGate?: () => void };
+  const gates = globalThis as unknown as {
+    __troupeBookGate?: () => void;
+    __troupeWineGate?: () => void;
+  };
   let chars: CharacterDir;
   let booking: SessionParts;
   beforeAll(async () => {
@@ -359,6 +364,40 @@ describe('a round of tools cut while it runs', () => {
     ]);
     expect(again.text()).toBe(STORY);
     restored.close();
+  });
+
+  it('is written again as each call ends while the others run, with its own result', async () => {
+    const rec = new Recorder();
+    const session = await open(rec, 60_000, 'booker', booking);
+    await session.handle(line(WINE_BOOK_STORY_LINE));
+    delete gates.__troupeBookGate;
+    delete gates.__troupeWineGate;
+    booking.sim.injectFault({ type: 'none' });
+    booking.sim.injectFault({ type: 'stall', afterChunks: 0 });
+    const before = rec.changes.length;
+    const asked = session.handle({ type: 'response.create' });
+    await rec.until(() => rec.changes.slice(before).includes(true));
+    expect(gates.__troupeWineGate).toBeTypeOf('function');
+    expect(gates.__troupeBookGate).toBeTypeOf('function');
+    const outputs = (): unknown[] =>
+      (JSON.parse(session.snapshotText()) as SessionState)
+        .conversation!.reply!.messages.filter((m) => m.role === 'tool')
+        .map((m) => m.content);
+    expect(outputs()).toEqual([TOOL_INTERRUPTED_OUTPUT, TOOL_INTERRUPTED_OUTPUT]);
+
+    // The wine is ordered while the table is still being booked: written at once, with its result.
+    const ordered = rec.changes.length;
+    gates.__troupeWineGate!();
+    await rec.until(() => rec.changes.slice(ordered).includes(true));
+    expect(outputs()).toEqual([WINE_ORDERED, TOOL_INTERRUPTED_OUTPUT]);
+    const reply = (JSON.parse(session.snapshotText()) as SessionState).conversation!.reply!;
+    expect(reply.items).toMatchObject([
+      { type: 'mcp_call', name: 'order_wine', output: WINE_ORDERED, error: null },
+      { type: 'mcp_call', name: 'book_table', output: null, error: INTERRUPTED_CALL },
+    ]);
+    gates.__troupeBookGate!();
+    session.close();
+    await asked;
   });
 });
 
