@@ -11,7 +11,8 @@ import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
-import { finishedMcpCall, newId } from './items.js';
+import { conversationId, finishedMcpCall, newId } from './items.js';
+import { McpFollowUps, answerFollowUp } from './mcp-follow-ups.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import {
   resumeBackground,
@@ -27,7 +28,7 @@ import type { SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
 import type { HandoffRequest } from '../characters/handoffs.js';
 import { truncateItem } from './item-truncate.js';
-import { VoiceInput } from './voice-input.js';
+import { VoiceInput, audioBufferEvent } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
 import type { Session, SessionOptions } from './session.js';
@@ -84,6 +85,7 @@ export class ConversationSession implements Session {
   #untold = 0;
   /** A restored session's announcement, waiting for the client's first event (or its timer). */
   #restoredWait: NodeJS.Timeout | undefined;
+  readonly #followUps = new McpFollowUps();
 
   constructor(
     options: SessionOptions,
@@ -92,6 +94,8 @@ export class ConversationSession implements Session {
     state: OpeningState,
   ) {
     this.id = options.id;
+    // Every part sends through it: it sees what the client sees.
+    options = { ...options, send: this.#followUps.watch(options.send) };
     this.#o = options;
     this.#state = state;
     this.#character = character;
@@ -290,26 +294,24 @@ export class ConversationSession implements Session {
           event,
           eventId,
         );
-      case 'response.create':
-        return this.#createResponse(event.response ?? {}, eventId, receivedAt);
+      case 'response.create': {
+        const answeredBy = this.#queue.busy ? undefined : this.#followUps.answered(event);
+        if (answeredBy === undefined) {
+          return this.#createResponse(event.response ?? {}, eventId, receivedAt);
+        }
+        const conversation = conversationId(this.id);
+        const modalities = this.#config.current.outputModalities;
+        return answerFollowUp(
+          { send: this.#send, log: this.#log, modalities, conversation },
+          answeredBy,
+        );
+      }
       case 'response.cancel':
         return this.#cancelResponse(event.response_id, eventId);
       case 'input_audio_buffer.append':
       case 'input_audio_buffer.commit':
-      case 'input_audio_buffer.clear': {
-        const voiceIn = this.#voiceIn;
-        if (!voiceIn) {
-          return new ProtocolError(
-            'audio_not_supported',
-            `${event.type}: this server takes no audio (no speech engines are configured); send conversation.item.create with input_text.`,
-            { eventId },
-          );
-        }
-        if (event.type === 'input_audio_buffer.append') return voiceIn.append(event.audio, eventId);
-        if (event.type === 'input_audio_buffer.commit') return voiceIn.commit(eventId);
-        voiceIn.clear();
-        return undefined;
-      }
+      case 'input_audio_buffer.clear':
+        return audioBufferEvent(this.#voiceIn, event, eventId);
     }
   }
 

@@ -7,7 +7,7 @@ import { AudioFormatError, ProtocolError } from '../errors.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import { AudioInput, type AudioInputEvent, type VadSettings } from './audio-input.js';
 import type { Conversation } from './conversation.js';
-import type { ServerEvent } from './events.js';
+import type { ClientEvent, ServerEvent } from './events.js';
 import { messageItem, newId } from './items.js';
 import type { SessionConfig } from './session-settings.js';
 import type { SessionVoice } from './voice-settings.js';
@@ -52,6 +52,28 @@ const MIN_COMMIT_MS = 100;
  * (`idle_timeout_ms`) when the engine heard no words: Unmute's own marker.
  */
 export const SILENCE_MARKER = '...';
+
+/**
+ * An `input_audio_buffer.*` event, handled by the session's voice input;
+ * without one (no speech engines), the error to send.
+ */
+export function audioBufferEvent(
+  voiceIn: VoiceInput | undefined,
+  event: Extract<ClientEvent, { type: `input_audio_buffer.${string}` }>,
+  eventId: string | null,
+): ProtocolError | undefined {
+  if (!voiceIn) {
+    return new ProtocolError(
+      'audio_not_supported',
+      `${event.type}: this server takes no audio (no speech engines are configured); send conversation.item.create with input_text.`,
+      { eventId },
+    );
+  }
+  if (event.type === 'input_audio_buffer.append') return voiceIn.append(event.audio, eventId);
+  if (event.type === 'input_audio_buffer.commit') return voiceIn.commit(eventId);
+  voiceIn.clear();
+  return undefined;
+}
 
 /** A session's ears: `input_audio_buffer.*` and what server VAD hears. */
 export class VoiceInput {

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
 import { connectSdk, hasReply, itemText, type SdkClient } from '../helpers/agents-sdk.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { chatBodies } from '../helpers/session.js';
 import { fakeVoice } from '../helpers/voice.js';
 
 /** The demo's lines, and one that makes the model call the client's clock. */
@@ -110,10 +111,24 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
 
   it("sees the character's server tool as an mcp_call it never answers", async () => {
     client = await connectSdk(t, clockAgent([]), 'character=weather');
+    await client.settled();
+    const asked = chatBodies(t.simulator).length;
     client.session.sendMessage('Celsius, please.');
     const history = await client.historyWhere('the reply after the weather tool', (h) =>
       hasReply(h, 'in Glasgow right now.'),
     );
+    // The SDK asks for a response after each mcp_call (as OpenAI's API ends one
+    // there); Troupe answered in the same response, so that one is empty.
+    const followUp = await client.nextReceived(
+      'response.done',
+      (e) => (e.response as { metadata?: { troupe?: string } }).metadata?.troupe === 'answered',
+    );
+    expect(followUp.response).toMatchObject({ status: 'completed', output: [] });
+    expect(chatBodies(t.simulator).length - asked).toBe(2);
+    const said = client.session.history.filter(
+      (i) => i.type === 'message' && i.role === 'assistant' && itemText(i).includes('in Glasgow'),
+    );
+    expect(said).toHaveLength(1);
     const call = history.find((i) => i.type === 'mcp_call');
     expect(call).toMatchObject({ name: 'get_current_weather', status: 'completed' });
     expect(call && itemText(call)).toMatch(/temperature/);

@@ -1,0 +1,95 @@
+/**
+ * The `response.create` a Realtime client sends after the `mcp_call` items
+ * it sees done. OpenAI's Realtime API ends a response at a call of an MCP
+ * tool and makes no response after it, so clients ask for one: the Agents
+ * SDK (`@openai/agents-realtime`) does by default
+ * (`automaticallyTriggerResponseForMcpToolCalls`), once the response under
+ * way is done. Troupe runs its tools within the response and answers in it:
+ * a response made for that request would say the answer again. This part
+ * watches what the client is sent, as such a client does, and knows when a
+ * `response.create` is that follow-up, already answered.
+ */
+import type { Logger } from 'pino';
+import type { ResponseObject, ServerEvent } from './events.js';
+import { inProgressResponse, newId } from './items.js';
+
+/** Follow-ups of one session's `mcp_call` items. */
+export class McpFollowUps {
+  /** An `mcp_call` was done since the last conversation response ended. */
+  #owed = false;
+  /** The response that answered the calls, while nothing came after it. */
+  #answeredBy: string | undefined;
+
+  /** `send`, with what it sends watched. */
+  watch(send: (event: ServerEvent) => void): (event: ServerEvent) => void {
+    return (event) => {
+      this.#saw(event);
+      send(event);
+    };
+  }
+
+  #saw(event: ServerEvent): void {
+    switch (event.type) {
+      case 'conversation.item.done':
+        if (event.item.type === 'mcp_call') this.#owed = true;
+        return;
+      case 'response.done': {
+        const { response } = event;
+        // Out of band: not the conversation's.
+        if (response.conversation_id === null) return;
+        this.#answeredBy = this.#owed && response.status === 'completed' ? response.id : undefined;
+        this.#owed = false;
+        return;
+      }
+      case 'response.created':
+        if (event.response.conversation_id !== null) this.#answeredBy = undefined;
+        return;
+      // Anything added, taken out or cut after the answer: a request now asks for a new reply.
+      case 'conversation.item.added':
+      case 'conversation.item.deleted':
+      case 'conversation.item.truncated':
+        this.#answeredBy = undefined;
+        return;
+      default:
+        return;
+    }
+  }
+
+  /**
+   * The response that already answered, when a `response.create` with no
+   * `response` of its own comes right after the calls' answer, nothing in
+   * between; it answers that one request only.
+   */
+  answered(request: { response?: unknown }): string | undefined {
+    if (request.response !== undefined) return undefined;
+    const by = this.#answeredBy;
+    this.#answeredBy = undefined;
+    return by;
+  }
+}
+
+/**
+ * Answers a follow-up to calls a response answered already: an empty,
+ * completed response (no model request), whose `metadata` names that one.
+ * Nothing is left to tell the client (no error).
+ */
+export function answerFollowUp(
+  o: {
+    send: (event: ServerEvent) => void;
+    log: Logger;
+    modalities: ResponseObject['output_modalities'];
+    conversation: string;
+  },
+  answeredBy: string,
+): undefined {
+  const id = newId('resp');
+  const metadata = { troupe: 'answered', answered_by: answeredBy };
+  const base = inProgressResponse(id, o.modalities, metadata, o.conversation);
+  o.send({ type: 'response.created', response: base });
+  o.send({ type: 'response.done', response: { ...base, status: 'completed' } });
+  o.log.info(
+    { response: id, answeredBy },
+    'response.create after tool calls that were answered already: answered empty',
+  );
+  return undefined;
+}

@@ -1,0 +1,64 @@
+/**
+ * The `response.create` a client sends after an `mcp_call` (OpenAI's API
+ * ends a response there; the Agents SDK asks for the next one by default):
+ * Troupe answered within the response, so such a request, with nothing new
+ * since and no `response` of its own, gets an empty response naming the one
+ * that answered, and the model is not asked again.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TestClient } from '../helpers/realtime-client.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+import { chatBodies, doneOf, openSession, turn, userMessage } from '../helpers/session.js';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(() => t.close());
+
+type Done = { id: string; status: string; output: unknown[]; metadata: unknown };
+
+/** A weather session past a reply that ran the weather tool; that reply's response. */
+async function afterToolReply(): Promise<{ c: TestClient; answered: Done }> {
+  const c = await openSession(t, 'character=weather');
+  const events = await turn(c, 'Celsius, please.');
+  const answered = doneOf(events) as unknown as Done;
+  expect(answered.output).toContainEqual(expect.objectContaining({ type: 'mcp_call' }));
+  return { c, answered };
+}
+
+describe('a response.create after tool calls the reply answered', () => {
+  it('gets an empty response naming the one that answered; the model is not asked', async () => {
+    const { c, answered } = await afterToolReply();
+    const asked = chatBodies(t.simulator).length;
+    c.send({ type: 'response.create' });
+    const created = await c.next('response.created');
+    const done = (await c.next('response.done')).response as Done;
+    expect(done).toMatchObject({
+      id: (created.response as { id: string }).id,
+      status: 'completed',
+      output: [],
+      metadata: { troupe: 'answered', answered_by: answered.id },
+    });
+    expect(chatBodies(t.simulator).length).toBe(asked);
+    // Only that one: asked again, the model answers.
+    c.send({ type: 'response.create' });
+    expect(doneOf(await c.untilDone()).metadata).toBeNull();
+    expect(chatBodies(t.simulator).length).toBe(asked + 1);
+    await c.close();
+  });
+
+  it('is a real response with a `response` of its own, or after anything new', async () => {
+    const first = await afterToolReply();
+    first.c.send({ type: 'response.create', response: {} });
+    expect(doneOf(await first.c.untilDone()).metadata).toBeNull();
+    await first.c.close();
+
+    const second = await afterToolReply();
+    second.c.send(userMessage('And tomorrow?'));
+    await second.c.next('conversation.item.done');
+    second.c.send({ type: 'response.create' });
+    expect(doneOf(await second.c.untilDone()).metadata).toBeNull();
+    await second.c.close();
+  });
+});
