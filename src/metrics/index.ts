@@ -148,6 +148,8 @@ export interface ScaleMetrics {
   eventLoopLag: Gauge;
   /** Records the in-memory store let go for room (`RESUME_MEMORY_MB`) before their TTL. */
   storeEvictions: Counter;
+  /** Server tool calls a resumed conversation brought back as interrupted (their process stopped while they ran), by tool. */
+  toolsInterrupted: Counter<'tool'>;
 }
 
 /** Options of {@link createMetrics}. */
@@ -497,6 +499,12 @@ function createScaleMetrics(registers: Registry[]): ScaleMetrics {
       name: 'troupe_resume_store_errors_total',
       help: 'Resume store failures, by operation (save, claim, connection).',
       labelNames: ['op'],
+      registers,
+    }),
+    toolsInterrupted: new Counter({
+      name: 'troupe_resume_tools_interrupted_total',
+      help: 'Server tool calls a resumed conversation brought back failed as interrupted: their process stopped while they ran, so whether they did their work is unknown. By tool.',
+      labelNames: ['tool'],
       registers,
     }),
     attempts: new Counter({

@@ -11,7 +11,8 @@ import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import type { Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
-import { createSession, type Session } from '../session/session.js';
+import { interruptedTools } from '../session/reply-checkpoints.js';
+import { createSession, type Session, type SessionState } from '../session/session.js';
 import type { OverloadVerdict } from './overload.js';
 import type { ResumeTracker, Resumer } from './resume.js';
 import {
@@ -116,10 +117,16 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
     const sessionLog = log.child({ session: claimed.sessionId });
     try {
       const state = joinParts(claimed.state, claimed.parts);
+      // Read before the session takes the state as its own.
+      const cut = interruptedTools((state as Partial<SessionState>).conversation?.reply);
       const session = await restoreFromSnapshot(state, { ...common, log: sessionLog });
       adopt({ id: claimed.sessionId, log: sessionLog });
       metrics.scale.attempts.inc({ outcome: 'resumed' });
       sessionLog.info({}, 'session resumed');
+      for (const tool of cut) metrics.scale.toolsInterrupted.inc({ tool });
+      if (cut.length > 0) {
+        sessionLog.warn({ tools: cut }, 'tool calls cut off by a stop, resumed as interrupted');
+      }
       return session;
     } catch (err) {
       metrics.scale.attempts.inc({ outcome: 'restore_failed' });

@@ -111,8 +111,8 @@ export function deliverOutcome(
 /** What the model is told of a background call that a reconnection cut off. */
 export function interruptedText(name: string): string {
   return (
-    `${name} was interrupted: the connection dropped and the conversation was resumed ` +
-    'before it finished, so its result is lost. Tell the user and offer to run it again.'
+    `${name} was interrupted: the conversation was resumed (its connection dropped, or its ` +
+    'server stopped) before it finished, so its result is lost. Tell the user and offer to run it again.'
   );
 }
 

@@ -19,6 +19,7 @@
  * ended.
  */
 import type { TurnProgress } from '../llm/turn-state.js';
+import type { Item, McpCallItem } from './events.js';
 import type { HistoryGroup } from './history.js';
 import type { RunningResponse } from './response-queue.js';
 import { INTERRUPTED_CALL, type ReplyCheckpoint, type ResponseWriter } from './response-writer.js';
@@ -129,4 +130,21 @@ function sizeOf(cut: ReplyCheckpoint | undefined): string {
     }
   }
   return `${cut.items.length} ${cut.messages.length} ${chars} ${running}`;
+}
+
+/**
+ * The tools of a stored reply's calls that were cut off as they ran
+ * ({@link INTERRUPTED_CALL}); read from a record not checked yet, so
+ * anything else reads as none.
+ */
+export function interruptedTools(reply: ReplyCheckpoint | undefined | null): string[] {
+  const items: unknown = reply?.items;
+  if (!Array.isArray(items)) return [];
+  const tools: string[] = [];
+  for (const item of items as Array<Partial<Item> | null>) {
+    if (item?.type !== 'mcp_call') continue;
+    const call = item as Partial<McpCallItem>;
+    if (call.error?.message === INTERRUPTED_CALL.message) tools.push(String(call.name));
+  }
+  return tools;
 }

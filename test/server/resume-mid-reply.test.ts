@@ -249,6 +249,13 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
         output: null,
         error: { type: 'tool_execution_error', message: TOOL_INTERRUPTED_OUTPUT },
       });
+      // The operator sees it: a warning and a count by tool.
+      await survivor.proc.waitFor(
+        /"tools":\["book_table"\],"msg":"tool calls cut off by a stop, resumed as interrupted"/,
+        'the warning of the call cut off',
+      );
+      const metrics = await (await fetch(`${survivor.url}/metrics`)).text();
+      expect(metrics).toContain('troupe_resume_tools_interrupted_total{tool="book_table"} 1');
 
       // Asked again, the model reads that the call was cut while it ran.
       again.send({ type: 'response.create' });

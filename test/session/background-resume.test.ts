@@ -171,7 +171,7 @@ describe('a background call and a resumed conversation', () => {
     const again = await resume(second, token);
     const { done, item } = await outcomeOf(again, callId);
     expect(done).toMatchObject({ name: 'lookup', outcome: 'cancelled' });
-    expect(done.output).toMatch(/^lookup was interrupted: the connection dropped/);
+    expect(done.output).toMatch(/^lookup was interrupted: the conversation was resumed/);
     expect(item).toMatchObject({
       type: 'mcp_call',
       output: null,
