@@ -52,6 +52,31 @@ async function storedReply(redis: Redis): Promise<Message[] | undefined> {
   return undefined;
 }
 
+type Announced = { id: string; type: string; role?: string } & Record<string, unknown>;
+
+/**
+ * SIGKILLs `doomed` under `client`, resumes `token` on `survivor`, and
+ * returns the new client with the items it was announced (it sends a
+ * `session.update` first, so they come before its answer).
+ */
+async function killAndResume(
+  doomed: Instance,
+  client: TestClient,
+  survivor: Instance,
+  token: string,
+): Promise<{ again: TestClient; created: Received; closeCode: number; items: Announced[] }> {
+  await doomed.stop('SIGKILL');
+  const { code: closeCode } = await within(client.closed, 'the close of the killed instance');
+  const again = await connect(`${survivor.wsUrl}?resume=${token}`);
+  const created = await again.next('session.created');
+  again.send({ type: 'session.update', session: {} });
+  await again.next('session.updated');
+  const items = again.events
+    .filter((e) => e.type === 'conversation.item.added')
+    .map((e) => e.item as Announced);
+  return { again, created, closeCode, items };
+}
+
 describe.runIf(needs('redis-server'))('a reply under way when its process is killed', () => {
   let sim: Simulator;
   let redisProc: RedisProc;
@@ -116,18 +141,15 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
       } & Received
     ).item;
 
-    await doomed.stop('SIGKILL');
-    expect((await within(client.closed, 'the close of the killed instance')).code).toBe(1006);
-
-    const again = await connect(`${survivor.wsUrl}?resume=${session.troupe.resume_token}`);
+    const {
+      again,
+      created: resumed,
+      closeCode,
+      items,
+    } = await killAndResume(doomed, client, survivor, session.troupe.resume_token);
     clients.push(again);
-    const resumed = await again.next('session.created');
+    expect(closeCode).toBe(1006);
     expect((resumed.session as { id: string }).id).toBe(session.id);
-    again.send({ type: 'session.update', session: {} });
-    await again.next('session.updated');
-    const items = again.events
-      .filter((e) => e.type === 'conversation.item.added')
-      .map((e) => e.item as { id: string; role?: string; status: string; content: unknown });
     expect(items.at(-1)).toMatchObject({
       id: item.id,
       role: 'assistant',
@@ -177,16 +199,8 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
     );
     expect(textOf(client)).toBe('');
 
-    await doomed.stop('SIGKILL');
-    await within(client.closed, 'the close of the killed instance');
-    const again = await connect(`${survivor.wsUrl}?resume=${token}`);
+    const { again, items } = await killAndResume(doomed, client, survivor, token);
     clients.push(again);
-    await again.next('session.created');
-    again.send({ type: 'session.update', session: {} });
-    await again.next('session.updated');
-    const items = again.events
-      .filter((e) => e.type === 'conversation.item.added')
-      .map((e) => e.item as { id: string; type: string; role?: string; output?: string | null });
     expect(items.slice(-2)).toMatchObject([
       { role: 'user' },
       { id: completed.item_id, type: 'mcp_call', name: 'get_current_weather' },
@@ -232,16 +246,8 @@ describe.runIf(needs('redis-server'))('a reply under way when its process is kil
         'the running round in Redis',
       );
 
-      await doomed.stop('SIGKILL');
-      await within(client.closed, 'the close of the killed instance');
-      const again = await connect(`${survivor.wsUrl}?resume=${token}`);
+      const { again, items } = await killAndResume(doomed, client, survivor, token);
       clients.push(again);
-      await again.next('session.created');
-      again.send({ type: 'session.update', session: {} });
-      await again.next('session.updated');
-      const items = again.events
-        .filter((e) => e.type === 'conversation.item.added')
-        .map((e) => e.item as { id: string; type: string });
       expect(items.at(-1)).toMatchObject({
         id: running.item_id,
         type: 'mcp_call',
