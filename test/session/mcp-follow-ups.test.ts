@@ -6,6 +6,8 @@
  * that answered, and the model is not asked again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
+import { McpFollowUps } from '../../src/session/mcp-follow-ups.js';
 import type { TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { chatBodies, doneOf, openSession, turn, userMessage } from '../helpers/session.js';
@@ -60,5 +62,51 @@ describe('a response.create after tool calls the reply answered', () => {
     second.c.send({ type: 'response.create' });
     expect(doneOf(await second.c.untilDone()).metadata).toBeNull();
     await second.c.close();
+  });
+});
+
+describe('what the follow-ups watch', () => {
+  const call = { type: 'mcp_call', id: 'item_1' } as McpCallItem;
+  const response = (
+    id: string,
+    status: ResponseObject['status'],
+    conversation: string | null = 'conv',
+  ) => ({ id, status, conversation_id: conversation }) as ResponseObject;
+
+  /** A tracker that has seen `events`, as the session sends them. */
+  function seen(events: ServerEvent[]): McpFollowUps {
+    const followUps = new McpFollowUps();
+    const send = followUps.watch(() => {});
+    for (const event of events) send(event);
+    return followUps;
+  }
+
+  const ran: ServerEvent[] = [
+    { type: 'conversation.item.done', previous_item_id: null, item: call },
+    { type: 'response.done', response: response('resp_1', 'completed') },
+  ];
+
+  it('names the completed response after the calls, once', () => {
+    const followUps = seen(ran);
+    expect(followUps.answered({ response: {} })).toBeUndefined();
+    expect(followUps.answered({})).toBe('resp_1');
+    expect(followUps.answered({})).toBeUndefined();
+  });
+
+  it('names none after a response that was cut, or with no calls, or after anything new', () => {
+    const cut = seen([ran[0]!, { type: 'response.done', response: response('r', 'cancelled') }]);
+    expect(cut.answered({})).toBeUndefined();
+    expect(seen([ran[1]!]).answered({})).toBeUndefined();
+    const added = seen([
+      ...ran,
+      { type: 'conversation.item.added', previous_item_id: null, item: call },
+    ]);
+    expect(added.answered({})).toBeUndefined();
+    // An out-of-band response is not the conversation's: the answer still stands.
+    const beside = seen([
+      ...ran,
+      { type: 'response.done', response: response('resp_2', 'completed', null) },
+    ]);
+    expect(beside.answered({})).toBe('resp_1');
   });
 });
