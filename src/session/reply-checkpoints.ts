@@ -122,7 +122,7 @@ function sizeOf(cut: ReplyCheckpoint | undefined): string {
   let chars = 0;
   let running = 0;
   for (const item of cut.items) {
-    if (item.type === 'mcp_call' && item.error === INTERRUPTED_CALL) running++;
+    if (cutOff(item)) running++;
     if (item.type !== 'message') continue;
     for (const part of item.content) {
       if (part.type === 'output_text') chars += part.text.length;
@@ -142,9 +142,13 @@ export function interruptedTools(reply: ReplyCheckpoint | undefined | null): str
   if (!Array.isArray(items)) return [];
   const tools: string[] = [];
   for (const item of items as Array<Partial<Item> | null>) {
-    if (item?.type !== 'mcp_call') continue;
-    const call = item as Partial<McpCallItem>;
-    if (call.error?.message === INTERRUPTED_CALL.message) tools.push(String(call.name));
+    if (cutOff(item)) tools.push(String((item as McpCallItem).name));
   }
   return tools;
+}
+
+/** Whether an item is a call cut off as it ran: a live checkpoint's copy or a stored one. */
+function cutOff(item: Partial<Item> | null | undefined): boolean {
+  if (item?.type !== 'mcp_call') return false;
+  return (item as Partial<McpCallItem>).error?.message === INTERRUPTED_CALL.message;
 }
