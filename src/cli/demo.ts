@@ -60,10 +60,12 @@ async function main(): Promise<void> {
     `${bold('Troupe demo')}: offline, with a simulated LLM (vLLM-style chunks, 150 ms to first token)\n\n`,
   );
   out.write(`  web client   ${bold(`${server.url}/`)}\n`);
+  out.write(`  realtime     ${server.wsUrl}\n`);
   out.write(
     `  terminal     ${bold(`npm run chat -- --character weather --url ${server.wsUrl}`)}\n`,
   );
-  out.write(`  voice        ${await voiceLine(server)}\n\n`);
+  out.write(`  voice        ${await voiceLine(server)}\n`);
+  out.write(`  simulator    ${sim.url} (the simulated LLM, OpenAI-compatible)\n\n`);
   out.write("Lines the simulated model answers (each uses the character's tools):\n");
   for (const [id, lines] of Object.entries(DEMO_LINES)) {
     out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);

@@ -258,7 +258,7 @@ describe('npm run chat against a server that needs a token and takes one session
       );
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
-      expect(r.stdout).toContain('plain character, no tools.');
+      expect(r.stdout).toContain('Hello! How can I help?');
     },
     CLI_TEST_TIMEOUT_MS,
   );

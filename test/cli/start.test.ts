@@ -106,6 +106,9 @@ describe('npm run demo', () => {
     expect(r.stderr).toBe('demo: WORKERS=2 applies to npm start; the demo runs one process.\n');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/web client {3}http:\/\/127\.0\.0\.1:\d+\//);
+    // Where to wire a client of one's own, and the simulated LLM another server can use.
+    expect(r.stdout).toMatch(/realtime {5}ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime\n/);
+    expect(r.stdout).toMatch(/simulator {4}http:\/\/127\.0\.0\.1:\d+\/v1 /);
     expect(r.stdout).toMatch(
       /npm run chat -- --character weather --url ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime/,
     );

@@ -159,8 +159,8 @@ export const DEMO_SCRIPT: SimScript = {
       when: { user: 'scale 200 g' },
       reply: say('For 6 servings use {{toolResult.amount}} g of flour.'),
     },
-    // plain: no tools at all
-    { when: { user: 'hello there' }, reply: say('Hello! I am a plain character, no tools.') },
+    // A greeting, to any character: the plain one has no other line.
+    { when: { user: 'hello there' }, reply: say('Hello! How can I help?') },
   ],
   fallback: say(DEMO_FALLBACK_TEXT),
 };
