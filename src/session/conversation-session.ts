@@ -21,7 +21,7 @@ import {
   type SessionBackgroundOptions,
 } from './background-results.js';
 import { activeResponse, checkResponse, tooManyOutOfBand, unknownCall } from './response-checks.js';
-import { ResponseQueue, type ResponseKind } from './response-queue.js';
+import { cancelResponse, ResponseQueue, type ResponseKind } from './response-queue.js';
 import { runGreeting, runResponse, type ResponseContext } from './response-runner.js';
 import { SessionConfig, type VoiceDefaults } from './session-settings.js';
 import type { SessionState } from './session-state.js';
@@ -306,8 +306,12 @@ export class ConversationSession implements Session {
           answeredBy,
         );
       }
-      case 'response.cancel':
-        return this.#cancelResponse(event.response_id, eventId);
+      case 'response.cancel': {
+        const stopped = cancelResponse(this.#queue, event.response_id, eventId);
+        if (stopped instanceof ProtocolError) return stopped;
+        if (stopped.kind !== 'out_of_band') this.#background.interrupt();
+        return undefined;
+      }
       case 'input_audio_buffer.append':
       case 'input_audio_buffer.commit':
       case 'input_audio_buffer.clear':
@@ -550,36 +554,6 @@ export class ConversationSession implements Session {
     if (input instanceof ProtocolError) return input;
     const outcome = this.#request(kind, r, receivedAt, undefined, input);
     return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
-  }
-
-  #cancelResponse(
-    responseId: string | undefined,
-    eventId: string | null,
-  ): ProtocolError | undefined {
-    // An out-of-band response is cancelled by its id.
-    const named = responseId !== undefined ? this.#queue.find(responseId) : undefined;
-    if (named && named.kind === 'out_of_band') {
-      this.#queue.stop('client_cancelled', named.id);
-      return undefined;
-    }
-    const active = this.#queue.active;
-    if (!active) {
-      return new ProtocolError(
-        'response_cancel_not_active',
-        'response.cancel: there is no active response to cancel.',
-        { eventId },
-      );
-    }
-    if (responseId !== undefined && responseId !== active.id) {
-      return new ProtocolError(
-        'invalid_value',
-        `response.cancel: response_id: the active response is ${active.id}, not ${responseId}.`,
-        { param: 'response_id', eventId },
-      );
-    }
-    this.#queue.stop('client_cancelled');
-    this.#background.interrupt();
-    return undefined;
   }
 
   // ── session.update and the character ───────────────────────────────────

@@ -2,6 +2,7 @@
  * The response queue: decides what runs next — a client `response.create`, the
  * greeting, a voice turn — one conversation response at a time; cancellation.
  */
+import { ProtocolError } from '../errors.js';
 import type { SpeechOutput } from './speech-output.js';
 import type { Item } from './events.js';
 import type { ExchangeCheckpoint } from './response-writer.js';
@@ -233,4 +234,38 @@ export class ResponseQueue {
     const [next] = this.#waiting.splice(index, 1);
     next!.start(this.#start(next!.request));
   }
+}
+
+/**
+ * `response.cancel`: stops the response it names (an out-of-band one by its
+ * id) or the conversation's, and gives the one it stopped, or the error to
+ * send when there is none to stop.
+ */
+export function cancelResponse(
+  queue: ResponseQueue,
+  responseId: string | undefined,
+  eventId: string | null,
+): RunningResponse | ProtocolError {
+  const named = responseId !== undefined ? queue.find(responseId) : undefined;
+  if (named && named.kind === 'out_of_band') {
+    queue.stop('client_cancelled', named.id);
+    return named;
+  }
+  const active = queue.active;
+  if (!active) {
+    return new ProtocolError(
+      'response_cancel_not_active',
+      'response.cancel: there is no active response to cancel.',
+      { eventId },
+    );
+  }
+  if (responseId !== undefined && responseId !== active.id) {
+    return new ProtocolError(
+      'invalid_value',
+      `response.cancel: response_id: the active response is ${active.id}, not ${responseId}.`,
+      { param: 'response_id', eventId },
+    );
+  }
+  queue.stop('client_cancelled');
+  return active;
 }
