@@ -480,6 +480,7 @@ export class ConversationSession implements Session {
     receivedAt: number,
     sttMs?: number,
     input?: readonly ChatMessage[],
+    heard?: Promise<void>,
   ) {
     let queued = false;
     const outcome = this.#queue.request({
@@ -488,6 +489,8 @@ export class ConversationSession implements Session {
       // A background result is not told over the user's speech.
       ...(kind === 'background' ? { holdWhile: () => this.#voiceIn?.userTurn === true } : {}),
       run: async (response) => {
+        // The user's words committed before the request are in what it reads.
+        if (heard) await heard;
         // Beside the conversation: it reads stand-ins in a copy and changes nothing.
         if (kind === 'out_of_band') return runResponse(this.#ctx, response, r, receivedAt, input);
         // Any response that starts sees the background outcomes in history:
@@ -552,7 +555,8 @@ export class ConversationSession implements Session {
       eventId,
     });
     if (input instanceof ProtocolError) return input;
-    const outcome = this.#request(kind, r, receivedAt, undefined, input);
+    const heard = input ? undefined : this.#voiceIn?.transcribed();
+    const outcome = this.#request(kind, r, receivedAt, undefined, input, heard);
     return outcome.outcome === 'refused' ? activeResponse(outcome.activeId, eventId) : undefined;
   }
 

@@ -87,6 +87,11 @@ export class VoiceInput {
   #turnChain: Promise<void> = Promise.resolve();
   /** Committed utterances not yet answered (transcribing, or their response not yet asked for). */
   #unanswered = 0;
+  /**
+   * Committed utterances not yet in the conversation (being transcribed),
+   * each with whether turn detection answers it by itself.
+   */
+  readonly #transcribing = new Set<{ answered: boolean; added: Promise<void> }>();
   /** The input clock when the last response ended: `idle_timeout_ms` counts from here. */
   #idleFrom: number | undefined;
   #closed = false;
@@ -238,6 +243,20 @@ export class VoiceInput {
     return this.#utterance !== undefined || this.#tentative !== undefined || this.#unanswered > 0;
   }
 
+  /**
+   * What a client's `response.create` waits for before it reads the
+   * conversation: every utterance committed so far, in it (or dropped as
+   * without words). Undefined when there is nothing to wait for, or when one
+   * of them gets an answer of its own (server VAD's `create_response`):
+   * that answer waits for the client's response, so the client's cannot
+   * wait for it.
+   */
+  transcribed(): Promise<void> | undefined {
+    const pending = [...this.#transcribing];
+    if (pending.length === 0 || pending.some((p) => p.answered)) return undefined;
+    return Promise.all(pending.map((p) => p.added)).then(() => undefined);
+  }
+
   #maybeDone(): void {
     if (!this.#closed && !this.userTurn) this.#o.userDone?.();
   }
@@ -344,10 +363,21 @@ export class VoiceInput {
     });
     const transcript = this.#input!.commit();
     this.#unanswered++;
+    let added = (): void => undefined;
+    const pending = {
+      answered: auto && this.#o.config.current.turnDetection?.createResponse === true,
+      added: new Promise<void>((resolve) => (added = resolve)),
+    };
+    this.#transcribing.add(pending);
+    const inConversation = (): void => {
+      this.#transcribing.delete(pending);
+      added();
+    };
     this.#turnChain = this.#turnChain
-      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt, idle))
+      .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt, idle, inConversation))
       .catch((err: unknown) => this.#o.log().error({ err }, 'utterance handling failed'))
       .finally(() => {
+        inConversation();
         this.#unanswered--;
         this.#maybeDone();
       });
@@ -359,6 +389,7 @@ export class VoiceInput {
     auto: boolean,
     speechEndedAt: number,
     idle: boolean,
+    inConversation: () => void,
   ): Promise<void> {
     const { send, conversation } = this.#o;
     const item = messageItem(
@@ -405,6 +436,7 @@ export class VoiceInput {
       .debug({ item: item.id, text: this.#o.content(transcript) }, 'utterance transcribed');
     send({ type: 'conversation.item.done', previous_item_id: previous, item });
     this.#o.changed();
+    inConversation();
     if (!auto || !this.#o.config.current.turnDetection?.createResponse) return;
     // An interrupted response is still winding down: the answer waits its turn in the queue.
     await this.#o.respond(speechEndedAt, sttMs);

@@ -3,6 +3,7 @@
  * commits it; the server neither detects speech nor answers on its own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createScriptedStt, type ScriptedStt } from '../../src/testing/index.js';
 import { sendAudio, silence, speech } from '../helpers/audio.js';
 import type { TestServer } from '../helpers/server.js';
 import { chatBodies, lastChat, nextError } from '../helpers/session.js';
@@ -112,6 +113,118 @@ describe('turn_detection null', () => {
     const committed = await c.next('input_audio_buffer.committed');
     const completed = await c.next('conversation.item.input_audio_transcription.completed');
     expect(completed.item_id).toBe(committed.item_id);
+    await c.close();
+  });
+});
+
+/** A scripted engine whose transcripts wait until the test lets each go. */
+function heldStt(lines: string[]): { stt: ScriptedStt; release: () => void } {
+  const inner = createScriptedStt({ transcripts: ({ index }) => lines[index % lines.length]! });
+  const gates: Array<() => void> = [];
+  let released = 0;
+  const stt: ScriptedStt = {
+    ...inner,
+    utterances: inner.utterances,
+    open(options) {
+      const stream = inner.open(options);
+      return {
+        ...stream,
+        async commit() {
+          const text = await stream.commit();
+          if (released === 0) await new Promise<void>((go) => gates.push(go));
+          else released--;
+          return text;
+        },
+      };
+    },
+  };
+  const release = (): void => {
+    const go = gates.shift();
+    if (go) go();
+    else released++;
+  };
+  return { stt, release };
+}
+
+describe('a response.create sent right after the commit', () => {
+  const FIRST = 'What is the first question?';
+  const SECOND = 'And the second one?';
+  let s: TestServer;
+  let held: ReturnType<typeof heldStt>;
+
+  beforeAll(async () => {
+    held = heldStt([FIRST, SECOND]);
+    s = await startVoiceServer({
+      voice: await fakeVoice({ stt: held.stt }),
+      script: {
+        rules: [
+          { when: { user: 'second one' }, reply: { parts: [{ text: 'Second answered.' }] } },
+          { when: { user: 'first question' }, reply: { parts: [{ text: 'First answered.' }] } },
+        ],
+      },
+    });
+  });
+  afterAll(() => s?.close());
+
+  it('answers the words it committed, once they are transcribed, not the turn before', async () => {
+    const c = await openVoiceSession(s, 'character=quiet', {
+      output_modalities: ['text'],
+      audio: { input: { turn_detection: null } },
+    });
+    for (const [line, answer] of [
+      [FIRST, 'First answered.'],
+      [SECOND, 'Second answered.'],
+    ] as const) {
+      const from = c.events.length;
+      await speak(c, line);
+      // A push-to-talk client: the commit and the request in one go, as a GA app sends them.
+      c.send({ type: 'input_audio_buffer.commit' });
+      c.send({ type: 'response.create' });
+      const committed = await c.next('input_audio_buffer.committed');
+      await barrier(c);
+      held.release();
+      const events = await c.untilDone();
+      const done = events.at(-1)!.response as {
+        status: string;
+        output: Array<{ content: Array<{ text: string }> }>;
+      };
+      expect(done.status).toBe('completed');
+      expect(done.output[0]!.content[0]!.text).toBe(answer);
+      expect(lastChat(s.simulator).messages.at(-1)).toEqual({ role: 'user', content: line });
+      // The transcript is in the conversation before the response reads it.
+      const types = typesOf(c.events.slice(from));
+      expect(types.indexOf('conversation.item.done')).toBeLessThan(
+        types.indexOf('response.created'),
+      );
+      expect(
+        c.events.slice(from).find((e) => e.type === 'conversation.item.done')!.item,
+      ).toMatchObject({
+        id: committed.item_id,
+      });
+    }
+    await c.close();
+  });
+
+  it('is cancelled while it waits for the words, and the words stay', async () => {
+    const c = await openVoiceSession(s, 'character=quiet', {
+      output_modalities: ['text'],
+      audio: { input: { turn_detection: null } },
+    });
+    const requests = chatBodies(s.simulator).length;
+    await speak(c, FIRST);
+    c.send({ type: 'input_audio_buffer.commit' });
+    c.send({ type: 'response.create' });
+    const committed = await c.next('input_audio_buffer.committed');
+    await barrier(c);
+    c.send({ type: 'response.cancel' });
+    await barrier(c);
+    held.release();
+    const events = await c.untilDone();
+    const done = events.at(-1)!.response as { status: string };
+    expect(done.status).toBe('cancelled');
+    expect(chatBodies(s.simulator).length).toBe(requests);
+    const item = c.events.find((e) => e.type === 'conversation.item.done')!.item;
+    expect(item).toMatchObject({ id: committed.item_id, status: 'completed' });
     await c.close();
   });
 });
