@@ -290,6 +290,10 @@ export class ConversationSession implements Session {
             conversation,
             send: this.#send,
             changed: this.#clientChanged,
+            stop: () => {
+              this.#queue.stop('client_cancelled');
+              this.#background.interrupt();
+            },
           },
           event,
           eventId,

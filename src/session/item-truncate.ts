@@ -18,6 +18,8 @@ export interface TruncateParts {
   conversation: Conversation;
   send: (event: ServerEvent) => void;
   changed: () => void;
+  /** Stops the running response: the client cut an item it is still speaking. */
+  stop: () => void;
 }
 
 /** Cuts a spoken item to what the client played; returns the error to send, if any. */
@@ -27,8 +29,8 @@ export function truncateItem(
   eventId: string | null,
 ): ProtocolError | undefined {
   const speech = p.active?.speech ?? p.lastSpeech;
-  const heard = speech?.heardUntil(event.item_id, event.audio_end_ms);
-  if (heard === undefined) {
+  const audio = speech?.audioOf(event.item_id);
+  if (!speech || !audio) {
     if (!p.conversation.find(event.item_id)) {
       return itemNotFound('conversation.item.truncate', event.item_id, eventId);
     }
@@ -38,7 +40,25 @@ export function truncateItem(
       { param: 'item_id', eventId },
     );
   }
-  if (p.active?.speech === speech) p.active!.truncations.set(event.item_id, heard);
+  if (event.content_index !== 0) {
+    return new ProtocolError(
+      'invalid_value',
+      `conversation.item.truncate: content_index: a spoken message's audio is its part 0, not ${event.content_index}.`,
+      { param: 'content_index', eventId },
+    );
+  }
+  // As in OpenAI's API: the client cannot have played more than it was sent, or than it kept.
+  if (event.audio_end_ms > Math.ceil(audio.ms)) {
+    return new ProtocolError(
+      'invalid_value',
+      `conversation.item.truncate: audio_end_ms: item "${event.item_id}" has ${Math.ceil(audio.ms)} ms of audio${audio.speaking ? ' so far' : ''}, shorter than ${event.audio_end_ms} ms.`,
+      { param: 'audio_end_ms', eventId },
+    );
+  }
+  const heard = speech.heardUntil(event.item_id, event.audio_end_ms) ?? '';
+  speech.truncate(event.item_id, event.audio_end_ms);
+  const live = p.active?.speech === speech;
+  if (live) p.active!.truncations.set(event.item_id, heard);
   p.conversation.cutToHeard(event.item_id, heard);
   p.send({
     type: 'conversation.item.truncated',
@@ -46,6 +66,8 @@ export function truncateItem(
     content_index: event.content_index,
     audio_end_ms: event.audio_end_ms,
   });
+  // What follows the cut is not to be heard: the reply stops there.
+  if (live && audio.speaking) p.stop();
   p.changed();
   return undefined;
 }

@@ -111,6 +111,8 @@ interface ItemSpeech {
   failed: boolean;
   firstTextAt: number | null;
   finished: boolean;
+  /** Where the client cut its audio (`conversation.item.truncate`), if it did. */
+  truncatedMs?: number;
   resolve: (spoken: SpokenItem) => void;
   done: Promise<SpokenItem>;
 }
@@ -190,8 +192,37 @@ export class SpeechOutput {
    * from `conversation.item.truncate`. Undefined for an unknown item.
    */
   heardUntil(itemId: string, audioEndMs: number): string | undefined {
-    const item = this.#items.find((i) => i.place.item_id === itemId);
+    const item = this.#item(itemId);
     if (!item) return undefined;
+    return this.#heard(item, audioEndMs);
+  }
+
+  /**
+   * An item's audio as the client has it: the ms sent (or, once it was
+   * truncated, kept), and whether more of it is still to come. Undefined
+   * for an unknown item.
+   */
+  audioOf(itemId: string): { ms: number; speaking: boolean } | undefined {
+    const item = this.#item(itemId);
+    if (!item) return undefined;
+    const sent = item.sentSamples / SAMPLES_PER_MS;
+    return { ms: Math.min(sent, item.truncatedMs ?? sent), speaking: !item.finished };
+  }
+
+  /**
+   * The client played an item only up to `audioEndMs`: it keeps that much,
+   * and its transcript when it ends is what played by then.
+   */
+  truncate(itemId: string, audioEndMs: number): void {
+    const item = this.#item(itemId);
+    if (item) item.truncatedMs = audioEndMs;
+  }
+
+  #item(itemId: string): ItemSpeech | undefined {
+    return this.#items.find((i) => i.place.item_id === itemId);
+  }
+
+  #heard(item: ItemSpeech, audioEndMs: number): string {
     if (item.audioStart === null) return '';
     const cut = audioEndMs * SAMPLES_PER_MS;
     let text = '';
@@ -206,7 +237,7 @@ export class SpeechOutput {
 
   /** Ms of an item's audio that the server's clock says has played. */
   playedMs(itemId: string): number {
-    const item = this.#items.find((i) => i.place.item_id === itemId);
+    const item = this.#item(itemId);
     if (!item || item.audioStart === null) return 0;
     const played = Math.min(this.#playedIn(item, performance.now()), item.sentSamples);
     return Math.max(0, played / SAMPLES_PER_MS);
@@ -516,7 +547,8 @@ export class SpeechOutput {
       ? this.playedMs(item.place.item_id)
       : item.sentSamples / SAMPLES_PER_MS;
     item.finished = true;
-    const transcript = item.emitted.trim();
+    const transcript =
+      item.truncatedMs === undefined ? item.emitted.trim() : this.#heard(item, item.truncatedMs);
     this.#o.send({ type: 'response.output_audio.done', ...item.place, content_index: 0 });
     this.#o.send({
       type: 'response.output_audio_transcript.done',

@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestServer } from '../helpers/server.js';
 import { lastChat, nextError, userMessage } from '../helpers/session.js';
-import { fakeVoice, openVoiceSession, startVoiceServer } from '../helpers/voice.js';
+import type { TestClient } from '../helpers/realtime-client.js';
+import { audioMs, fakeVoice, openVoiceSession, startVoiceServer } from '../helpers/voice.js';
 
 /** One sentence: one TTS segment, whose words start every (chars before them × 20 ms). */
 const COUNT = 'One two three four five six seven eight nine ten.';
@@ -22,6 +23,11 @@ beforeAll(async () => {
   });
 });
 afterAll(() => t?.close());
+
+/** Waits until the client was sent at least `ms` of audio. */
+async function played(c: TestClient, ms: number): Promise<void> {
+  while (audioMs(c.events) < ms) await c.next('response.output_audio.delta');
+}
 
 type Done = {
   output: Array<{ id: string; status: string; content: Array<{ transcript: string }> }>;
@@ -64,11 +70,12 @@ describe('conversation.item.truncate', () => {
     await c.close();
   });
 
-  it('while the reply plays, cuts it when the reply ends', async () => {
+  it('while the reply plays, stops it there, and every event after says the cut text', async () => {
     const c = await openVoiceSession(t);
     c.send(userMessage('Count to ten.'));
     c.send({ type: 'response.create' });
     const delta = await c.next('response.output_audio.delta');
+    await played(c, 200);
     c.send({
       type: 'conversation.item.truncate',
       item_id: delta.item_id,
@@ -77,12 +84,26 @@ describe('conversation.item.truncate', () => {
     });
     const truncated = await c.next('conversation.item.truncated');
     expect(truncated.item_id).toBe(delta.item_id);
-    const done = (await c.next('response.done')).response as Done;
+    const from = c.events.indexOf(truncated);
+    const done = (await c.next('response.done')).response as Done & { status: string };
+    expect(done.status).toBe('cancelled');
     expect(done.output[0]).toMatchObject({
       id: delta.item_id,
       status: 'incomplete',
       content: [{ transcript: 'One two three' }],
     });
+    const after = c.events.slice(from);
+    // Nothing more of it is spoken, and nothing says more of it was said.
+    expect(after.filter((e) => e.type === 'response.output_audio.delta')).toEqual([]);
+    for (const type of [
+      'response.output_audio_transcript.done',
+      'response.output_item.done',
+      'conversation.item.done',
+    ]) {
+      const e = after.find((x) => x.type === type)!;
+      expect(JSON.stringify(e), type).toContain('One two three');
+      expect(JSON.stringify(e), type).not.toContain('four');
+    }
     c.send(userMessage('Go on.'));
     c.send({ type: 'response.create' });
     await c.next('response.done');
@@ -91,6 +112,43 @@ describe('conversation.item.truncate', () => {
       { role: 'assistant', content: 'One two three' },
       { role: 'user', content: 'Go on.' },
     ]);
+    await c.close();
+  });
+
+  it('refuses a part other than the audio, and more audio than was sent or kept', async () => {
+    const c = await openVoiceSession(t);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    const done = (await c.next('response.done')).response as Done;
+    const id = done.output[0]!.id;
+    const cut = (content_index: number, audio_end_ms: number, event_id: string) =>
+      c.send({
+        type: 'conversation.item.truncate',
+        item_id: id,
+        content_index,
+        audio_end_ms,
+        event_id,
+      });
+
+    cut(1, 300, 'part-1');
+    const part = await nextError(c, 'invalid_value');
+    expect(part).toMatchObject({ param: 'content_index', event_id: 'part-1' });
+    expect(part.message).toMatch(/part 0, not 1/);
+
+    cut(0, 999_999, 'too-long');
+    const long = await nextError(c, 'invalid_value');
+    expect(long).toMatchObject({ param: 'audio_end_ms', event_id: 'too-long' });
+    expect(long.message).toMatch(/has \d+ ms of audio, shorter than 999999 ms/);
+
+    cut(0, 300, 'first-cut');
+    await c.next('conversation.item.truncated');
+    cut(0, 600, 'longer-cut');
+    const again = await nextError(c, 'invalid_value');
+    expect(again).toMatchObject({ param: 'audio_end_ms', event_id: 'longer-cut' });
+    expect(again.message).toMatch(/has 300 ms of audio, shorter than 600 ms/);
+    // A shorter cut is still taken.
+    cut(0, 100, 'shorter-cut');
+    await c.next('conversation.item.truncated');
     await c.close();
   });
 
