@@ -553,6 +553,8 @@ export type ServerEvent =
       item_id: string;
       content_index: number;
       transcript: string;
+      /** What was transcribed: seconds of the user's audio, as OpenAI bills a transcription by duration. */
+      usage: { type: 'duration'; seconds: number };
     }
   | {
       type: 'conversation.item.input_audio_transcription.failed';

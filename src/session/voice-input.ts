@@ -42,6 +42,8 @@ interface Utterance {
   speechStartMs: number;
   /** Transcript text already sent as deltas (streaming engines). */
   streamed: string;
+  /** Ms of audio committed, once it is. */
+  committedMs?: number;
 }
 
 /** Less audio than this cannot be a turn (the Realtime API's own floor). */
@@ -361,6 +363,7 @@ export class VoiceInput {
       previous_item_id: this.#o.conversation.newestItemId(),
       item_id: u.itemId,
     });
+    u.committedMs = this.#input!.utteranceMs;
     const transcript = this.#input!.commit();
     this.#unanswered++;
     let added = (): void => undefined;
@@ -419,6 +422,7 @@ export class VoiceInput {
         item_id: u.itemId,
         content_index: 0,
         transcript,
+        usage: { type: 'duration', seconds: Math.round(u.committedMs ?? 0) / 1000 },
       });
     }
     if (transcript === '' && !idle) {

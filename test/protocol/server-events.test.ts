@@ -308,6 +308,7 @@ describe('voice and Unmute events in the openai dialects', () => {
       item_id: 'item_1',
       content_index: 0,
       transcript: 'hi',
+      usage: { type: 'duration', seconds: 0.8 },
     },
     { type: 'conversation.item.truncated', item_id: 'item_1', content_index: 0, audio_end_ms: 5 },
     { type: 'response.output_audio.delta', ...at, delta: 'AAAA' },

@@ -62,6 +62,9 @@ describe('turn_detection null', () => {
     const completed = await c.next('conversation.item.input_audio_transcription.completed');
     expect(completed.item_id).toBe(committed.item_id);
     expect(completed.transcript).toBe(HEARD);
+    // What the GA types require: the audio transcribed, by its duration.
+    expect(completed.usage).toEqual({ type: 'duration', seconds: expect.any(Number) });
+    expect((completed.usage as { seconds: number }).seconds).toBeGreaterThan(0.1);
     const done = await c.next('conversation.item.done');
     expect(done.item).toMatchObject({
       id: committed.item_id,
