@@ -1,5 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LlmStreamError, LlmTruncatedError, TurnAbortedError, redactUrl } from '../errors.js';
+import {
+  LlmStreamError,
+  LlmTruncatedError,
+  TurnAbortedError,
+  redactPaths,
+  redactSecrets,
+  redactUrl,
+} from '../errors.js';
 import { LLM_SILENT, type ChunkLike, type ChunkSink } from './chunk.js';
 import { Connections, Exchange, type BodySink } from './http-exchange.js';
 import { QuietClock } from './quiet-clock.js';
@@ -217,7 +224,7 @@ async function* answer(
     if (status >= 200 && status < 300) return answered;
     answered.stop();
     const detail = yield* whileWaiting(readErrorBody(answered), watch);
-    failure = new LlmStreamError(`The LLM answered HTTP ${status}.`, {
+    failure = new LlmStreamError(clientMessage(status, detail), {
       status,
       retryable: RETRYABLE_STATUS.has(status),
       detail: `${request.where} answered HTTP ${status}: ${detail}`,
@@ -465,6 +472,31 @@ function readAll(exchange: Exchange, limit = Infinity): Promise<string> {
 }
 
 /** The server's own words from an error body (OpenAI, vLLM and plain-text shapes). */
+/** Statuses whose LLM message is about the request the client shaped (a tool's schema, an image, the context's length). */
+const REQUEST_STATUS = new Set([400, 413, 422]);
+
+/** The longest LLM message a client is told. */
+const MAX_CLIENT_DETAIL_CHARS = 300;
+
+/** Web addresses: the LLM's, or any it names, are not the client's to know. */
+const ADDRESSES = /\b[a-z][a-z0-9+.-]*:\/\/[^\s'"]+/gi;
+
+/**
+ * What the client is told of an LLM's refusal: its own message when it is
+ * about the request (the client can mend what it sent), without
+ * credentials, addresses or file paths; the status alone otherwise
+ * (credentials and the LLM's own faults are the operator's, and logged).
+ */
+export function clientMessage(status: number, detail: string): string {
+  if (!REQUEST_STATUS.has(status)) return `The LLM answered HTTP ${status}.`;
+  const said = redactPaths(redactSecrets(detail).replace(ADDRESSES, '[address]'))
+    .replace(/\s+/g, ' ')
+    .trim();
+  const cut =
+    said.length > MAX_CLIENT_DETAIL_CHARS ? `${said.slice(0, MAX_CLIENT_DETAIL_CHARS)}…` : said;
+  return `The LLM answered HTTP ${status}: ${cut.replace(/[.\s]+$/, '')}.`;
+}
+
 async function readErrorBody(exchange: Exchange): Promise<string> {
   let text: string;
   try {

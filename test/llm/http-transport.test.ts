@@ -183,7 +183,7 @@ describe('http transport', () => {
     await closed;
   });
 
-  it('gives the server’s own error message and does not retry a 400', async () => {
+  it('tells the client the server’s own message for a 400, and does not retry it', async () => {
     let calls = 0;
     const url = await serve((_req, res) => {
       calls++;
@@ -198,11 +198,40 @@ describe('http transport', () => {
       code: 'E_LLM_STREAM',
       status: 400,
       retryable: false,
-      message: 'The LLM answered HTTP 400.',
-      // The server's own words are for logs only.
+      // About the request: the client may mend what it sent (a tool's schema, an image).
+      message: 'The LLM answered HTTP 400: messages[2]: tool_call_id not found.',
       detail: expect.stringContaining('HTTP 400: messages[2]: tool_call_id not found'),
     });
     expect(calls).toBe(1);
+  });
+
+  it('tells a 400 without credentials, addresses or file paths', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(
+        '{"error":{"message":"bad tools (key sk-live-0123456789abc) at http://10.0.0.5:8000/v1 in /srv/models/cfg.json"}}',
+      );
+    });
+    const stream = createHttpTransport({ baseURL: url, maxRetries: 0 });
+    const failure = drain(stream(body, new AbortController().signal));
+    await expect(failure).rejects.toMatchObject({
+      message: 'The LLM answered HTTP 400: bad tools (key [redacted]) at [address] in …/cfg.json.',
+    });
+  });
+
+  it('keeps the server’s own message of a 401 for the log', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"Incorrect API key provided: sk-abc***xyz"}}');
+    });
+    const stream = createHttpTransport({ baseURL: url, maxRetries: 0 });
+    const failure = drain(stream(body, new AbortController().signal));
+    // The operator's credentials are not the client's business.
+    await expect(failure).rejects.toMatchObject({
+      status: 401,
+      message: 'The LLM answered HTTP 401.',
+      detail: expect.stringContaining('Incorrect API key provided'),
+    });
   });
 
   it('retries a 503 as retry-after-ms says, then streams', async () => {
