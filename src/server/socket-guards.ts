@@ -84,7 +84,8 @@ const SESSION_ENDS: Record<'idle' | 'expired', SessionEnd> = {
 
 /**
  * A session's idle and lifetime clocks: `onIdle` after `sessionIdleTimeoutS`
- * without client frames (not while a response runs), `onExpired` after
+ * without client frames (not while it works: a response or a background
+ * tool call runs), `onExpired` after
  * `sessionMaxDurationS`. 0 turns either off.
  */
 export function watchLifetime(
@@ -103,7 +104,7 @@ export function watchLifetime(
     idleMs > 0
       ? setTimeout(function check() {
           if (ws.readyState !== ws.OPEN) return;
-          // A long response is not idleness: look again once it could have ended.
+          // A long response or tool call is not idleness: look again once it could have ended.
           if (busy()) idle!.refresh();
           else on.onIdle();
         }, idleMs).unref()

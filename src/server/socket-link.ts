@@ -141,7 +141,11 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   const lifetime = watchLifetime(
     ws,
     limits,
-    () => connections.get(ws)?.busy === true,
+    () => {
+      const working = connections.get(ws)?.working === true;
+      if (working) sessionLog.debug('idle clock deferred: the session works');
+      return working;
+    },
     (end) => {
       // Tell the client why, stop the session, close with the end's code.
       sessionLog.info({ limitS: end.limitS(limits) }, end.log);

@@ -148,6 +148,10 @@ export class ConversationSession implements Session {
     return this.#queue.running;
   }
 
+  get working(): boolean {
+    return this.#queue.running || this.#background.running > 0;
+  }
+
   get version(): number {
     return this.#version;
   }

@@ -75,6 +75,8 @@ export interface Session {
   readonly character: LoadedCharacter;
   /** Whether a response is running (or waiting to), out-of-band ones included. */
   readonly busy: boolean;
+  /** Whether the session works for its client: a response, or a background tool call, runs. */
+  readonly working: boolean;
   /** Counts changes that matter to a snapshot (see `SessionOptions.onChange`). */
   readonly version: number;
   /** Sends `session.created`, the items (a restored session's too), and the greeting. */

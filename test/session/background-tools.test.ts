@@ -366,3 +366,34 @@ describe('a background tool in a voice session', () => {
     await back.close();
   });
 });
+
+describe('the idle clock (SESSION_IDLE_TIMEOUT_S=1) and a background call', () => {
+  let idle: TestServer;
+  beforeAll(async () => {
+    idle = await startVoiceServer({
+      voice: await fakeVoice(),
+      characters: { 'agent.ts': AGENT },
+      script: SCRIPT,
+      env: { SESSION_IDLE_TIMEOUT_S: '1' },
+    });
+  });
+  afterAll(() => idle?.close());
+
+  it('does not close a session whose background call still runs; it closes once the result is told', async () => {
+    const c = await openSession(idle, 'character=agent');
+    c.send(userMessage('Find me flights.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    // The client says nothing more: the idle clock runs out while the search works.
+    await idle.waitForLog('idle clock deferred: the session works');
+    expect(c.events.some((e) => e.type === 'error')).toBe(false);
+    (await nextGate('search'))('{"flight":"TP 1351"}');
+    const done = await c.next('troupe.background_tool.done');
+    expect(done).toMatchObject({ name: 'search', outcome: 'ok' });
+    const followUp = (await c.next('response.done')).response as { status: string };
+    expect(followUp.status).toBe('completed');
+    // Then, with nothing running, the session is idle.
+    const { code, reason } = await within(c.closed, 'the idle close');
+    expect([code, reason]).toEqual([4000, 'session_idle_timeout']);
+  });
+});
