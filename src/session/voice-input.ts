@@ -213,9 +213,15 @@ export class VoiceInput {
   commit(eventId: string | null): ProtocolError | undefined {
     const inp = this.#input;
     if (!inp || inp.utteranceMs < MIN_COMMIT_MS) {
+      // With server VAD the buffer keeps speech only: silence before it is let go.
+      const vad = this.#o.config.current.turnDetection !== null;
+      const held = `${Math.round(inp?.utteranceMs ?? 0)} ms of ${vad ? 'speech' : 'audio'}`;
+      const why = vad
+        ? ' (turn detection keeps only the audio around speech it hears; silence is not kept)'
+        : '';
       return new ProtocolError(
         'input_audio_buffer_commit_empty',
-        `input_audio_buffer.commit: the buffer holds ${Math.round(inp?.utteranceMs ?? 0)} ms of audio; at least ${MIN_COMMIT_MS} ms is needed. Send input_audio_buffer.append first.`,
+        `input_audio_buffer.commit: the buffer holds ${held}${why}; at least ${MIN_COMMIT_MS} ms is needed. Send input_audio_buffer.append first.`,
         { eventId },
       );
     }

@@ -102,6 +102,18 @@ describe('turn_detection null', () => {
     await c.close();
   });
 
+  it('says, with server VAD, that silence is not kept in the buffer', async () => {
+    const c = await openVoiceSession(t, 'character=quiet', { output_modalities: ['audio'] });
+    sendAudio(c, silence(300));
+    c.send({ type: 'input_audio_buffer.commit', event_id: 'commit-silence' });
+    const error = await nextError(c, 'input_audio_buffer_commit_empty');
+    expect(error.event_id).toBe('commit-silence');
+    expect(error.message).toMatch(
+      /holds 0 ms of speech \(turn detection keeps only .*silence is not kept\)/,
+    );
+    await c.close();
+  });
+
   it('drops the buffer on input_audio_buffer.clear, so the next commit is empty', async () => {
     const c = await manualSession();
     sendAudio(c, silence(500));
