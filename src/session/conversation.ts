@@ -230,15 +230,20 @@ export class Conversation {
     this.#greetingSpoken = true;
   }
 
-  /** History keeps what the user heard of an interrupted greeting. */
-  greetingHeard(transcript: string): void {
+  /**
+   * The greeting was spoken: its item is audio, and history keeps what the
+   * user heard of it (all of it unless `interrupted`).
+   */
+  greetingHeard(transcript: string, interrupted: boolean): void {
     const g = this.#greeting;
     if (!g) return;
-    g.message.content = transcript;
     g.item.content = [{ type: 'output_audio', transcript }];
-    g.item.status = 'incomplete';
+    if (interrupted) {
+      g.message.content = transcript;
+      g.item.status = 'incomplete';
+      this.#spoken.set(g.item.id, { message: g.message, items: [{ item: g.item, transcript }] });
+    }
     this.#history.touch(g.item.id);
-    this.#spoken.set(g.item.id, { message: g.message, items: [{ item: g.item, transcript }] });
   }
 
   /** `conversation.item.create`; returns the error to send, if any. */
@@ -405,15 +410,18 @@ export class Conversation {
     const item = this.#history.find(itemId);
     if (!item) return itemNotFound('conversation.item.retrieve', itemId, eventId);
     this.#o.send({ type: 'conversation.item.retrieved', item });
-    if (finishedMcpCall(item)) {
-      // Clients (the Agents SDK) retrieve an mcp_call when it starts and mark what they
-      // retrieve in progress; a call that finished first is said to be done again.
-      const items = this.#history.items;
-      const index = items.indexOf(item);
-      const previous = index > 0 ? items[index - 1]!.id : null;
-      this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
-    }
+    // Clients (the Agents SDK) retrieve an mcp_call when it starts and mark what they
+    // retrieve in progress; a call that finished first is said to be done again.
+    if (finishedMcpCall(item)) this.doneAgain(item);
     return undefined;
+  }
+
+  /** Tells the client again that an item of history is done, as it is now (it changed). */
+  doneAgain(item: Item): void {
+    const items = this.#history.items;
+    const index = items.indexOf(item);
+    const previous = index > 0 ? items[index - 1]!.id : null;
+    this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
   }
 
   /** `conversation.item.delete`: only messages outside responses, and not while one runs. */

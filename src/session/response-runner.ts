@@ -378,12 +378,21 @@ export async function runGreeting(ctx: ResponseContext, response: RunningRespons
   ctx.send({ type: 'response.created', response: base });
   const speech = ctx.voice!.speechFor(response, ctx.log(), performance.now());
   const place: SpeechPlace = { response_id: response.id, item_id: item.id, output_index: 0 };
-  // Announced like any response's item, so clients know what its audio belongs to.
-  ctx.send({ type: 'response.output_item.added', response_id: response.id, output_index: 0, item });
+  // Announced like any response's item (in progress, its audio to come), so
+  // clients know what its audio belongs to.
+  const speaking = { ...item, status: 'in_progress' as const, content: [] };
+  ctx.send({
+    type: 'response.output_item.added',
+    response_id: response.id,
+    output_index: 0,
+    item: speaking,
+  });
   const spoken = await speakPart(ctx.send, speech, place, ctx.character().greeting ?? '');
+  // History keeps what the user heard of the greeting, now spoken audio.
+  ctx.conversation.greetingHeard(spoken.transcript, spoken.interrupted);
   ctx.send({ type: 'response.output_item.done', response_id: response.id, output_index: 0, item });
-  // History keeps what the user heard of the greeting.
-  if (spoken.interrupted) ctx.conversation.greetingHeard(spoken.transcript);
+  // The conversation listed it as text when the session opened: it says what it is now.
+  ctx.conversation.doneAgain(item);
   ctx.changed(true);
   ctx.send({ type: 'response.done', response: endedResponse(base, response.stoppedBy, [item]) });
 }

@@ -78,7 +78,23 @@ describe('the greeting', () => {
     ]) {
       expect(mine(type), type).toBe(true);
     }
+    // In progress while it is spoken; then spoken audio, in the response and in the conversation.
+    const added = events.find((e) => e.type === 'response.output_item.added')!;
+    expect(added.item).toMatchObject({ id: greetingId, status: 'in_progress', content: [] });
+    const spokenItem = {
+      id: greetingId,
+      status: 'completed',
+      content: [{ type: 'output_audio', transcript: GREETING }],
+    };
+    expect(events.find((e) => e.type === 'response.output_item.done')!.item).toMatchObject(
+      spokenItem,
+    );
+    const again = events.find((e) => e.type === 'conversation.item.done')!;
+    expect(again).toMatchObject({ previous_item_id: null, item: spokenItem });
     const order = typesOf(events);
+    expect(order.indexOf('response.output_item.done')).toBeLessThan(
+      order.indexOf('conversation.item.done'),
+    );
     expect(order.indexOf('response.output_item.added')).toBeLessThan(
       order.indexOf('response.output_audio.delta'),
     );
@@ -121,6 +137,15 @@ describe('the greeting', () => {
     expect(heard.length).toBeLessThan(GREETING.length);
     expect(GREETING.startsWith(heard)).toBe(true);
     expect(done.output[0]!.status).toBe('incomplete');
+    // A client that keeps the conversation from its events has the cut greeting too.
+    const greetingId = (done.output[0] as unknown as { id: string }).id;
+    const again = c.events.findLast(
+      (e) => e.type === 'conversation.item.done' && (e.item as { id: string }).id === greetingId,
+    )!;
+    expect(again.item).toMatchObject({
+      status: 'incomplete',
+      content: [{ type: 'output_audio', transcript: heard }],
+    });
     await c.next('response.done');
     expect(lastChat(t.simulator).messages.slice(1)).toEqual([
       { role: 'assistant', content: heard },
