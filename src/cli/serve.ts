@@ -1,7 +1,7 @@
 /**
  * Running the server as a process: settings from the environment and flags,
  * a guard that keeps one bad handler from ending every session, and a
- * graceful stop on SIGTERM/SIGINT.
+ * graceful stop on SIGTERM/SIGINT/SIGHUP.
  */
 import type { Logger } from 'pino';
 import { loadConfig, type Config } from '../config/index.js';
@@ -10,7 +10,7 @@ import { createMetrics } from '../metrics/index.js';
 import { isWorker, linkWorker, resolveWorkers, runPrimary } from '../server/cluster.js';
 import { createLogger, startServer, type TroupeServer } from '../server/index.js';
 import { logsWritten } from '../server/logger.js';
-import { signalRepeats } from '../server/signals.js';
+import { onStopSignals, signalRepeats } from '../server/signals.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
@@ -107,8 +107,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
     log.info({ signal }, 'signal received');
     if (server) void server.shutdown().then(exitWhenLogged);
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  onStopSignals(stop, log);
   link?.serve(
     () => ({
       sessions: server?.sessions ?? 0,

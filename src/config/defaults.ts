@@ -38,7 +38,7 @@ export const DEFAULT_HANDSHAKE_TIMEOUT_S = 10;
 export const DEFAULT_WS_PING_INTERVAL_S = 30;
 /** Client frames a session may have waiting to be handled; past it they are refused. */
 export const DEFAULT_MAX_PENDING_FRAMES = 256;
-/** Time running turns get to finish on SIGTERM/SIGINT before sockets close with 1001. */
+/** Time running turns get to finish on a stop signal (SIGTERM, SIGINT, SIGHUP) before sockets close with 1001. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 /** How long `GET /health` reuses its last LLM probe. */
 export const DEFAULT_HEALTH_CACHE_MS = 5_000;

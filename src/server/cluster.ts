@@ -5,7 +5,7 @@
  * worker with the most room (see worker-router.ts). Each worker is a whole
  * server: its own characters (and hot reload), LLM client and sessions.
  *
- * The primary replaces a worker that dies, forwards SIGTERM/SIGINT as a
+ * The primary replaces a worker that dies, forwards a stop signal as a
  * drain to every worker and exits when they have, answers the workers'
  * questions for `/health` (every worker's state) and `/metrics` (every
  * worker's metrics, aggregated: see cluster-metrics.ts), and
@@ -34,7 +34,7 @@ import type { ResumeStore } from './resume-store.js';
 import type { ClusterView, WorkerState } from './index.js';
 import { listenFailure } from './listener.js';
 import { logsWritten } from './logger.js';
-import { signalRepeats } from './signals.js';
+import { onStopSignals, signalRepeats } from './signals.js';
 import { tellWorker } from './tell-worker.js';
 import {
   openWorkerRouter,
@@ -213,8 +213,7 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     fork();
   });
 
-  process.on('SIGTERM', stop.signal);
-  process.on('SIGINT', stop.signal);
+  onStopSignals(stop.signal, log);
   log.info(
     { workers: options.workers, resume: store ? 'primary memory' : 'redis' },
     'starting workers',
@@ -239,7 +238,7 @@ function primaryStop(o: {
   all(reason: string, code?: number): void;
   /** A worker ended during the stop (`live` no longer holds it). */
   exited(worker: Worker, code: number | null, signal: string | null): void;
-  /** SIGTERM and SIGINT. */
+  /** A stop signal (SIGTERM, SIGINT, SIGHUP). */
   signal(signal: NodeJS.Signals): void;
 } {
   const { live, ready, log } = o;

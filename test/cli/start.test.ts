@@ -64,6 +64,57 @@ describe('npm start', () => {
     expect(r.stdout).toContain('"msg":"server stopped"');
   });
 
+  it('ignores SIGUSR1 (no debugger opens), and drains on SIGHUP with exit code 0', async () => {
+    let step = 0;
+    const r = await run(
+      ['src/cli/start.ts'],
+      {
+        WORKERS: '1',
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        CHARACTERS_WATCH: '0',
+      },
+      (stdout, kill) => {
+        if (step === 0 && stdout.includes('"msg":"server listening"')) {
+          step = 1;
+          kill('SIGUSR1');
+        } else if (step === 1 && stdout.includes('SIGUSR1 ignored')) {
+          step = 2;
+          kill('SIGHUP');
+        }
+      },
+    );
+    expect(r.code).toBe(0);
+    expect(r.stderr).not.toContain('Debugger listening');
+    expect(r.stdout).toContain('"signal":"SIGHUP","msg":"signal received"');
+    expect(r.stdout).toContain('"msg":"server stopped"');
+  });
+
+  it('takes SIGTERM then SIGINT at once as one request: a drain, not a kill', async () => {
+    let signalled = false;
+    const r = await run(
+      ['src/cli/start.ts'],
+      {
+        WORKERS: '2',
+        PORT: '0',
+        LOG_LEVEL: 'info',
+        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+        CHARACTERS_WATCH: '0',
+      },
+      (stdout, kill) => {
+        if (!signalled && stdout.includes('"msg":"workers ready"')) {
+          signalled = true;
+          kill('SIGTERM');
+          kill('SIGINT');
+        }
+      },
+    );
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).not.toContain('second signal');
+    expect(r.stdout).toContain('"msg":"all workers stopped"');
+  });
+
   it('runs one worker per core by default, and stops them all on SIGTERM with exit code 0', async () => {
     const cores = availableParallelism();
     // Every worker's readiness, not a time: the primary says so once all of them listen.
