@@ -90,7 +90,13 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
   const stop = (signal: string) => {
     // npm passes on the signal its process group already got: one request.
     if (!fresh(signal)) return;
-    const by = signal === 'primary' ? 'primary' : 'signal';
+    if (signal === 'primary gone') {
+      // Nobody hands this worker connections any more: its clients finish
+      // their replies and resume elsewhere (a drain under way goes on).
+      if (stopping) return;
+      log.warn({}, 'primary gone: draining');
+    }
+    const by = signal.startsWith('primary') ? 'primary' : 'signal';
     // A worker's own signal and its primary's request are one stop, in
     // either order: Ctrl+C reaches the whole process group, and systemd
     // (KillMode=control-group) signals every process of the service at once.
@@ -104,7 +110,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, 'signal received');
+    if (signal !== 'primary gone') log.info({ signal }, 'signal received');
     if (server) void server.shutdown().then(exitWhenLogged);
   };
   onStopSignals(stop, log);
@@ -113,7 +119,7 @@ export async function serve(options: ServeOptions = {}): Promise<TroupeServer> {
       sessions: server?.sessions ?? 0,
       refusing: stopping ? 'shutting_down' : server?.refusing,
     }),
-    () => stop('primary'),
+    (by) => stop(by),
   );
   try {
     server = await startServer({

@@ -360,9 +360,10 @@ export interface WorkerLink {
   ready(url: string): void;
   /**
    * Tells the primary this worker's room as it changes, and at least every
-   * second (its sign of life), and takes its shutdown request.
+   * second (its sign of life), and takes its shutdown request: `primary`
+   * when it asks for a drain, `primary gone` when it died (killed).
    */
-  serve(status: () => WorkerStatus, shutdown: () => void): void;
+  serve(status: () => WorkerStatus, shutdown: (by: 'primary' | 'primary gone') => void): void;
 }
 
 /** A worker's state, as it reports it to the primary. */
@@ -474,10 +475,13 @@ export function linkWorker(
       };
       setInterval(report, ROOM_REPORT_MS).unref();
       process.on('message', (m: ToWorker) => {
-        if (m?.troupe === 'shutdown') shutdown();
+        if (m?.troupe === 'shutdown') shutdown('primary');
       });
-      // The primary is gone (killed): nobody hands this worker connections any more.
-      process.on('disconnect', shutdown);
+      // The primary is gone (killed): nobody hands this worker connections any
+      // more, and its clients had better finish their replies and resume
+      // elsewhere than see them cut. Node's cluster would exit at once here.
+      cluster.worker!.exitedAfterDisconnect = true;
+      process.on('disconnect', () => shutdown('primary gone'));
     },
   };
 }

@@ -296,3 +296,59 @@ describe('npm start with WORKERS=2', () => {
     expect(await within(exit, 'the primary exit', 30_000)).toMatchObject({ code: 0 });
   });
 });
+
+describe('a primary killed outright', () => {
+  let sim: Simulator;
+  let instance: Instance;
+
+  beforeAll(async () => {
+    sim = await startSimulator({
+      profile: 'vllm-hermes',
+      latency: { ttftMs: 50, tokensPerSec: 40 },
+      script: {
+        rules: [
+          {
+            when: { user: 'long story' },
+            reply: {
+              parts: [{ text: Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ') }],
+            },
+          },
+        ],
+      },
+    });
+    instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
+  });
+
+  afterAll(async () => {
+    // Workers still here (the test failed): the pids their log lines give.
+    for (const line of instance?.logs() ?? []) {
+      if (line.msg !== 'worker ready' || typeof line.pid !== 'number') continue;
+      try {
+        process.kill(line.pid, 'SIGKILL');
+      } catch {
+        // Gone, as they should be.
+      }
+    }
+    await sim?.close();
+  });
+
+  it('leaves its workers to finish their replies and close with 1001, not cut them', async () => {
+    const c = await connect(`${instance.wsUrl}?character=plain`);
+    await c.next('session.created');
+    say(c, 'Tell me a long story.');
+    await c.next('response.output_text.delta');
+    process.kill(instance.proc.child.pid!, 'SIGKILL');
+    const done = (await c.next('response.done')).response as { status: string };
+    expect(done.status).toBe('completed');
+    const { code } = await within(c.closed, 'the close after the reply');
+    expect(code).toBe(1001);
+    // Each worker drains and exits by itself: the output they share with the dead primary ends.
+    const out = instance.proc.child.stdout!;
+    if (!out.readableEnded) {
+      await within(new Promise((ended) => out.once('end', ended)), 'both workers exiting');
+    }
+    const said = (msg: string) => instance.logs().filter((l) => l.msg === msg).length;
+    expect(said('primary gone: draining')).toBe(2);
+    expect(said('server stopped')).toBe(2);
+  });
+});
