@@ -1,5 +1,5 @@
 /**
- * Audio formats at Troupe's edges: base64 PCM16 and WAV, resampling, Ogg
+ * Audio formats at Troupe's edges: base64 PCM16 and WAV, G.711, resampling, Ogg
  * pages and Ogg/Opus. Inside Troupe audio is mono PCM16 (`Int16Array`).
  */
 export {
@@ -13,6 +13,15 @@ export {
   writeWav,
 } from './pcm.js';
 export type { WavAudio } from './pcm.js';
+export {
+  G711_SAMPLE_RATE,
+  decodeG711,
+  decodeG711Base64,
+  encodeG711,
+  pcmToAlaw,
+  pcmToMulaw,
+} from './g711.js';
+export type { G711Law } from './g711.js';
 export {
   DEFAULT_RESAMPLER_ATTENUATION_DB,
   DEFAULT_RESAMPLER_PASSBAND,

@@ -41,7 +41,7 @@ function swapBytes16(bytes: Uint8Array): void {
 }
 
 /** Describes where a base64 string first breaks the standard alphabet (error path only). */
-function describeBadBase64(base64: string): string {
+export function describeBadBase64(base64: string): string {
   const bad = /[^A-Za-z0-9+/=]/.exec(base64);
   if (bad) {
     const code = bad[0].codePointAt(0) ?? 0;
