@@ -1,9 +1,10 @@
 /**
- * Audio input: client audio decoded to 24 kHz, watched by the turn detector (server VAD) and
+ * Audio input: client audio decoded to 24 kHz (G.711's 8 kHz resampled up), watched by the turn detector (server VAD) and
  * fed to STT (speech with prefix padding for per-utterance engines, everything for streaming).
  */
 import type { Logger } from 'pino';
 import { AudioFormatError } from '../errors.js';
+import { decodeG711Base64, G711_SAMPLE_RATE } from '../voice/audio/g711.js';
 import { OggOpusDecoder } from '../voice/audio/ogg-opus.js';
 import { Pcm16Decoder, PCM16_SAMPLE_RATE } from '../voice/audio/pcm.js';
 import { createResampler, type Resampler } from '../voice/audio/resample.js';
@@ -59,6 +60,8 @@ export class AudioInput {
   #encoding: AudioEncoding = 'pcm16';
   #pcm = new Pcm16Decoder();
   #ogg: OggOpusDecoder | undefined;
+  /** G.711's 8 kHz up to 24 kHz; made on the first G.711 append. */
+  #fromG711: Resampler | undefined;
   #toVad: Resampler = createResampler(PCM16_SAMPLE_RATE, VAD_SAMPLE_RATE);
   #toStt: Resampler | undefined;
   #detector: TurnDetector | null;
@@ -96,6 +99,7 @@ export class AudioInput {
     this.#encoding = encoding;
     this.#ogg?.close();
     this.#ogg = undefined;
+    this.#fromG711 = undefined;
     this.#pcm = new Pcm16Decoder();
   }
 
@@ -144,9 +148,8 @@ export class AudioInput {
    */
   append(base64: string): void {
     if (this.#closed) return;
-    const pcm = this.#decode(base64);
-    if (pcm.length === 0) return;
-    const ms = (pcm.length * 1000) / PCM16_SAMPLE_RATE;
+    const { pcm, ms } = this.#decode(base64);
+    if (ms === 0) return;
     const manual = this.#detector === null;
     if (manual && this.#utteranceMs + ms > this.#options.maxUtteranceMs) {
       throw new AudioFormatError(
@@ -159,7 +162,7 @@ export class AudioInput {
 
     const sttPcm = this.#forStt(pcm);
     const stt = this.#options.stt;
-    if (sttPcm && stt) {
+    if (sttPcm && sttPcm.length > 0 && stt) {
       this.#recent.push({ startMs, pcm: sttPcm });
       const keepFrom = this.#clockMs - (this.#vadSettings?.prefixPaddingMs ?? 0) - PREROLL_SLACK_MS;
       while (this.#recent.length > 1 && this.#recent[1]!.startMs <= keepFrom) this.#recent.shift();
@@ -202,8 +205,9 @@ export class AudioInput {
   /** Drops the current utterance (`input_audio_buffer.clear`). */
   clear(): void {
     this.#utteranceMs = 0;
-    // Half a sample of cleared audio must not shift what comes next.
+    // Half a sample of cleared audio must not shift what comes next, nor the resampler's tail of it play.
     this.#pcm.reset();
+    this.#fromG711?.flush();
     this.#speaking = false;
     this.#detector?.reset();
     this.#stream?.clear();
@@ -218,11 +222,29 @@ export class AudioInput {
     this.#detector?.free();
   }
 
-  #decode(base64: string): Int16Array {
-    if (this.#encoding === 'pcm16') return this.#pcm.push(base64);
-    this.#ogg ??= new OggOpusDecoder({ sampleRate: PCM16_SAMPLE_RATE });
-    const bytes = Buffer.from(base64, 'base64');
-    return this.#ogg.push(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  /**
+   * One append as 24 kHz PCM, and how long it lasts. G.711's duration is its
+   * bytes at 8 kHz: the resampler holds back a few ms of it until more comes,
+   * which must not slow the input clock.
+   */
+  #decode(base64: string): { pcm: Int16Array; ms: number } {
+    switch (this.#encoding) {
+      case 'pcm16':
+        return withMs(this.#pcm.push(base64));
+      case 'g711_ulaw':
+      case 'g711_alaw': {
+        const pcm8k = decodeG711Base64(base64, this.#encoding === 'g711_ulaw' ? 'mulaw' : 'alaw');
+        this.#fromG711 ??= createResampler(G711_SAMPLE_RATE, PCM16_SAMPLE_RATE);
+        return { pcm: this.#fromG711.push(pcm8k), ms: (pcm8k.length * 1000) / G711_SAMPLE_RATE };
+      }
+      case 'ogg_opus': {
+        this.#ogg ??= new OggOpusDecoder({ sampleRate: PCM16_SAMPLE_RATE });
+        const bytes = Buffer.from(base64, 'base64');
+        return withMs(
+          this.#ogg.push(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)),
+        );
+      }
+    }
   }
 
   /** The audio at the STT's rate (null without STT). */
@@ -249,7 +271,7 @@ export class AudioInput {
     const stream = this.#open();
     if (!stream) return;
     this.#utteranceMs += ms;
-    stream.write(pcm);
+    if (pcm.length > 0) stream.write(pcm);
   }
 
   #open(): SttStream | undefined {
@@ -293,6 +315,10 @@ export class AudioInput {
         return;
     }
   }
+}
+
+function withMs(pcm24k: Int16Array): { pcm: Int16Array; ms: number } {
+  return { pcm: pcm24k, ms: (pcm24k.length * 1000) / PCM16_SAMPLE_RATE };
 }
 
 function detectorOptions(s: VadSettings) {

@@ -338,18 +338,12 @@ function checkAudioUpdate(
   ] as const) {
     const f = u[key];
     if (!f) continue;
-    if (f.type === 'audio/ogg') continue;
-    if (f.type !== 'audio/pcm') {
+    const rate = FORMAT_RATES[f.type];
+    if (rate === undefined) continue;
+    if (f.rate !== undefined && f.rate !== rate) {
       return err(
         'invalid_value',
-        `session.update: ${param}.type: "${f.type}" is not offered; use "audio/pcm" (PCM16 24 kHz) or "audio/ogg" (Ogg/Opus).`,
-        `${param}.type`,
-      );
-    }
-    if (f.rate !== undefined && f.rate !== 24000) {
-      return err(
-        'invalid_value',
-        `session.update: ${param}.rate: audio/pcm is taken at 24000 Hz only, got ${f.rate}; resample on the client.`,
+        `session.update: ${param}.rate: ${f.type} is taken at ${rate} Hz only, got ${f.rate}; resample on the client.`,
         `${param}.rate`,
       );
     }
@@ -357,14 +351,34 @@ function checkAudioUpdate(
   return undefined;
 }
 
+/** The one rate each raw format is taken at (Ogg/Opus says its own rate in its header). */
+const FORMAT_RATES: Partial<Record<AudioFormat['type'], number>> = {
+  'audio/pcm': 24000,
+  'audio/pcmu': 8000,
+  'audio/pcma': 8000,
+};
+
+/** Each encoding as the session object shows it; G.711's GA format carries only its type. */
+const FORMAT_OBJECTS: Record<AudioEncoding, AudioFormat> = {
+  pcm16: { type: 'audio/pcm', rate: 24000 },
+  g711_ulaw: { type: 'audio/pcmu' },
+  g711_alaw: { type: 'audio/pcma' },
+  ogg_opus: { type: 'audio/ogg', rate: 24000 },
+};
+
+const ENCODINGS: Record<AudioFormat['type'], AudioEncoding> = {
+  'audio/pcm': 'pcm16',
+  'audio/pcmu': 'g711_ulaw',
+  'audio/pcma': 'g711_alaw',
+  'audio/ogg': 'ogg_opus',
+};
+
 function formatObject(encoding: AudioEncoding): AudioFormat {
-  return encoding === 'pcm16'
-    ? { type: 'audio/pcm', rate: 24000 }
-    : { type: 'audio/ogg', rate: 24000 };
+  return { ...FORMAT_OBJECTS[encoding] };
 }
 
 function encodingOf(format: AudioFormat): AudioEncoding {
-  return format.type === 'audio/ogg' ? 'ogg_opus' : 'pcm16';
+  return ENCODINGS[format.type];
 }
 
 /** The GA API's defaults for the settings of {@link GaSessionSettings}. */

@@ -37,7 +37,12 @@ export interface SpeechOutputOptions {
   signal: AbortSignal;
   /** Audio sent ahead of the playback clock. @defaultValue 300 */
   leadMs: number;
-  /** Encodes 24 kHz PCM for the wire (base64 PCM16 or Ogg/Opus pages). */
+  /**
+   * The wire's sample rate: the engine's audio is resampled to it, and
+   * frames, playback and `audio_end_ms` count its samples. @defaultValue 24000
+   */
+  sampleRate?: number;
+  /** Encodes PCM at `sampleRate` for the wire (base64 PCM16, G.711 or Ogg/Opus pages). */
   encode: (pcm: Int16Array) => string;
   /**
    * Frames are padded with silence to a multiple of this many samples when
@@ -58,11 +63,10 @@ export interface SpeechOutputOptions {
 
 /** Below this much queued playback the last partial frame goes out padded. */
 const STARVE_MS = 40;
-const SAMPLES_PER_MS = PCM16_SAMPLE_RATE / 1000;
 
 interface Piece {
   text: string;
-  /** Where it starts in the item's audio (24 kHz samples, padding included); null until known. */
+  /** Where it starts in the item's audio (wire-rate samples, padding included); null until known. */
   at: number | null;
 }
 
@@ -71,7 +75,7 @@ interface Segment {
   pieces: Piece[];
   /** Item sample of its first audio; null before it came. */
   start: number | null;
-  /** Engine-timeline sample (24 kHz) of its first audio, for word times. */
+  /** Engine-timeline sample (wire rate) of its first audio, for word times. */
   synthStart: number;
   samples: number;
   words: number[];
@@ -85,11 +89,11 @@ interface ItemSpeech {
   /** Segments pushed to the engine, awaiting their audio. */
   waiting: Segment[];
   current: Segment | undefined;
-  /** Audio not yet sent (24 kHz). */
+  /** Audio not yet sent (wire rate). */
   pending: Int16Array[];
   pendingSamples: number;
   resampler: Resampler;
-  /** The engine's own timeline, resampled to 24 kHz: where word times point. */
+  /** The engine's own timeline, resampled to the wire's rate: where word times point. */
   synthSamples: number;
   /** Played-timeline sample of the item's first audio sent; null before. */
   audioStart: number | null;
@@ -128,6 +132,8 @@ interface ItemSpeech {
  */
 export class SpeechOutput {
   readonly #o: SpeechOutputOptions;
+  readonly #rate: number;
+  readonly #samplesPerMs: number;
   #items: ItemSpeech[] = [];
   /** The item text goes to. */
   #open: ItemSpeech | undefined;
@@ -148,6 +154,8 @@ export class SpeechOutput {
 
   constructor(options: SpeechOutputOptions) {
     this.#o = options;
+    this.#rate = options.sampleRate ?? PCM16_SAMPLE_RATE;
+    this.#samplesPerMs = this.#rate / 1000;
     options.signal.addEventListener('abort', () => this.#stop(), { once: true });
   }
 
@@ -224,7 +232,7 @@ export class SpeechOutput {
 
   #heard(item: ItemSpeech, audioEndMs: number): string {
     if (item.audioStart === null) return '';
-    const cut = audioEndMs * SAMPLES_PER_MS;
+    const cut = audioEndMs * this.#samplesPerMs;
     let text = '';
     for (const segment of item.segments) {
       for (const piece of segment.pieces) {
@@ -240,7 +248,7 @@ export class SpeechOutput {
     const item = this.#item(itemId);
     if (!item || item.audioStart === null) return 0;
     const played = Math.min(this.#playedIn(item, performance.now()), item.sentSamples);
-    return Math.max(0, played / SAMPLES_PER_MS);
+    return Math.max(0, played / this.#samplesPerMs);
   }
 
   // ── engine side ──
@@ -257,7 +265,7 @@ export class SpeechOutput {
       current: undefined,
       pending: [],
       pendingSamples: 0,
-      resampler: createResampler(this.#o.tts.sampleRate, PCM16_SAMPLE_RATE),
+      resampler: createResampler(this.#o.tts.sampleRate, this.#rate),
       synthSamples: 0,
       audioStart: null,
       playEnd: -1,
@@ -356,9 +364,7 @@ export class SpeechOutput {
         return;
       }
       case 'word':
-        item.current?.words.push(
-          Math.round((e.startSample * PCM16_SAMPLE_RATE) / this.#o.tts.sampleRate),
-        );
+        item.current?.words.push(Math.round((e.startSample * this.#rate) / this.#o.tts.sampleRate));
         return;
       case 'error':
         this.#ttsFailed(item, e.error);
@@ -473,7 +479,7 @@ export class SpeechOutput {
     item.audioStart ??= this.#sentTotal;
     this.#frames.push({ start: this.#sentTotal, samples: pcm.length, playAt });
     if (this.#frames.length > 512) this.#frames.splice(0, 256);
-    this.#playEnd = playAt + pcm.length / SAMPLES_PER_MS;
+    this.#playEnd = playAt + pcm.length / this.#samplesPerMs;
     item.playEnd = this.#playEnd;
     this.#sentTotal += pcm.length;
     // Padding shifts later audio: keep the item's own timeline in step.
@@ -504,7 +510,7 @@ export class SpeechOutput {
     for (let i = this.#frames.length - 1; i >= 0; i--) {
       const f = this.#frames[i]!;
       if (f.playAt <= now)
-        return Math.min(f.start + f.samples, f.start + (now - f.playAt) * SAMPLES_PER_MS);
+        return Math.min(f.start + f.samples, f.start + (now - f.playAt) * this.#samplesPerMs);
     }
     return this.#frames[0]?.start ?? 0;
   }
@@ -545,7 +551,7 @@ export class SpeechOutput {
     if (item.finished) return;
     const playedMs = interrupted
       ? this.playedMs(item.place.item_id)
-      : item.sentSamples / SAMPLES_PER_MS;
+      : item.sentSamples / this.#samplesPerMs;
     item.finished = true;
     const transcript =
       item.truncatedMs === undefined ? item.emitted.trim() : this.#heard(item, item.truncatedMs);
@@ -601,7 +607,7 @@ export class SpeechOutput {
       const f = this.#frames[i]!;
       if (sample >= f.start) {
         if (sample > f.start + f.samples) return undefined;
-        return f.playAt + (sample - f.start) / SAMPLES_PER_MS;
+        return f.playAt + (sample - f.start) / this.#samplesPerMs;
       }
     }
     return this.#frames[0]?.playAt;

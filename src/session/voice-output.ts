@@ -6,8 +6,9 @@ import type { Logger } from 'pino';
 import type { LoadedCharacter } from '../characters/types.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { SessionMetrics } from '../metrics/index.js';
+import { encodeG711, G711_SAMPLE_RATE, type G711Law } from '../voice/audio/g711.js';
 import { OggOpusEncoder } from '../voice/audio/ogg-opus.js';
-import { encodePcm16Base64 } from '../voice/audio/pcm.js';
+import { encodePcm16Base64, PCM16_SAMPLE_RATE } from '../voice/audio/pcm.js';
 import type { Item, MessageItem, ServerEvent, VoiceTimings } from './events.js';
 import { heardText, round } from './items.js';
 import type { SpokenRound } from './conversation.js';
@@ -48,9 +49,21 @@ export class VoiceOutput {
 
   #encode = (pcm: Int16Array): string => {
     if (this.#o.config.current.outputEncoding === 'pcm16') return encodePcm16Base64(pcm);
-    this.#ogg ??= new OggOpusEncoder({ sampleRate: 24000 });
+    this.#ogg ??= new OggOpusEncoder({ sampleRate: PCM16_SAMPLE_RATE });
     return Buffer.from(this.#ogg.push(pcm)).toString('base64');
   };
+
+  /** A response's encoder and rate, fixed when it starts: its frames are counted at that rate. */
+  #wireFor(): { encode: (pcm: Int16Array) => string; sampleRate: number } {
+    const encoding = this.#o.config.current.outputEncoding;
+    const law: G711Law | undefined =
+      encoding === 'g711_ulaw' ? 'mulaw' : encoding === 'g711_alaw' ? 'alaw' : undefined;
+    if (!law) return { encode: this.#encode, sampleRate: PCM16_SAMPLE_RATE };
+    return {
+      encode: (pcm) => Buffer.from(encodeG711(pcm, law).buffer).toString('base64'),
+      sampleRate: G711_SAMPLE_RATE,
+    };
+  }
 
   /** A response's speech, wired to metrics and the client; `from` starts its first-audio clock. */
   speechFor(response: RunningResponse, log: Logger, from: number): SpeechOutput {
@@ -58,21 +71,23 @@ export class VoiceOutput {
     const metrics = this.#o.metrics;
     const tts = kit.tts!;
     const ogg = config.current.outputEncoding === 'ogg_opus';
+    const { encode, sampleRate } = this.#wireFor();
     let first = true;
     const speech = new SpeechOutput({
       tts,
       voice: config.ttsVoice(this.#o.character()),
       signal: response.controller.signal,
       leadMs: kit.settings.audioLeadMs,
-      encode: this.#encode,
-      // Opus pages hold two 20 ms frames: only whole pages go out.
+      sampleRate,
+      encode,
+      // Opus pages hold two 20 ms frames: only whole pages go out. Others send 100 ms at a time.
       padTo: ogg ? 1920 : 1,
-      frameSamples: ogg ? 3840 : 2400,
+      frameSamples: ogg ? 3840 : sampleRate / 10,
       send,
       log,
       onTtsFirstAudio: (ms) => metrics?.ttsFirstAudio.observe({ provider: tts.name }, ms / 1000),
       onAudioSent: (samples) => {
-        metrics?.audioSeconds.inc({ direction: 'out', provider: tts.name }, samples / 24000);
+        metrics?.audioSeconds.inc({ direction: 'out', provider: tts.name }, samples / sampleRate);
         if (!first) return;
         first = false;
         response.firstAudioMs = performance.now() - from;

@@ -6,8 +6,11 @@ import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { VadEngine } from '../voice/vad.js';
 import type { VadSettings } from './audio-input.js';
 
-/** Audio encodings a session reads and writes: base64 PCM16 LE 24 kHz, or Ogg/Opus pages (Unmute). */
-export type AudioEncoding = 'pcm16' | 'ogg_opus';
+/**
+ * Audio encodings a session reads and writes: base64 PCM16 LE 24 kHz, G.711
+ * μ-law or A-law at 8 kHz (telephony), or Ogg/Opus pages (Unmute).
+ */
+export type AudioEncoding = 'pcm16' | 'g711_ulaw' | 'g711_alaw' | 'ogg_opus';
 
 /** Speech settings from config. */
 export interface VoiceSettings {

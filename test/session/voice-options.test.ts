@@ -166,18 +166,6 @@ describe('options Troupe does not offer', () => {
     await c.close();
   });
 
-  it('refuses G.711 audio/pcmu input and output', async () => {
-    const input = await refused(
-      { audio: { input: { format: { type: 'audio/pcmu' } } } },
-      'session.audio.input.format.type',
-    );
-    expect(input).toMatch(/audio\/pcmu.*audio\/pcm.*audio\/ogg/);
-    await refused(
-      { audio: { output: { format: { type: 'audio/pcmu' } } } },
-      'session.audio.output.format.type',
-    );
-  });
-
   it('refuses PCM at 16000 Hz, saying to resample', async () => {
     const message = await refused(
       { audio: { input: { format: { type: 'audio/pcm', rate: 16000 } } } },
