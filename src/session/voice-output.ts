@@ -47,22 +47,27 @@ export class VoiceOutput {
     return this.#last;
   }
 
-  #encode = (pcm: Int16Array): string => {
-    if (this.#o.config.current.outputEncoding === 'pcm16') return encodePcm16Base64(pcm);
+  /** Ogg/Opus pages: one stream for the whole session, as Unmute's player expects. */
+  #encodeOgg = (pcm: Int16Array): string => {
     this.#ogg ??= new OggOpusEncoder({ sampleRate: PCM16_SAMPLE_RATE });
     return Buffer.from(this.#ogg.push(pcm)).toString('base64');
   };
 
-  /** A response's encoder and rate, fixed when it starts: its frames are counted at that rate. */
+  /**
+   * A response's encoder and rate, fixed when it starts: its frames are
+   * counted at that rate, so a format changed mid-reply applies from the next one.
+   */
   #wireFor(): { encode: (pcm: Int16Array) => string; sampleRate: number } {
-    const encoding = this.#o.config.current.outputEncoding;
-    const law: G711Law | undefined =
-      encoding === 'g711_ulaw' ? 'mulaw' : encoding === 'g711_alaw' ? 'alaw' : undefined;
-    if (!law) return { encode: this.#encode, sampleRate: PCM16_SAMPLE_RATE };
-    return {
-      encode: (pcm) => Buffer.from(encodeG711(pcm, law).buffer).toString('base64'),
-      sampleRate: G711_SAMPLE_RATE,
-    };
+    switch (this.#o.config.current.outputEncoding) {
+      case 'pcm16':
+        return { encode: encodePcm16Base64, sampleRate: PCM16_SAMPLE_RATE };
+      case 'ogg_opus':
+        return { encode: this.#encodeOgg, sampleRate: PCM16_SAMPLE_RATE };
+      case 'g711_ulaw':
+        return { encode: (pcm) => g711Base64(pcm, 'mulaw'), sampleRate: G711_SAMPLE_RATE };
+      case 'g711_alaw':
+        return { encode: (pcm) => g711Base64(pcm, 'alaw'), sampleRate: G711_SAMPLE_RATE };
+    }
   }
 
   /** A response's speech, wired to metrics and the client; `from` starts its first-audio clock. */
@@ -118,6 +123,10 @@ export class VoiceOutput {
   close(): void {
     this.#ogg?.close();
   }
+}
+
+function g711Base64(pcm: Int16Array, law: G711Law): string {
+  return Buffer.from(encodeG711(pcm, law).buffer).toString('base64');
 }
 
 /**

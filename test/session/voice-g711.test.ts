@@ -218,6 +218,29 @@ describe('G.711 format settings', () => {
     await c.close();
   });
 
+  it('keeps a reply in the format it started with; a change applies from the next reply', async () => {
+    const c = await openVoiceSession(t);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.output_audio.delta');
+    c.send({
+      type: 'session.update',
+      session: { audio: { output: { format: { type: 'audio/pcmu' } } } },
+    });
+    const first = (await c.next('response.done')).response as { id: string };
+    const bytesOf = (responseId: string) =>
+      c.events
+        .filter((e) => e.type === 'response.output_audio.delta' && e.response_id === responseId)
+        .reduce((n, e) => n + Buffer.from(e.delta as string, 'base64').length, 0);
+    // All of it PCM16 at 24 kHz: two bytes a sample, 20 ms a character.
+    expect(bytesOf(first.id)).toBe(COUNT.length * 20 * 48);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    const second = (await c.next('response.done')).response as { id: string };
+    expect(bytesOf(second.id)).toBe(COUNT.length * 20 * 8);
+    await c.close();
+  });
+
   it('takes rate 8000 and refuses any other rate for G.711, naming 8000', async () => {
     const c = await openSession(t, 'character=quiet');
     c.send({
