@@ -33,6 +33,8 @@ export interface SpeechOutputOptions {
   tts: TtsProvider;
   /** The provider's voice (the character's `voice[tts.name]`); unset = the provider's default. */
   voice: string | undefined;
+  /** Speaking speed for the engine (`audio.output.speed`). @defaultValue 1 */
+  speed?: number;
   /** The response's signal (cancel, barge-in). */
   signal: AbortSignal;
   /** Audio sent ahead of the playback clock. @defaultValue 300 */
@@ -309,6 +311,7 @@ export class SpeechOutput {
     this.timings.firstTextAt ??= item.firstTextAt;
     item.stream ??= this.#o.tts.open({
       ...(this.#o.voice !== undefined ? { voice: this.#o.voice } : {}),
+      ...(this.#o.speed !== undefined && this.#o.speed !== 1 ? { speed: this.#o.speed } : {}),
       signal: this.#o.signal,
       onEvent: (e) => this.#ttsEvent(item, e),
     });

@@ -81,6 +81,7 @@ export class VoiceOutput {
     const speech = new SpeechOutput({
       tts,
       voice: config.ttsVoice(this.#o.character()),
+      speed: config.current.ga?.speed ?? 1,
       signal: response.controller.signal,
       leadMs: kit.settings.audioLeadMs,
       sampleRate,

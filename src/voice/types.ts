@@ -100,6 +100,11 @@ export type TtsEvent =
 export interface TtsOpenOptions {
   /** The provider's voice name (the character's `voice[provider.name]`), else its default. */
   voice?: string;
+  /**
+   * Speaking speed as a multiple of the voice's own (`audio.output.speed`,
+   * 0.25–1.5). Engines that cannot change speed ignore it. @defaultValue 1
+   */
+  speed?: number;
   /** The turn's signal: stops synthesis at once. */
   signal: AbortSignal;
   onEvent: (event: TtsEvent) => void;

@@ -80,6 +80,24 @@ export function parseFliteVoice(
 }
 
 /**
+ * A voice name whose rate is the voice's own times `speed`, kept within
+ * {@link FLITE_RATE_RANGE}; a voice Flite does not have is left as it is,
+ * for the stream to report.
+ *
+ * @example
+ * fliteVoiceAt('rms:0.9', 1.2); // 'rms:1.08'
+ */
+export function fliteVoiceAt(name: string, speed: number, defaultRate = 1): string {
+  const parsed = parseFliteVoice(name, defaultRate);
+  if (!parsed || speed === 1) return name;
+  const rate = Math.min(
+    FLITE_RATE_RANGE.max,
+    Math.max(FLITE_RATE_RANGE.min, Math.round(parsed.rate * speed * 1000) / 1000),
+  );
+  return `${parsed.voice}:${rate}`;
+}
+
+/**
  * Creates the Flite provider. Workers start on first use (or now, with
  * `preload`); {@link FliteTts.close} stops them.
  *
@@ -100,6 +118,7 @@ export class FliteTts implements TtsProvider {
   readonly voiceEngine = 'flite';
   readonly #pool: SynthPool;
   readonly #voice: string;
+  readonly #rate: number;
   readonly #log: TtsLogger | undefined;
 
   constructor(options: FliteTtsOptions = {}) {
@@ -112,6 +131,7 @@ export class FliteTts implements TtsProvider {
       );
     }
     this.#voice = options.voice ?? DEFAULT_FLITE_VOICE;
+    this.#rate = rate;
     this.#log = options.log;
     this.#pool = new SynthPool({
       provider: PROVIDER,
@@ -133,9 +153,16 @@ export class FliteTts implements TtsProvider {
     if (options.preload === true) this.#pool.start().catch(() => undefined);
   }
 
-  /** Opens one response's stream; segments are synthesised in the order pushed. */
+  /**
+   * Opens one response's stream; segments are synthesised in the order
+   * pushed. A `speed` multiplies the voice's rate (Flite's `duration_stretch`),
+   * within {@link FLITE_RATE_RANGE}.
+   */
   open(options: TtsOpenOptions): TtsStream {
-    return new SynthStream(options, options.voice ?? this.#voice, this.#pool, {
+    const name = options.voice ?? this.#voice;
+    const voice =
+      options.speed === undefined ? name : fliteVoiceAt(name, options.speed, this.#rate);
+    return new SynthStream(options, voice, this.#pool, {
       provider: PROVIDER,
       sampleRate: FLITE_SAMPLE_RATE_HZ,
       log: this.#log,

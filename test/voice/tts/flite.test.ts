@@ -6,6 +6,7 @@ import {
   DEFAULT_FLITE_VOICE,
   FLITE_SAMPLE_RATE_HZ,
   createFliteTts,
+  fliteVoiceAt,
   parseFliteVoice,
 } from '../../../src/voice/tts/flite.js';
 import type { FliteTts } from '../../../src/voice/tts/flite.js';
@@ -20,9 +21,14 @@ afterAll(async () => {
   await tts?.close();
 });
 
-async function speak(segments: string[], voice?: string): Promise<TtsRecorder> {
+async function speak(segments: string[], voice?: string, speed?: number): Promise<TtsRecorder> {
   const rec = createTtsRecorder();
-  const stream = tts.open({ signal: new AbortController().signal, voice, onEvent: rec.onEvent });
+  const stream = tts.open({
+    signal: new AbortController().signal,
+    voice,
+    ...(speed !== undefined ? { speed } : {}),
+    onEvent: rec.onEvent,
+  });
   for (const segment of segments) stream.push(segment);
   await within(stream.end(), 'the end of the speech', 15_000);
   return rec;
@@ -37,6 +43,14 @@ describe('parseFliteVoice', () => {
     expect(parseFliteVoice('slt')).toEqual({ voice: 'slt', rate: 1 });
     expect(parseFliteVoice(' RMS:0.9 ')).toEqual({ voice: 'rms', rate: 0.9 });
     expect(parseFliteVoice('kal', 1.2)).toEqual({ voice: 'kal16', rate: 1.2 });
+  });
+
+  it('multiplies a voice rate by a speed, within the range Flite takes', () => {
+    expect(fliteVoiceAt('rms:0.9', 1.2)).toBe('rms:1.08');
+    expect(fliteVoiceAt('slt', 1.5)).toBe('slt:1.5');
+    expect(fliteVoiceAt('kal', 0.25)).toBe('kal16:0.5');
+    expect(fliteVoiceAt('rms', 1, 0.9)).toBe('rms');
+    expect(fliteVoiceAt('nobody', 1.5)).toBe('nobody');
   });
 
   it('rejects voices it does not have and rates out of range', () => {
@@ -67,6 +81,13 @@ describe('Flite TTS', () => {
     const natural = seconds(await speak([text], 'slt'));
     const slow = seconds(await speak([text], 'slt:0.7'));
     expect(slow / natural).toBeGreaterThan(1.25);
+  });
+
+  it('speaks faster or slower at the speed the stream asks for', async () => {
+    const text = 'The quick brown fox jumps over the lazy dog.';
+    const natural = seconds(await speak([text], 'slt'));
+    expect(seconds(await speak([text], 'slt', 1.5)) / natural).toBeLessThan(0.8);
+    expect(seconds(await speak([text], 'slt', 0.7)) / natural).toBeGreaterThan(1.25);
   });
 
   it('fails the stream with a clear error for a voice it does not have', async () => {
