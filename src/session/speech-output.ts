@@ -215,7 +215,7 @@ export class SpeechOutput {
   audioOf(itemId: string): { ms: number; speaking: boolean } | undefined {
     const item = this.#item(itemId);
     if (!item) return undefined;
-    const sent = item.sentSamples / SAMPLES_PER_MS;
+    const sent = item.sentSamples / this.#samplesPerMs;
     return { ms: Math.min(sent, item.truncatedMs ?? sent), speaking: !item.finished };
   }
 

@@ -143,6 +143,18 @@ describe.each([
     const done = (await c.next('response.done')).response as { output: Array<{ id: string }> };
     const item = done.output[0]!;
     expect(outputBytes(c.events).length).toBe(COUNT.length * 20 * 8);
+    const cut = (audio_end_ms: number) =>
+      c.send({
+        type: 'conversation.item.truncate',
+        item_id: item.id,
+        content_index: 0,
+        audio_end_ms,
+      });
+    // Its 7,840 bytes are 980 ms: no more can have played, and all of it may have.
+    cut(981);
+    expect((await nextError(c, 'invalid_value')).message).toMatch(/has 980 ms of audio/);
+    cut(980);
+    await c.next('conversation.item.truncated');
     // 300 ms at 20 ms a character: the words starting in the first 15 characters.
     c.send({
       type: 'conversation.item.truncate',
