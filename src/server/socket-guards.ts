@@ -145,8 +145,11 @@ export class FrameGate {
     this.#now = now;
   }
 
-  /** Takes a frame of `size` bytes into the queue, or says why not. */
-  admit(size: number): ProtocolError | undefined {
+  /**
+   * Takes a frame of `size` bytes into the queue, or says why not (naming
+   * `eventId`, the frame's own, as far as {@link peekEventId} finds it).
+   */
+  admit(size: number, eventId: () => string | null = () => null): ProtocolError | undefined {
     if (this.#frames < this.#maxFrames && this.#bytes + size <= MAX_PENDING_FRAME_BYTES) {
       if (this.#frames === 0) this.#sliceStart = this.#now();
       this.#frames++;
@@ -156,6 +159,7 @@ export class FrameGate {
     return new ProtocolError(
       'too_many_pending_events',
       `This event was not handled: ${this.#frames} earlier events are still waiting (at most ${this.#maxFrames}, ${MAX_PENDING_FRAME_BYTES} bytes); wait for the server's answers before sending more.`,
+      { eventId: eventId() },
     );
   }
 
@@ -167,6 +171,29 @@ export class FrameGate {
     }
     this.#frames--;
     this.#bytes -= size;
+  }
+}
+
+/** How far into a frame {@link peekEventId} looks. */
+export const PEEK_EVENT_ID_BYTES = 1024;
+
+/** `"event_id": "…"` as JSON writes it (escapes kept as sent). */
+const EVENT_ID_FIELD = /"event_id"\s*:\s*"((?:[^"\\]|\\.){0,256})"/;
+
+/**
+ * A frame's `event_id` without parsing it: for a frame refused before it is
+ * read (the queue is full), so the client still learns which event was
+ * refused. Looks at the first {@link PEEK_EVENT_ID_BYTES} bytes only, where
+ * clients put it (after `type`); null when it is not there.
+ */
+export function peekEventId(frame: Buffer): string | null {
+  const head = frame.toString('utf8', 0, Math.min(frame.length, PEEK_EVENT_ID_BYTES));
+  const m = EVENT_ID_FIELD.exec(head);
+  if (!m) return null;
+  try {
+    return JSON.parse(`"${m[1]}"`) as string;
+  } catch {
+    return null;
   }
 }
 

@@ -27,6 +27,7 @@ import { withConnection } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
 import {
   FrameGate,
+  peekEventId,
   answerPings,
   MAX_INVALID_EVENTS_PER_S,
   pingFloodError,
@@ -264,7 +265,7 @@ export function listenFrames(o: FrameLoopOptions): () => void {
     if (link.cutOff) return;
     const receivedAt = performance.now();
     const size = (data as Buffer).length;
-    const refused = gate.admit(size);
+    const refused = gate.admit(size, () => (isBinary ? null : peekEventId(data as Buffer)));
     if (refused) {
       metrics.server.rejected.inc({ reason: 'frame_flood' });
       return link.sendError(refused);

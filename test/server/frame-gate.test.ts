@@ -4,7 +4,12 @@
  * their slice, and a flood past the bound is refused.
  */
 import { describe, expect, it } from 'vitest';
-import { FRAME_SLICE_MS, FrameGate } from '../../src/server/socket-guards.js';
+import {
+  FRAME_SLICE_MS,
+  FrameGate,
+  PEEK_EVENT_ID_BYTES,
+  peekEventId,
+} from '../../src/server/socket-guards.js';
 
 /** Whether `next` let the frame through before a turn of the event loop. */
 async function passedAtOnce(gate: FrameGate, size: number): Promise<boolean> {
@@ -45,5 +50,20 @@ describe('frame gate', () => {
     const refused = gate.admit(1);
     expect(refused?.wireCode).toBe('too_many_pending_events');
     expect(refused?.message).toContain('at most 2');
+  });
+
+  it("finds a refused frame's event_id without parsing the frame", () => {
+    const frame = (o: object) => Buffer.from(JSON.stringify(o));
+    expect(peekEventId(frame({ type: 'response.create', event_id: 'ev_1' }))).toBe('ev_1');
+    expect(peekEventId(frame({ type: 'x', event_id: 'a "quoted" \\ id' }))).toBe(
+      'a "quoted" \\ id',
+    );
+    expect(peekEventId(frame({ type: 'response.create' }))).toBeNull();
+    expect(peekEventId(Buffer.from('{"type":"x","event_id":"cut'))).toBeNull();
+    // Only where clients put it: near the start.
+    const late = frame({ type: 'x', audio: 'A'.repeat(PEEK_EVENT_ID_BYTES), event_id: 'late' });
+    expect(peekEventId(late)).toBeNull();
+    const gate = new FrameGate(0, () => 0);
+    expect(gate.admit(1, () => 'ev_2')?.eventId).toBe('ev_2');
   });
 });

@@ -113,6 +113,7 @@ describe('frame floods (MAX_PENDING_FRAMES=4)', () => {
     for (let i = 0; i < count; i++) {
       c.send({
         type: 'conversation.item.create',
+        event_id: `flood-${i}`,
         item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: `#${i}` }] },
       });
     }
@@ -138,8 +139,14 @@ describe('frame floods (MAX_PENDING_FRAMES=4)', () => {
       'an answer to every frame',
       30_000,
     );
-    const refused = c.events.filter((e) => e.type === 'error').length;
-    expect(refused).toBeGreaterThan(0);
+    const refused = c.events.filter((e) => e.type === 'error');
+    expect(refused.length).toBeGreaterThan(0);
+    // Each says which event it refused, as every error does.
+    const ids = refused.map(
+      (e) => (e as unknown as { error: { event_id: string } }).error.event_id,
+    );
+    expect(ids.every((id) => /^flood-\d+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
     expect(c.ws.readyState).toBe(c.ws.OPEN);
     await c.close();
   });
