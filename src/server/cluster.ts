@@ -142,6 +142,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     : primaryStore({ ...options, evictions: metrics.storeEvictions });
   const crashes: number[] = [];
   let everReady = false;
+  /** Workers draining on a signal of their own (not the primary's stop), already replaced. */
+  const leaving = new Set<number>();
 
   const instanceStarted = Date.now();
   const fork = (): Worker => {
@@ -162,6 +164,12 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     if (metrics.take(worker, m)) return;
     if (m?.troupe === 'room') {
       router.report(worker, m.room);
+      if (m.room.refusing === 'shutting_down' && !stop.stopping && !leaving.has(worker.id)) {
+        // Stopped on its own (an operator's SIGTERM): it drains, and its place is filled now.
+        leaving.add(worker.id);
+        log.info({ worker: worker.id }, 'worker draining on its own; starting another');
+        fork();
+      }
     } else if (m?.troupe === 'handedOver') {
       store?.handedOver(m.id, m.record);
     } else if (m?.troupe === 'ready') {
@@ -186,8 +194,18 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
     store?.forget(worker);
     metrics.retire(worker);
     ready.delete(worker.id);
+    const replaced = leaving.delete(worker.id);
     if (stop.stopping) {
       stop.exited(worker, code, signal);
+      return;
+    }
+    if (code === 0) {
+      // A drain on its own signal (an operator's SIGTERM): a clean end, not a crash.
+      log.info(
+        { worker: worker.id, code },
+        replaced ? 'worker stopped' : 'worker stopped; starting another',
+      );
+      if (!replaced) fork();
       return;
     }
     if (!everReady && signal === null) {
@@ -210,7 +228,8 @@ export async function runPrimary(options: PrimaryOptions): Promise<void> {
       return;
     }
     log.error({ worker: worker.id, code, signal }, 'worker died; starting another');
-    fork();
+    // One that died while it drained was replaced when it began to.
+    if (!replaced) fork();
   });
 
   onStopSignals(stop.signal, log);

@@ -352,3 +352,42 @@ describe('a primary killed outright', () => {
     expect(said('server stopped')).toBe(2);
   });
 });
+
+describe('a worker stopped on its own (SIGTERM to its pid)', () => {
+  let sim: Simulator;
+  let instance: Instance;
+
+  beforeAll(async () => {
+    sim = await startSimulator({ profile: 'vllm-hermes', script: DEMO_SCRIPT });
+    instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
+  });
+
+  afterAll(async () => {
+    await instance?.stop();
+    await sim?.close();
+  });
+
+  it('is replaced as it begins to drain, and its clean end is not counted as a crash', async () => {
+    const [first] = await workers(instance.url);
+    const c = await connect(`${instance.wsUrl}?character=plain`);
+    await c.next('session.created');
+    process.kill(first!.pid, 'SIGTERM');
+    await instance.proc.waitFor(/"msg":"worker stopped[";]/, 'the worker stopping');
+    const said = (msg: string) => instance.logs().filter((l) => l.msg === msg);
+    // Replaced once: as it began to drain (when it said so first), or as it ended.
+    expect(
+      said('worker draining on its own; starting another').length +
+        said('worker stopped; starting another').length,
+    ).toBe(1);
+    expect(said('worker died; starting another')).toEqual([]);
+    // Two workers serve again, the new one among them.
+    await healthUntil(
+      instance.url,
+      (states) =>
+        states.length === 2 &&
+        states.every((w) => w.status === 'ok') &&
+        !states.some((w) => w.pid === first!.pid),
+    );
+    await c.close();
+  });
+});
