@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { AudioFormat, ClientTool } from '../session/events.js';
+import { toolSchemaProblem } from './tool-parameters.js';
 
 /** An event's optional `event_id`. */
 export const eventId = z.string().max(256).optional();
@@ -28,31 +29,42 @@ export const functionName = z.string().regex(TOOL_NAME, {
   error: 'expected a function name of 1–64 letters, digits, _ or -',
 });
 
-const clientTool = z.strictObject({
-  type: z.literal('function'),
-  name: functionName,
-  description: z.string().default(''),
-  parameters: z
-    .record(z.string(), z.unknown())
-    // Checked before anything walks it: a schema nested thousands deep would
-    // overflow the stack of every later turn.
-    .superRefine((p, ctx) => {
-      // Depth first: JSON.stringify itself overflows on a deep enough value.
-      if (jsonDepth(p) > MAX_TOOL_SCHEMA_DEPTH) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `expected a JSON Schema nested at most ${MAX_TOOL_SCHEMA_DEPTH} levels deep`,
-        });
-      } else if (Buffer.byteLength(JSON.stringify(p)) > MAX_TOOL_SCHEMA_BYTES) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `expected a JSON Schema of at most ${MAX_TOOL_SCHEMA_BYTES} bytes`,
-        });
-      }
-    })
-    .default({ type: 'object', properties: {} }),
-  strict: z.boolean().optional(),
-});
+const clientTool = z
+  .strictObject({
+    type: z.literal('function'),
+    name: functionName,
+    description: z.string().default(''),
+    parameters: z
+      .record(z.string(), z.unknown())
+      // Checked before anything walks it: a schema nested thousands deep would
+      // overflow the stack of every later turn.
+      .superRefine((p, ctx) => {
+        // Depth first: JSON.stringify itself overflows on a deep enough value.
+        if (jsonDepth(p) > MAX_TOOL_SCHEMA_DEPTH) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected a JSON Schema nested at most ${MAX_TOOL_SCHEMA_DEPTH} levels deep`,
+          });
+        } else if (Buffer.byteLength(JSON.stringify(p)) > MAX_TOOL_SCHEMA_BYTES) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected a JSON Schema of at most ${MAX_TOOL_SCHEMA_BYTES} bytes`,
+          });
+        }
+      })
+      .default({ type: 'object', properties: {} }),
+    strict: z.boolean().optional(),
+  })
+  // Runs once the shape is right: a schema a strict LLM refuses would fail every later turn.
+  .superRefine((t, ctx) => {
+    const problem = toolSchemaProblem(t.parameters);
+    if (problem === undefined) return;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['parameters'],
+      message: `expected a JSON Schema for function "${t.name}"; ${problem}`,
+    });
+  });
 
 /**
  * A tool of `session.tools` / `response.tools`: a function the client runs.

@@ -48,6 +48,16 @@ export function checkResponse(
       );
     }
   }
+  if (r.tool_choice === 'required') {
+    const transfers = kind === 'out_of_band' ? [] : c.transfers;
+    const count = character.toolNames.length + transfers.length + (r.tools ?? c.clientTools).length;
+    if (count === 0) {
+      return invalid(
+        'response.tool_choice',
+        '"required" forces a tool call, and this response is offered no tools; offer a tool in response.tools, or use "auto" or "none".',
+      );
+    }
+  }
   if (typeof r.tool_choice === 'object') {
     // Out of band a transfer cannot go through, so it cannot be forced either.
     const transfers = kind === 'out_of_band' ? [] : c.transfers;

@@ -286,8 +286,19 @@ function checkToolChoice(
   toolNames: readonly string[],
   eventId: string | null,
 ): ProtocolError | undefined {
-  if (typeof choice !== 'object') return undefined;
   const names = new Set(toolNames);
+  if (choice === 'required' && names.size === 0) {
+    // The LLM refuses a forced tool call with no tools to call.
+    const param = u.tool_choice === undefined ? 'session.tools' : 'session.tool_choice';
+    return new ProtocolError(
+      'invalid_value',
+      u.tool_choice === undefined
+        ? 'session.update: session.tools: the session\'s tool_choice is "required", and this update leaves no tool to call; send a tool_choice ("auto" or "none") in the same update, or keep a tool.'
+        : 'session.update: session.tool_choice: "required" forces a tool call, and this session offers no tools; offer a tool in session.tools, or use "auto" or "none".',
+      { param, eventId },
+    );
+  }
+  if (typeof choice !== 'object') return undefined;
   if (names.has(choice.name)) return undefined;
   const available = [...names].join(', ') || 'none';
   if (u.tool_choice === undefined) {
