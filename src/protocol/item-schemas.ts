@@ -14,11 +14,22 @@ const contentPart = z.union([
   z.strictObject({ type: z.literal('input_text'), text }),
   z.strictObject({
     type: z.literal('input_image'),
-    image_url: z
-      .string()
-      .refine((u) => /^(data:image\/[a-z0-9.+-]+;base64,|https?:\/\/)/i.test(u), {
-        error: 'expected a data:image/…;base64 URL or an http(s) URL',
-      }),
+    image_url: z.string().superRefine((u, ctx) => {
+      const data = /^data:image\/[a-z0-9.+-]+;base64,/i.exec(u);
+      if (data === null && !/^https?:\/\//i.test(u)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'expected a data:image/…;base64 URL or an http(s) URL',
+        });
+      } else if (data !== null && !isBase64(u.slice(data[0].length))) {
+        // The LLM refuses the image on every later turn: better refused here, once.
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'expected base64 after ";base64," (letters, digits, + and /, padded with = to a multiple of 4 characters)',
+        });
+      }
+    }),
     detail: z.enum(['auto', 'low', 'high']).optional(),
   }),
   z.strictObject({
@@ -98,6 +109,11 @@ export function stripItem<T extends { object?: unknown; status?: unknown }>(
 ): Omit<T, 'object' | 'status'> {
   const { object: _object, status: _status, ...rest } = item;
   return rest;
+}
+
+/** Whether text is non-empty, padded base64 (no whitespace, no URL-safe alphabet). */
+function isBase64(text: string): boolean {
+  return text.length > 0 && text.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(text);
 }
 
 function isJsonObjectText(text: string): boolean {

@@ -97,6 +97,32 @@ describe('conversation items', () => {
     await c.close();
   });
 
+  it.each([
+    ['characters outside base64', 'data:image/png;base64,!!!'],
+    ['a length that is no multiple of 4', 'data:image/png;base64,AAA'],
+    ['padding in the middle', 'data:image/png;base64,AA==AAAA'],
+    ['nothing after the comma', 'data:image/png;base64,'],
+  ])('refuses an image data URL with %s, naming the part', async (_, url) => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      event_id: 'evt_img',
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Look:' },
+          { type: 'input_image', image_url: url },
+        ],
+      },
+    });
+    const error = await nextError(c, 'invalid_value');
+    expect(error).toMatchObject({ param: 'item.content[1].image_url', event_id: 'evt_img' });
+    expect(error.message).toContain('expected base64 after ";base64,"');
+    await stillWorks(c);
+    await c.close();
+  });
+
   it('retrieves an item by id and says item_not_found for an unknown one', async () => {
     const c = await openSession(t, 'character=plain');
     const id = await addUser(c, 'Remember me.');
