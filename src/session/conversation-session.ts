@@ -20,7 +20,8 @@ import {
   speakProgress,
   type SessionBackgroundOptions,
 } from './background-results.js';
-import { activeResponse, checkResponse, tooManyOutOfBand, unknownCall } from './response-checks.js';
+import { unknownCall } from './item-checks.js';
+import { activeResponse, checkResponse, tooManyOutOfBand } from './response-checks.js';
 import { cancelResponse, ResponseQueue, type ResponseKind } from './response-queue.js';
 import { runGreeting, runResponse, type ResponseContext } from './response-runner.js';
 import { SessionConfig, type VoiceDefaults } from './session-settings.js';
@@ -265,7 +266,12 @@ export class ConversationSession implements Session {
       case 'conversation.item.create': {
         const unknown =
           event.item.type === 'function_call' &&
-          unknownCall(event.item, this.#character, this.#config.current.tools, eventId);
+          unknownCall(event.item, this.#character, this.#config.current.tools, {
+            event: 'conversation.item.create',
+            at: 'item',
+            eventId,
+            audio: 'refused',
+          });
         if (unknown) return unknown;
         return this.#changedUnless(
           conversation.create(event.item, event.previous_item_id, eventId),

@@ -21,6 +21,7 @@ import type {
 import { backgroundResultMessage } from '../tools/background.js';
 import type { ToolResult } from '../tools/types.js';
 import { History, type HistoryGroup, type TrimResult } from './history.js';
+import { checkMessage, duplicateCallId } from './item-checks.js';
 import { ITEM_HEAP_SHARE, memoryShare } from './memory.js';
 import {
   finishedMcpCall,
@@ -299,7 +300,12 @@ export class Conversation {
       this.#addCallOutput(item.call_id, pending, item.output, item.id);
       return undefined;
     }
-    const problem = checkMessage(item, eventId);
+    const problem = checkMessage(item, {
+      event: 'conversation.item.create',
+      at: 'item',
+      eventId,
+      audio: 'refused',
+    });
     if (problem) return problem;
     const stored = messageItem(item.role, item.content, item.id);
     if (inserting)
@@ -365,11 +371,8 @@ export class Conversation {
   ): ProtocolError | undefined {
     const callId = given.call_id ?? newId('call');
     if (this.callIdTaken(callId)) {
-      return new ProtocolError(
-        'invalid_value',
-        `conversation.item.create: item.call_id: a call "${callId}" is already in the conversation; give each call its own call_id.`,
-        { param: 'item.call_id', eventId },
-      );
+      const place = { event: 'conversation.item.create', at: 'item', eventId } as const;
+      return duplicateCallId(callId, 'the conversation', { ...place, audio: 'refused' });
     }
     const item: FunctionCallItem = {
       id: given.id ?? newId('item'),
@@ -594,43 +597,4 @@ export class Conversation {
     const messages = this.#history.trim(Number.MAX_SAFE_INTEGER, 0).messages;
     return [{ role: 'system', content: system }, ...messages.map(plainMessage)];
   }
-}
-
-/** A client message's content: no audio, images only from the user, the right text parts. */
-function checkMessage(
-  item: Extract<ClientItem, { type: 'message' }>,
-  eventId: string | null,
-): ProtocolError | undefined {
-  const err = (code: string, message: string, param: string) =>
-    new ProtocolError(code, message, { param, eventId });
-  const audioAt = item.content.findIndex(
-    (p) => p.type === 'input_audio' || p.type === 'output_audio',
-  );
-  if (audioAt !== -1) {
-    return err(
-      'unsupported_content',
-      `conversation.item.create: item.content[${audioAt}]: audio content needs a voice session, which this server does not offer yet; send input_text.`,
-      `item.content[${audioAt}]`,
-    );
-  }
-  const imageAt = item.content.findIndex((p) => p.type === 'input_image');
-  if (imageAt !== -1 && item.role !== 'user') {
-    return err(
-      'invalid_value',
-      `conversation.item.create: item.content[${imageAt}]: images are only taken in user messages.`,
-      `item.content[${imageAt}]`,
-    );
-  }
-  const wrongText = item.content.findIndex((p) =>
-    item.role === 'assistant' ? p.type === 'input_text' : p.type === 'output_text',
-  );
-  if (wrongText !== -1) {
-    const want = item.role === 'assistant' ? 'output_text' : 'input_text';
-    return err(
-      'invalid_value',
-      `conversation.item.create: item.content[${wrongText}].type: a ${item.role} message takes "${want}" parts.`,
-      `item.content[${wrongText}].type`,
-    );
-  }
-  return undefined;
 }

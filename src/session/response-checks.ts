@@ -7,8 +7,9 @@ import type { CharacterTurnSettings } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import type { ChatMessage } from '../llm/chunk.js';
-import type { ClientFunctionCallItem, ClientTool, Item, ResponseOptions } from './events.js';
+import type { ClientTool, Item, ResponseOptions } from './events.js';
 import { audioUnsupported } from './items.js';
+import { unknownCall } from './item-checks.js';
 import { inputMessages } from './response-input.js';
 import { MAX_OUT_OF_BAND_RESPONSES, type ResponseKind } from './response-queue.js';
 
@@ -87,24 +88,9 @@ export function checkResponse(
     );
   }
   if (r.input === undefined) return undefined;
-  return inputMessages(r.input, c.find, c.turn, eventId);
-}
-
-/** A client's `function_call` item for a tool neither it nor the character has: the error. */
-export function unknownCall(
-  item: ClientFunctionCallItem,
-  character: LoadedCharacter,
-  clientTools: readonly ClientTool[],
-  eventId: string | null,
-): ProtocolError | undefined {
-  const own = character.toolNames;
-  const client = clientTools.map((t) => t.name);
-  if (own.includes(item.name) || client.includes(item.name)) return undefined;
-  const list = (names: readonly string[]) => (names.length ? names.join(', ') : 'none');
-  return new ProtocolError(
-    'invalid_value',
-    `conversation.item.create: item.name: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (session.tools): ${list(client)}. Add the tool with session.update first, or name one of these.`,
-    { param: 'item.name', eventId },
+  const tools = r.tools ?? c.clientTools;
+  return inputMessages(r.input, c.find, c.turn, eventId, (item, place) =>
+    unknownCall(item, character, tools, place),
   );
 }
 

@@ -10,7 +10,8 @@ import type { ChatMessage } from '../llm/chunk.js';
 import { TOOL_CALL_MARKER } from '../llm/prompt-tools.js';
 import { assistantMessage, toolResultMessages } from '../llm/turn-runner.js';
 import type { ToolCall } from '../tools/types.js';
-import type { ContentPart, InputItem, Item } from './events.js';
+import type { ClientFunctionCallItem, ContentPart, InputItem, Item } from './events.js';
+import { checkMessage, duplicateCallId, type ItemPlace } from './item-checks.js';
 import { toChatMessage } from './items.js';
 
 /** The output a call gets when the client gave none: the model must see every call answered. */
@@ -49,15 +50,18 @@ export function outputMessages(
  * `response.input` as messages. Item references are looked up in the
  * conversation; consecutive calls share one assistant message (native tool
  * format); a call without an output in the input gets {@link MISSING_OUTPUT};
- * an output without its call is refused.
+ * an output without its call is refused. Items given whole are checked as
+ * `conversation.item.create` checks them; `checkCall` checks a call's tool.
  */
 export function inputMessages(
   input: readonly InputItem[],
   find: (id: string) => Item | undefined,
   turn: CharacterTurnSettings,
   eventId: string | null,
+  checkCall: (item: ClientFunctionCallItem, place: ItemPlace) => ProtocolError | undefined,
 ): ChatMessage[] | ProtocolError {
   const out: ChatMessage[] = [];
+  const callIds = new Set<string>();
   const native = (turn.toolMode ?? 'native') === 'native' && turn.toolFormat !== 'functions';
   /** The latest calls, the place of their message, and which have outputs. */
   let open: { calls: ToolCall[]; at: number; answered: Set<string> } | undefined;
@@ -79,6 +83,33 @@ export function inputMessages(
         );
       }
       item = found;
+    } else {
+      // Spoken parts are read as their transcripts here (see spokenAsText).
+      const place: ItemPlace = {
+        event: 'response.create',
+        at: `response.input[${i}]`,
+        eventId,
+        audio: 'transcript',
+      };
+      const problem =
+        given.type === 'message'
+          ? checkMessage(given, place)
+          : given.type === 'function_call'
+            ? checkCall(given, place)
+            : undefined;
+      if (problem) return problem;
+    }
+    if (item.type === 'function_call' && item.call_id !== undefined) {
+      if (callIds.has(item.call_id)) {
+        const at = `response.input[${i}]`;
+        return duplicateCallId(item.call_id, 'response.input', {
+          event: 'response.create',
+          at,
+          eventId,
+          audio: 'transcript',
+        });
+      }
+      callIds.add(item.call_id);
     }
     switch (item.type) {
       case 'message':

@@ -212,6 +212,8 @@ describe('out-of-band responses (conversation "none")', () => {
       type: 'response.create',
       response: {
         conversation: 'none',
+        // The calls' tool must be one the response is offered.
+        tools: [GET_TIME],
         input: [
           userText('summarize'),
           { type: 'function_call', call_id: 'call_1', name: 'get_time', arguments: '{}' },

@@ -1,0 +1,94 @@
+/**
+ * Checks of an item a client gives, shared by `conversation.item.create` and
+ * `response.create`'s `response.input`: the same item is refused with the
+ * same words wherever it comes, only the event and the field's path differ.
+ */
+import type { LoadedCharacter } from '../characters/types.js';
+import { ProtocolError } from '../errors.js';
+import type { ClientFunctionCallItem, ClientItem, ClientTool } from './events.js';
+
+/** Where an item was given: the event's type and the item's path (`item`, `response.input[2]`). */
+export interface ItemPlace {
+  event: 'conversation.item.create' | 'response.create';
+  at: string;
+  eventId: string | null;
+  /** How audio parts are taken: refused, or read as their transcripts. */
+  audio: 'refused' | 'transcript';
+}
+
+/** A client message's content: images only from the user, the right text parts. */
+export function checkMessage(
+  item: Extract<ClientItem, { type: 'message' }>,
+  place: ItemPlace,
+): ProtocolError | undefined {
+  const err = (code: string, message: string, param: string) =>
+    new ProtocolError(code, `${place.event}: ${param}: ${message}`, {
+      param,
+      eventId: place.eventId,
+    });
+  const audioAt = item.content.findIndex(
+    (p) => p.type === 'input_audio' || p.type === 'output_audio',
+  );
+  if (audioAt !== -1 && place.audio === 'refused') {
+    return err(
+      'unsupported_content',
+      'audio content needs a voice session, which this server does not offer yet; send input_text.',
+      `${place.at}.content[${audioAt}]`,
+    );
+  }
+  const imageAt = item.content.findIndex((p) => p.type === 'input_image');
+  if (imageAt !== -1 && item.role !== 'user') {
+    return err(
+      'invalid_value',
+      'images are only taken in user messages.',
+      `${place.at}.content[${imageAt}]`,
+    );
+  }
+  const wrongText = item.content.findIndex((p) =>
+    item.role === 'assistant' ? p.type === 'input_text' : p.type === 'output_text',
+  );
+  if (wrongText !== -1) {
+    const want = item.role === 'assistant' ? 'output_text' : 'input_text';
+    return err(
+      'invalid_value',
+      `a ${item.role} message takes "${want}" parts.`,
+      `${place.at}.content[${wrongText}].type`,
+    );
+  }
+  return undefined;
+}
+
+/** A client's `function_call` item for a tool neither it nor the character has: the error. */
+export function unknownCall(
+  item: ClientFunctionCallItem,
+  character: LoadedCharacter,
+  clientTools: readonly ClientTool[],
+  place: ItemPlace,
+): ProtocolError | undefined {
+  const own = character.toolNames;
+  const client = clientTools.map((t) => t.name);
+  if (own.includes(item.name) || client.includes(item.name)) return undefined;
+  const list = (names: readonly string[]) => (names.length ? names.join(', ') : 'none');
+  const param = `${place.at}.name`;
+  const where =
+    place.event === 'response.create' ? 'response.tools or session.tools' : 'session.tools';
+  return new ProtocolError(
+    'invalid_value',
+    `${place.event}: ${param}: no tool "${item.name}" in this session; the character's tools: ${list(own)}; the client's (${where}): ${list(client)}. Add the tool with session.update first, or name one of these.`,
+    { param, eventId: place.eventId },
+  );
+}
+
+/** A `function_call` item whose `call_id` is already used where it goes: the error. */
+export function duplicateCallId(
+  callId: string,
+  within: 'the conversation' | 'response.input',
+  place: ItemPlace,
+): ProtocolError {
+  const param = `${place.at}.call_id`;
+  return new ProtocolError(
+    'invalid_value',
+    `${place.event}: ${param}: a call "${callId}" is already in ${within}; give each call its own call_id.`,
+    { param, eventId: place.eventId },
+  );
+}
