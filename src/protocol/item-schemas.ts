@@ -52,9 +52,18 @@ const contentPart = z.union([
 /** An item id. */
 export const itemId = z.string().min(1).max(64);
 
+/** The id a client gives a new item: printable, and not previous_item_id's `root`. */
+const newItemId = itemId
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  .regex(/^[^\u0000-\u001f\u007f]*$/, { error: 'expected an id without control characters' })
+  .refine((id) => id !== 'root', {
+    error:
+      'expected an id other than "root", which previous_item_id uses for the start of the conversation',
+  });
+
 const messageItem = z.strictObject({
   type: z.literal('message'),
-  id: itemId.optional(),
+  id: newItemId.optional(),
   object: z.literal('realtime.item').optional(),
   status: z.string().optional(),
   role: z.enum(['user', 'assistant', 'system']),
@@ -63,7 +72,7 @@ const messageItem = z.strictObject({
 
 const functionCallOutputItem = z.strictObject({
   type: z.literal('function_call_output'),
-  id: itemId.optional(),
+  id: newItemId.optional(),
   object: z.literal('realtime.item').optional(),
   call_id: z.string().min(1),
   output: z.string(),
@@ -73,7 +82,7 @@ const functionCallOutputItem = z.strictObject({
 /** GA: a call the client records as made; `arguments` must be JSON (the model reads it back). */
 const functionCallItem = z.strictObject({
   type: z.literal('function_call'),
-  id: itemId.optional(),
+  id: newItemId.optional(),
   object: z.literal('realtime.item').optional(),
   status: z.string().optional(),
   call_id: z.string().min(1).max(128).optional(),

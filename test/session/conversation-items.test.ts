@@ -123,6 +123,20 @@ describe('conversation items', () => {
     await c.close();
   });
 
+  it.each([
+    ['a newline', 'item\nnext', 'expected an id without control characters'],
+    ['a NUL', 'item\u0000', 'expected an id without control characters'],
+    ['the name "root"', 'root', 'expected an id other than "root"'],
+  ])('refuses an item.id holding %s', async (_, id, problem) => {
+    const c = await openSession(t, 'character=plain');
+    c.send({ ...userMessage('Hi', { id }), event_id: 'evt_id' });
+    const error = await nextError(c, 'invalid_value');
+    expect(error).toMatchObject({ param: 'item.id', event_id: 'evt_id' });
+    expect(error.message).toContain(problem);
+    await stillWorks(c);
+    await c.close();
+  });
+
   it('retrieves an item by id and says item_not_found for an unknown one', async () => {
     const c = await openSession(t, 'character=plain');
     const id = await addUser(c, 'Remember me.');
