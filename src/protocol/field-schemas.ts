@@ -96,6 +96,28 @@ export const voiceSchema = z.union([
   z.strictObject({ id: z.string().min(1).max(256) }).transform((v) => v.id),
 ]);
 
+/**
+ * A check that a value given under both its GA and its beta name is the same
+ * under both: otherwise one would be dropped without a word.
+ */
+export function sameUnderBothNames(pairs: ReadonlyArray<readonly [ga: string, beta: string]>) {
+  return (value: Record<string, unknown>, ctx: z.core.$RefinementCtx): void => {
+    for (const [ga, beta] of pairs) {
+      const gaValue = ga
+        .split('.')
+        .reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], value);
+      const betaValue = value[beta];
+      if (gaValue === undefined || betaValue === undefined) continue;
+      if (JSON.stringify(gaValue) === JSON.stringify(betaValue)) continue;
+      ctx.addIssue({
+        code: 'custom',
+        path: [beta],
+        message: `expected the value of ${ga} (its GA name), ${JSON.stringify(gaValue)}, or only one of the two`,
+      });
+    }
+  };
+}
+
 /** How deeply a parsed JSON value nests (without recursion: it may be very deep). */
 export function jsonDepth(value: unknown, stopAt = MAX_TOOL_SCHEMA_DEPTH + 1): number {
   let deepest = 0;

@@ -9,6 +9,7 @@ import {
   audioFormat,
   maxTokens,
   modalities,
+  sameUnderBothNames,
   temperature,
   toolChoice,
   toolEntry,
@@ -48,6 +49,13 @@ export const responseSchema = z
     parallel_tool_calls: z.boolean().optional(),
     reasoning: reasoningSchema.optional(),
   })
+  .superRefine(
+    sameUnderBothNames([
+      ['output_modalities', 'modalities'],
+      ['max_output_tokens', 'max_response_output_tokens'],
+      ['audio.output.voice', 'voice'],
+    ]),
+  )
   .transform((r): ResponseOptions => {
     const out: ResponseOptions = {};
     if (r.instructions !== undefined) out.instructions = r.instructions;

@@ -10,6 +10,7 @@ import {
   audioFormat,
   maxTokens,
   modalities,
+  sameUnderBothNames,
   temperature,
   toolChoice,
   toolEntry,
@@ -102,6 +103,13 @@ export const sessionSchema = z
     max_response_output_tokens: maxTokens.optional(),
     ...accepted,
   })
+  .superRefine(
+    sameUnderBothNames([
+      ['output_modalities', 'modalities'],
+      ['max_output_tokens', 'max_response_output_tokens'],
+      ['audio.output.voice', 'voice'],
+    ]),
+  )
   .transform((s): SessionUpdate => {
     const out: SessionUpdate = {};
     if (s.character !== undefined) out.character = s.character;
