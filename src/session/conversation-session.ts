@@ -288,10 +288,13 @@ export class ConversationSession implements Session {
         }
         return undefined;
       }
-      case 'conversation.item.delete':
+      case 'conversation.item.delete': {
+        // An item of the running response is not in the conversation yet, but it exists.
+        const live = this.#queue.active?.findItem?.(event.item_id) !== undefined;
         return this.#changedUnless(
-          conversation.delete(event.item_id, this.#queue.active !== undefined, eventId),
+          conversation.delete(event.item_id, this.#queue.active !== undefined, eventId, live),
         );
+      }
       case 'conversation.item.truncate':
         return truncateItem(
           {

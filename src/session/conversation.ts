@@ -427,9 +427,17 @@ export class Conversation {
     this.#o.send({ type: 'conversation.item.done', previous_item_id: previous, item });
   }
 
-  /** `conversation.item.delete`: only messages outside responses, and not while one runs. */
-  delete(itemId: string, responding: boolean, eventId: string | null): ProtocolError | undefined {
-    if (!this.#history.find(itemId))
+  /**
+   * `conversation.item.delete`: only messages outside responses, and not while
+   * one runs. `live` says the item is one of the running response's.
+   */
+  delete(
+    itemId: string,
+    responding: boolean,
+    eventId: string | null,
+    live = false,
+  ): ProtocolError | undefined {
+    if (!live && !this.#history.find(itemId))
       return itemNotFound('conversation.item.delete', itemId, eventId);
     if (responding || !this.#history.delete(itemId)) {
       return new ProtocolError(

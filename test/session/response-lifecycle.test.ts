@@ -95,6 +95,22 @@ describe('response lifecycle', () => {
     await c.close();
   });
 
+  it('refuses to delete an item of the running response as not deletable, as retrieve finds it', async () => {
+    t.simulator.setLatency({ tokensPerSec: 20 });
+    const c = await openSession(t, 'character=plain');
+    say(c, 'Tell me a story.');
+    const added = await c.next('response.output_item.added');
+    const id = (added.item as { id: string }).id;
+    c.send({ type: 'conversation.item.retrieve', item_id: id });
+    expect(((await c.next('conversation.item.retrieved')).item as { id: string }).id).toBe(id);
+    c.send({ type: 'conversation.item.delete', event_id: 'evt_del', item_id: id });
+    const error = await nextError(c, 'item_not_deletable');
+    expect(error).toMatchObject({ param: 'item_id', event_id: 'evt_del' });
+    c.send({ type: 'response.cancel' });
+    await c.untilDone();
+    await c.close();
+  });
+
   it('estimates the usage of a response cut before the server counted it', async () => {
     // OpenAI counts once, in a last chunk that a cut stream never gets.
     t.simulator.setProfile('openai');
