@@ -270,7 +270,6 @@ export class ConversationSession implements Session {
             event: 'conversation.item.create',
             at: 'item',
             eventId,
-            audio: 'refused',
           });
         if (unknown) return unknown;
         return this.#changedUnless(

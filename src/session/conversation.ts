@@ -30,7 +30,9 @@ import {
   messageItem,
   newId,
   plainMessage,
+  spokenAsText,
   textOf,
+  withoutAudio,
   toChatMessage,
 } from './items.js';
 import { callMessage, MISSING_OUTPUT, outputMessages } from './response-input.js';
@@ -304,23 +306,25 @@ export class Conversation {
       event: 'conversation.item.create',
       at: 'item',
       eventId,
-      audio: 'refused',
     });
     if (problem) return problem;
-    const stored = messageItem(item.role, item.content, item.id);
-    if (inserting)
-      return this.#insert(after, stored, toChatMessage(item.role, item.content), eventId);
+    // Audio parts are kept with their transcripts, which the model reads.
+    const stored = messageItem(item.role, withoutAudio(item.content), item.id);
+    const message = toChatMessage(item.role, spokenAsText(item.content));
+    if (inserting) return this.#insert(after, stored, message, eventId);
     const group = item.role === 'user' ? this.#history.startGroup() : this.#history.current();
     // A user message added while a response runs comes after the response's
     // items (not in history until it ends): it follows the newest of them.
     const previous = item.role === 'user' ? newest : this.#history.lastItemId();
-    this.#history.addMessageItem(group, stored, toChatMessage(item.role, item.content));
-    this.#o
-      .log()
-      .debug(
-        { item: stored.id, role: item.role, text: this.#o.content(textOf(item.content)) },
-        'item added',
-      );
+    this.#history.addMessageItem(group, stored, message);
+    this.#o.log().debug(
+      {
+        item: stored.id,
+        role: item.role,
+        text: this.#o.content(textOf(spokenAsText(item.content))),
+      },
+      'item added',
+    );
     this.#added(previous, stored);
     return undefined;
   }
@@ -372,7 +376,7 @@ export class Conversation {
     const callId = given.call_id ?? newId('call');
     if (this.callIdTaken(callId)) {
       const place = { event: 'conversation.item.create', at: 'item', eventId } as const;
-      return duplicateCallId(callId, 'the conversation', { ...place, audio: 'refused' });
+      return duplicateCallId(callId, 'the conversation', place);
     }
     const item: FunctionCallItem = {
       id: given.id ?? newId('item'),

@@ -12,11 +12,9 @@ export interface ItemPlace {
   event: 'conversation.item.create' | 'response.create';
   at: string;
   eventId: string | null;
-  /** How audio parts are taken: refused, or read as their transcripts. */
-  audio: 'refused' | 'transcript';
 }
 
-/** A client message's content: images only from the user, the right text parts. */
+/** A client message's content: audio with its transcript, images only from the user, the right parts for the role. */
 export function checkMessage(
   item: Extract<ClientItem, { type: 'message' }>,
   place: ItemPlace,
@@ -26,13 +24,17 @@ export function checkMessage(
       param,
       eventId: place.eventId,
     });
+  // The model reads text: an audio part is taken for its transcript, and only with one.
   const audioAt = item.content.findIndex(
-    (p) => p.type === 'input_audio' || p.type === 'output_audio',
+    (p) =>
+      (p.type === 'input_audio' || p.type === 'output_audio') && typeof p.transcript !== 'string',
   );
-  if (audioAt !== -1 && place.audio === 'refused') {
+  if (audioAt !== -1) {
+    const [text, audio] =
+      item.role === 'assistant' ? ['output_text', 'output_audio'] : ['input_text', 'input_audio'];
     return err(
       'unsupported_content',
-      'audio content needs a voice session, which this server does not offer yet; send input_text.',
+      `an audio part is taken only with its transcript, which is what the model reads (spoken input goes through input_audio_buffer.append); give an ${audio} part its "transcript", or send "${text}" parts.`,
       `${place.at}.content[${audioAt}]`,
     );
   }
@@ -45,10 +47,13 @@ export function checkMessage(
     );
   }
   const wrongText = item.content.findIndex((p) =>
-    item.role === 'assistant' ? p.type === 'input_text' : p.type === 'output_text',
+    item.role === 'assistant'
+      ? p.type === 'input_text' || p.type === 'input_audio'
+      : p.type === 'output_text' || p.type === 'output_audio',
   );
   if (wrongText !== -1) {
-    const want = item.role === 'assistant' ? 'output_text' : 'input_text';
+    const want =
+      item.role === 'assistant' ? 'output_text" or "output_audio' : 'input_text" or "input_audio';
     return err(
       'invalid_value',
       `a ${item.role} message takes "${want}" parts.`,

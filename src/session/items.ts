@@ -51,6 +51,27 @@ export function heardText(transcripts: ReadonlyArray<string | null | undefined>)
   return transcripts.filter(Boolean).join(' ');
 }
 
+/**
+ * Spoken parts as their transcripts (what the model reads), without their
+ * audio: a client's audio part is kept as a voice session keeps its own.
+ */
+export function spokenAsText(parts: readonly ContentPart[]): ContentPart[] {
+  return parts.map((p) => {
+    if (p.type === 'input_audio') return { type: 'input_text', text: p.transcript ?? '' };
+    if (p.type === 'output_audio') return { type: 'output_text', text: p.transcript ?? '' };
+    return p;
+  });
+}
+
+/** Audio parts without their audio: the transcript is what is kept. */
+export function withoutAudio(parts: readonly ContentPart[]): ContentPart[] {
+  return parts.map((p) =>
+    p.type === 'input_audio' || p.type === 'output_audio'
+      ? { type: p.type, transcript: p.transcript ?? null }
+      : p,
+  );
+}
+
 /** A client message as the model sees it; images become `image_url` parts. */
 export function toChatMessage(
   role: MessageItem['role'],

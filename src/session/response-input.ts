@@ -10,9 +10,9 @@ import type { ChatMessage } from '../llm/chunk.js';
 import { TOOL_CALL_MARKER } from '../llm/prompt-tools.js';
 import { assistantMessage, toolResultMessages } from '../llm/turn-runner.js';
 import type { ToolCall } from '../tools/types.js';
-import type { ClientFunctionCallItem, ContentPart, InputItem, Item } from './events.js';
+import type { ClientFunctionCallItem, InputItem, Item } from './events.js';
 import { checkMessage, duplicateCallId, type ItemPlace } from './item-checks.js';
-import { toChatMessage } from './items.js';
+import { spokenAsText, toChatMessage } from './items.js';
 
 /** The output a call gets when the client gave none: the model must see every call answered. */
 export const MISSING_OUTPUT = 'Error: the client sent no output for this call.';
@@ -84,12 +84,10 @@ export function inputMessages(
       }
       item = found;
     } else {
-      // Spoken parts are read as their transcripts here (see spokenAsText).
       const place: ItemPlace = {
         event: 'response.create',
         at: `response.input[${i}]`,
         eventId,
-        audio: 'transcript',
       };
       const problem =
         given.type === 'message'
@@ -106,7 +104,6 @@ export function inputMessages(
           event: 'response.create',
           at,
           eventId,
-          audio: 'transcript',
         });
       }
       callIds.add(item.call_id);
@@ -157,15 +154,6 @@ export function inputMessages(
   }
   settle();
   return out;
-}
-
-/** Spoken parts read as their transcripts. */
-function spokenAsText(parts: readonly ContentPart[]): ContentPart[] {
-  return parts.map((p) => {
-    if (p.type === 'input_audio') return { type: 'input_text', text: p.transcript ?? '' };
-    if (p.type === 'output_audio') return { type: 'output_text', text: p.transcript ?? '' };
-    return p;
-  });
 }
 
 function parseObject(text: string): unknown {

@@ -137,6 +137,71 @@ describe('conversation items', () => {
     await c.close();
   });
 
+  it('takes audio parts with a transcript, which the model reads and retrieve shows', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'output_audio', transcript: 'I said this aloud.' }],
+      },
+    });
+    await c.next('conversation.item.added');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        id: 'item_spoken',
+        type: 'message',
+        role: 'user',
+        content: [{ type: 'input_audio', audio: 'AAAA', transcript: 'And I answered.' }],
+      },
+    });
+    await c.next('conversation.item.added');
+    c.send({ type: 'conversation.item.retrieve', item_id: 'item_spoken' });
+    const retrieved = await c.next('conversation.item.retrieved');
+    expect((retrieved.item as { content: unknown }).content).toEqual([
+      { type: 'input_audio', transcript: 'And I answered.' },
+    ]);
+    c.send({ type: 'response.create' });
+    await c.untilDone();
+    expect(outline(lastChat(t.simulator).messages).slice(-2)).toEqual([
+      'assistant: I said this aloud.',
+      'user: And I answered.',
+    ]);
+    await c.close();
+  });
+
+  it('refuses audio without a transcript, saying what the role takes instead', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'conversation.item.create',
+      event_id: 'evt_audio',
+      item: {
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'output_audio', audio: 'AAAA' }],
+      },
+    });
+    const error = await nextError(c, 'unsupported_content');
+    expect(error).toMatchObject({ param: 'item.content[0]', event_id: 'evt_audio' });
+    expect(error.message).toContain(
+      'give an output_audio part its "transcript", or send "output_text" parts',
+    );
+    expect(error.message).not.toContain('voice session');
+    c.send({
+      type: 'conversation.item.create',
+      item: {
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'input_audio', transcript: 'x' }],
+      },
+    });
+    expect((await nextError(c, 'invalid_value')).param).toBe('item.content[0].type');
+    await stillWorks(c);
+    await c.close();
+  });
+
   it('retrieves an item by id and says item_not_found for an unknown one', async () => {
     const c = await openSession(t, 'character=plain');
     const id = await addUser(c, 'Remember me.');

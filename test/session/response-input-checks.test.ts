@@ -62,7 +62,7 @@ describe('response.input is checked as conversation.item.create checks items', (
     };
     const error = await refused([assistant]);
     expect(error.param).toBe('response.input[0].content[0].type');
-    expect(error.message).toContain('message takes "output_text" parts');
+    expect(error.message).toContain('message takes "output_text"');
 
     const image = {
       type: 'message',
