@@ -49,6 +49,9 @@ const contentPart = z.union([
     .transform((p): ContentPart => ({ ...p, type: 'output_audio' })),
 ]);
 
+/** Most content parts of one message: a message is a turn, not a document store. */
+export const MAX_CONTENT_PARTS = 64;
+
 /** An item id. */
 export const itemId = z.string().min(1).max(64);
 
@@ -67,7 +70,10 @@ const messageItem = z.strictObject({
   object: z.literal('realtime.item').optional(),
   status: z.string().optional(),
   role: z.enum(['user', 'assistant', 'system']),
-  content: z.array(contentPart).min(1, { error: 'expected at least one content part' }),
+  content: z
+    .array(contentPart)
+    .min(1, { error: 'expected at least one content part' })
+    .max(MAX_CONTENT_PARTS, { error: `expected at most ${MAX_CONTENT_PARTS} content parts` }),
 });
 
 const functionCallOutputItem = z.strictObject({

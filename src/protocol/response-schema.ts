@@ -18,6 +18,13 @@ import {
 import { promptSchema, reasoningSchema } from './ga-values.js';
 import { inputItem, stripItem } from './item-schemas.js';
 
+/** Most `response.metadata` pairs, as OpenAI takes them. */
+export const MAX_METADATA_PAIRS = 16;
+/** Longest `response.metadata` key, in characters. */
+export const MAX_METADATA_KEY_CHARS = 64;
+/** Longest `response.metadata` value, in characters. */
+export const MAX_METADATA_VALUE_CHARS = 512;
+
 /** `response.create.response`, as {@link ResponseOptions}. */
 export const responseSchema = z
   .strictObject({
@@ -28,7 +35,35 @@ export const responseSchema = z
     temperature: temperature.optional(),
     max_output_tokens: maxTokens.optional(),
     max_response_output_tokens: maxTokens.optional(),
-    metadata: z.record(z.string(), z.string()).optional(),
+    metadata: z
+      .record(z.string(), z.string())
+      .superRefine((m, ctx) => {
+        const keys = Object.keys(m);
+        if (keys.length > MAX_METADATA_PAIRS) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected at most ${MAX_METADATA_PAIRS} key-value pairs`,
+          });
+          return;
+        }
+        const longKey = keys.find((k) => k.length > MAX_METADATA_KEY_CHARS);
+        if (longKey !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `expected keys of at most ${MAX_METADATA_KEY_CHARS} characters (one has ${longKey.length})`,
+          });
+          return;
+        }
+        const longValue = keys.find((k) => m[k]!.length > MAX_METADATA_VALUE_CHARS);
+        if (longValue !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [longValue],
+            message: `expected a value of at most ${MAX_METADATA_VALUE_CHARS} characters`,
+          });
+        }
+      })
+      .optional(),
     conversation: z
       .enum(['auto', 'none'], {
         error:
