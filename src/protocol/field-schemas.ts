@@ -139,10 +139,22 @@ export const modalities = z
   .min(1, { error: 'expected ["text"] or ["audio"]' })
   .max(2);
 
+/** Largest token limit a client may set. */
+export const MAX_TOKENS_LIMIT = 1_000_000;
+const MAX_TOKENS_ERROR = `expected a whole number from 1 to ${MAX_TOKENS_LIMIT}, or "inf"`;
 /** A token limit, or "inf". */
-export const maxTokens = z.union([z.number().int().min(1).max(1_000_000), z.literal('inf')]);
+export const maxTokens = z
+  .union([z.number(), z.literal('inf', { error: MAX_TOKENS_ERROR })])
+  .superRefine((v, ctx) => {
+    if (v === 'inf' || (Number.isInteger(v) && v >= 1 && v <= MAX_TOKENS_LIMIT)) return;
+    ctx.addIssue({ code: 'custom', message: MAX_TOKENS_ERROR });
+  });
+const TEMPERATURE_ERROR = 'expected a number from 0 to 2';
 /** Sampling temperature. */
-export const temperature = z.number().min(0).max(2);
+export const temperature = z
+  .number({ error: TEMPERATURE_ERROR })
+  .min(0, { error: TEMPERATURE_ERROR })
+  .max(2, { error: TEMPERATURE_ERROR });
 
 /** Beta strings and GA objects, as one {@link AudioFormat}. */
 export const audioFormat = z.union([

@@ -153,7 +153,7 @@ export class AudioInput {
     const manual = this.#detector === null;
     if (manual && this.#utteranceMs + ms > this.#options.maxUtteranceMs) {
       throw new AudioFormatError(
-        `input_audio_buffer.append: the input audio buffer holds ${Math.round(this.#utteranceMs)} ms, and the limit is ${this.#options.maxUtteranceMs} ms; commit or clear it (input_audio_buffer.commit / .clear) before sending more.`,
+        `the input audio buffer holds ${Math.round(this.#utteranceMs)} ms, and the limit is ${this.#options.maxUtteranceMs} ms; commit or clear it (input_audio_buffer.commit / .clear) before sending more.`,
       );
     }
     const startMs = this.#clockMs;

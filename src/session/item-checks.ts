@@ -56,7 +56,7 @@ export function checkMessage(
       item.role === 'assistant' ? 'output_text" or "output_audio' : 'input_text" or "input_audio';
     return err(
       'invalid_value',
-      `a ${item.role} message takes "${want}" parts.`,
+      `${item.role === 'assistant' ? 'an' : 'a'} ${item.role} message takes "${want}" parts.`,
       `${place.at}.content[${wrongText}].type`,
     );
   }

@@ -12,6 +12,8 @@ export function preview(value: unknown): string {
   if (value instanceof z.ZodType) return 'a zod schema';
   if (value instanceof Map) return 'a Map';
   if (typeof value === 'bigint' || typeof value === 'symbol') return String(value);
+  // JSON.parse reads 1e400 as Infinity, which JSON.stringify writes as null.
+  if (typeof value === 'number' && !Number.isFinite(value)) return `${value} (a number too large)`;
   let text: string;
   try {
     text = JSON.stringify(value) ?? String(value);

@@ -349,7 +349,7 @@ describe('parseClientEvent: what it refuses and how it says so', () => {
     [
       { type: 'session.update', session: { max_output_tokens: 0 } },
       'session.max_output_tokens',
-      '>=1, got 0',
+      'expected a whole number from 1 to 1000000, or "inf", got 0',
     ],
     [
       { type: 'session.update', session: { max_output_tokens: 'lots' } },

@@ -108,6 +108,9 @@ describe('PCM16 input', () => {
     sendAudio(c, silence(MAX_UTTERANCE_MS + 400), 100);
     const error = await nextError(c, 'invalid_audio');
     expect(error.message).toMatch(/limit is 2000 ms.*commit or clear/);
+    expect(error.message).toMatch(
+      /^input_audio_buffer\.append: audio: the input audio buffer holds/,
+    );
     // The refused frames are dropped; the buffer holds the 2 s before them.
     await barrier(c);
     c.send({ type: 'input_audio_buffer.commit' });
