@@ -60,7 +60,7 @@ export const sessionSchema = z
       .optional(),
     character: z.string().min(1).optional(),
     instructions: z.string().optional(),
-    voice: z.string().optional(),
+    voice: z.string().max(256).optional(),
     tools: z.array(toolEntry).max(128).optional(),
     tool_choice: toolChoice.optional(),
     output_modalities: modalities.optional(),

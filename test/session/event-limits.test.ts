@@ -59,3 +59,17 @@ describe('content parts of a message', () => {
     await c.close();
   });
 });
+
+describe('voice names', () => {
+  it.each([{ voice: 'v'.repeat(257) }, { audio: { output: { voice: 'v'.repeat(257) } } }])(
+    'refuses a voice of more than 256 characters under either name: %#',
+    async (session) => {
+      const c = await openSession(t, 'character=plain');
+      c.send({ type: 'session.update', event_id: 'evt_voice', session });
+      const error = await nextError(c, 'invalid_value');
+      expect(error.event_id).toBe('evt_voice');
+      expect(error.param).toMatch(/voice$/);
+      await c.close();
+    },
+  );
+});
