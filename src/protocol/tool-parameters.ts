@@ -2,11 +2,13 @@
  * Checks a client tool's `parameters` as a JSON Schema before it reaches the
  * LLM: a strict LLM refuses the whole request over one bad schema, on every
  * later turn. The schema is checked against the draft-07 meta-schema, then
- * compiled, which finds what the meta-schema cannot: a `pattern` that is no
- * regular expression and a `$ref` that points nowhere.
+ * walked for what the meta-schema cannot find: a `pattern` that is no
+ * regular expression and a `$ref` that points nowhere. Not compiled: ajv's
+ * compiler writes code for each schema (about a millisecond a tool), which a
+ * client sending new tools in a loop would have the server do for it.
  */
 import { createHash } from 'node:crypto';
-import { Ajv, MissingRefError, type ErrorObject } from 'ajv';
+import { Ajv, type ErrorObject } from 'ajv';
 
 /** How many checked schemas are remembered: clients resend the same tools with each update. */
 export const TOOL_SCHEMA_CACHE_ENTRIES = 512;
@@ -16,11 +18,6 @@ const ajv = new Ajv({
   strict: false,
   // Formats are hints to the LLM; nothing is validated against them here.
   validateFormats: false,
-  // Patterns are compiled as JavaScript reads them without the `u` flag, the more lenient reading.
-  unicodeRegExp: false,
-  // Schemas with an `$id` are not kept between checks.
-  addUsedSchema: false,
-  code: { optimize: false },
 });
 
 /** Results by a hash of the schema's JSON: undefined when it is valid, else the problem. */
@@ -43,37 +40,77 @@ export function toolSchemaProblem(parameters: Record<string, unknown>): string |
     checked.set(key, problem);
     return problem;
   }
-  // Compiling generates code (about a millisecond a tool): done only for what it finds.
-  const problem = check(parameters, /"(pattern|patternProperties|\$ref)"/.test(json));
+  const problem = check(parameters);
   checked.set(key, problem);
   if (checked.size > TOOL_SCHEMA_CACHE_ENTRIES) checked.delete(checked.keys().next().value!);
   return problem;
 }
 
-function check(parameters: Record<string, unknown>, compile: boolean): string | undefined {
-  // A `$schema` (zod writes draft 2020-12's) is read as draft-07, which LLMs take; an `$id`
-  // at the top is dropped so that no schema can stand in for one ajv keeps (its meta-schema).
-  const { $schema: _schema, $id: _id, ...schema } = parameters;
+function check(parameters: Record<string, unknown>): string | undefined {
+  // A `$schema` (zod writes draft 2020-12's) is read as draft-07, which LLMs take.
+  const { $schema: _schema, ...schema } = parameters;
   try {
     if (!ajv.validateSchema(schema)) return describe(ajv.errors?.[0]);
   } catch (e) {
     return (e as Error).message;
   }
-  if (!compile) return undefined;
-  try {
-    ajv.compile(schema);
-  } catch (e) {
-    if (e instanceof MissingRefError) {
-      return `$ref "${e.missingRef}" points nowhere in the schema (references such as "#/$defs/name" to a part of the same schema are resolved, nothing else)`;
+  return walk(schema);
+}
+
+/** Keywords whose values are data, not schemas: nothing in them is a `pattern` or `$ref`. */
+const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'description', 'title']);
+
+/** The first bad `pattern` (or `patternProperties` key) or dangling `$ref` in a schema. */
+function walk(root: Record<string, unknown>): string | undefined {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) {
+      stack.push(...(node as unknown[]));
+      continue;
     }
-    return (e as Error).message.replace(
-      /^Invalid regular expression: /,
-      'pattern is no regular expression: ',
-    );
-  } finally {
-    ajv.removeSchema(schema);
+    if (node === null || typeof node !== 'object') continue;
+    const o = node as Record<string, unknown>;
+    const patterns = [
+      ...(typeof o.pattern === 'string' ? [o.pattern] : []),
+      ...(o.patternProperties && typeof o.patternProperties === 'object'
+        ? Object.keys(o.patternProperties)
+        : []),
+    ];
+    for (const p of patterns) {
+      try {
+        new RegExp(p);
+      } catch (e) {
+        return (e as Error).message.replace(
+          /^Invalid regular expression: /,
+          'pattern is no regular expression: ',
+        );
+      }
+    }
+    if (typeof o.$ref === 'string' && !resolves(root, o.$ref)) {
+      return `$ref "${o.$ref}" points nowhere in the schema (references such as "#/$defs/name" to a part of the same schema are resolved, nothing else)`;
+    }
+    for (const [k, v] of Object.entries(o)) if (!DATA_KEYWORDS.has(k)) stack.push(v);
   }
   return undefined;
+}
+
+/** Whether `ref` is `#` or a JSON Pointer (`#/…`) to a part of `root`. */
+function resolves(root: unknown, ref: string): boolean {
+  if (ref === '#') return true;
+  if (!ref.startsWith('#/')) return false;
+  let at: unknown = root;
+  for (const raw of ref.slice(2).split('/')) {
+    let part: string;
+    try {
+      part = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
+    } catch {
+      return false;
+    }
+    if (at === null || typeof at !== 'object' || !Object.hasOwn(at, part)) return false;
+    at = (at as Record<string, unknown>)[part];
+  }
+  return at !== null && (typeof at === 'object' || typeof at === 'boolean');
 }
 
 function describe(error: ErrorObject | undefined): string {
