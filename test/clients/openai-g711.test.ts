@@ -3,16 +3,13 @@
  * written: G.711 μ-law both ways (`audio/pcmu`, 8 kHz, one byte a sample),
  * its own types checking the `session.update` at compile time.
  */
-import OpenAI from 'openai';
-import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import type { RealtimeServerEvent } from 'openai/resources/realtime/realtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeG711 } from '../../src/voice/audio/g711.js';
 import { resample } from '../../src/voice/audio/resample.js';
 import { concat, silence, speech } from '../helpers/audio.js';
+import { connectOpenAiRealtime } from '../helpers/openai-realtime.js';
 import { startTlsTestServer, type TlsTestServer } from '../helpers/tls-server.js';
 import { recordingStt, voiceOf } from '../helpers/voice.js';
-import { within } from '../helpers/wait.js';
 
 let t: TlsTestServer;
 beforeAll(async () => {
@@ -25,33 +22,7 @@ afterAll(() => t?.close());
 
 describe('OpenAIRealtimeWS with G.711 μ-law', () => {
   it('sends audio/pcmu speech and gets its transcript and an audio/pcmu reply', async () => {
-    const client = new OpenAI({ apiKey: 'g711-test', baseURL: `${t.url}/v1` });
-    const rt = new OpenAIRealtimeWS({ model: 'plain', options: { ca: t.ca } }, client);
-    const events: RealtimeServerEvent[] = [];
-    const errors: unknown[] = [];
-    const waiters = new Set<() => void>();
-    rt.on('error', (err) => errors.push(err));
-    rt.on('event', (e) => {
-      events.push(e);
-      for (const w of waiters) w();
-    });
-    let cursor = 0;
-    /** The next event of `type` after those already taken. */
-    const next = (type: RealtimeServerEvent['type']) =>
-      within(
-        new Promise<RealtimeServerEvent>((resolve) => {
-          const check = () => {
-            const at = events.findIndex((e, i) => i >= cursor && e.type === type);
-            if (at === -1) return;
-            cursor = at + 1;
-            waiters.delete(check);
-            resolve(events[at]!);
-          };
-          waiters.add(check);
-          check();
-        }),
-        `${type} from OpenAIRealtimeWS`,
-      );
+    const { rt, events, errors, next } = connectOpenAiRealtime(t);
 
     await next('session.created');
     rt.send({
@@ -84,7 +55,7 @@ describe('OpenAIRealtimeWS with G.711 μ-law', () => {
     const transcript = await next('conversation.item.input_audio_transcription.completed');
     expect(transcript).toMatchObject({ transcript: 'Hello there.' });
     // The character's greeting may play first: the reply is the response after the transcript.
-    const created = (await next('response.created')) as { response: { id?: string } };
+    const created = await next('response.created');
     await next('response.done');
     const out = events
       .filter(

@@ -4,13 +4,10 @@
  * with `input` and an `item_reference`, `response.tools`, and a
  * `function_call` item the client records with its output.
  */
-import OpenAI from 'openai';
-import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import type { RealtimeServerEvent } from 'openai/resources/realtime/realtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SimReply } from '../../src/testing/index.js';
+import { connectOpenAiRealtime } from '../helpers/openai-realtime.js';
 import { startTlsTestServer, type TlsTestServer } from '../helpers/tls-server.js';
-import { within } from '../helpers/wait.js';
 
 const say = (text: string): SimReply => ({ parts: [{ text }] });
 
@@ -32,41 +29,14 @@ beforeAll(async () => {
 });
 afterAll(() => t?.close());
 
-/** An SDK connection, its events, and a bounded wait for one. */
+/** An SDK connection, and a user message as the SDK's types write it. */
 function connect() {
-  const client = new OpenAI({ apiKey: 'ga-test', baseURL: `${t.url}/v1` });
-  const rt = new OpenAIRealtimeWS({ model: 'plain', options: { ca: t.ca } }, client);
-  const events: RealtimeServerEvent[] = [];
-  const errors: unknown[] = [];
-  const waiters = new Set<() => void>();
-  rt.on('error', (err) => errors.push(err));
-  rt.on('event', (e) => {
-    events.push(e);
-    for (const w of waiters) w();
-  });
-  let cursor = 0;
-  /** The next event of `type` after those already taken. */
-  const next = <T extends RealtimeServerEvent['type']>(type: T) =>
-    within(
-      new Promise<Extract<RealtimeServerEvent, { type: T }>>((resolve) => {
-        const check = () => {
-          const at = events.findIndex((e, i) => i >= cursor && e.type === type);
-          if (at === -1) return;
-          cursor = at + 1;
-          waiters.delete(check);
-          resolve(events[at] as Extract<RealtimeServerEvent, { type: T }>);
-        };
-        waiters.add(check);
-        check();
-      }),
-      `${type} from OpenAIRealtimeWS`,
-    );
   const userText = (text: string) => ({
     type: 'message' as const,
     role: 'user' as const,
     content: [{ type: 'input_text' as const, text }],
   });
-  return { rt, events, errors, next, userText };
+  return { ...connectOpenAiRealtime(t), userText };
 }
 
 describe('OpenAIRealtimeWS and GA response options', () => {
