@@ -32,6 +32,14 @@ function run(
   });
 }
 
+/** A server on a free port that logs JSON lines, with an LLM nobody answers at and no watcher. */
+const SERVING = {
+  PORT: '0',
+  LOG_LEVEL: 'info',
+  LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+  CHARACTERS_WATCH: '0',
+};
+
 describe('npm start', () => {
   it('exits 1 with one message naming every bad setting', async () => {
     const r = await run(['src/cli/start.ts'], { PORT: 'eighty', LOG_LEVEL: 'loud' });
@@ -48,10 +56,7 @@ describe('npm start', () => {
       {
         // One process: the workers have tests of their own (below, and test/server/cluster.test.ts).
         WORKERS: '1',
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
+        ...SERVING,
       },
       (stdout, kill) => {
         if (!signalled && stdout.includes('"msg":"server listening"')) {
@@ -70,10 +75,7 @@ describe('npm start', () => {
       ['src/cli/start.ts'],
       {
         WORKERS: '1',
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
+        ...SERVING,
       },
       (stdout, kill) => {
         if (step === 0 && stdout.includes('"msg":"server listening"')) {
@@ -97,10 +99,7 @@ describe('npm start', () => {
       ['src/cli/start.ts'],
       {
         WORKERS: '2',
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
+        ...SERVING,
       },
       (stdout, kill) => {
         if (!signalled && stdout.includes('"msg":"workers ready"')) {
@@ -123,10 +122,7 @@ describe('npm start', () => {
     const r = await run(
       ['src/cli/start.ts'],
       {
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        LLM_BASE_URL: 'http://127.0.0.1:9/v1',
-        CHARACTERS_WATCH: '0',
+        ...SERVING,
       },
       (stdout, kill) => {
         if (!signalled && stdout.includes(ready)) {
