@@ -413,6 +413,8 @@ export function linkWorker(
   let reportSoon = false;
   const ask = <T>(message: Record<string, unknown>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
+      // The primary is gone (killed): nothing will answer, so nobody waits for it.
+      if (!process.connected) return reject(new Error('the primary is gone'));
       const id = ++next;
       const timer = setTimeout(() => {
         waiting.delete(id);
@@ -428,7 +430,11 @@ export function linkWorker(
           reject(e);
         },
       });
-      process.send!({ ...message, id });
+      process.send!({ ...message, id }, undefined, {}, (err) => {
+        if (!err) return;
+        waiting.get(id)?.reject(new Error('the primary is gone'));
+        waiting.delete(id);
+      });
     });
   /** Sessions that open or end, and connections taken, in one turn of the event loop: one report. */
   const roomChanged = (): void => {

@@ -350,6 +350,10 @@ describe('a primary killed outright', () => {
     const said = (msg: string) => instance.logs().filter((l) => l.msg === msg).length;
     expect(said('primary gone: draining')).toBe(2);
     expect(said('server stopped')).toBe(2);
+    // Nothing waited for the dead primary to answer (its last saves failed at once).
+    const logs = JSON.stringify(instance.logs());
+    expect(logs).not.toContain('did not answer within');
+    expect(logs).not.toContain('ERR_IPC_CHANNEL_CLOSED');
   });
 });
 
