@@ -83,9 +83,30 @@ const SESSION_ENDS: Record<'idle' | 'expired', SessionEnd> = {
 };
 
 /**
+ * When a session's idle clock waits: while it works (a response or a
+ * background tool call runs), and for a whole period after it has, so the
+ * client has as long to answer what it was told as it had to begin with.
+ * Each wait is logged (debug).
+ */
+export function idleWaits(
+  working: () => boolean,
+  log: { debug: (message: string) => void },
+): () => boolean {
+  let worked = false;
+  return () => {
+    const now = working();
+    if (now) log.debug('idle clock deferred: the session works');
+    else if (worked) log.debug('idle clock restarted: the session has just worked');
+    const waits = now || worked;
+    worked = now;
+    return waits;
+  };
+}
+
+/**
  * A session's idle and lifetime clocks: `onIdle` after `sessionIdleTimeoutS`
- * without client frames (not while it works: a response or a background
- * tool call runs), `onExpired` after
+ * without client frames (not while `busy` says to wait: see {@link idleWaits}),
+ * `onExpired` after
  * `sessionMaxDurationS`. 0 turns either off.
  */
 export function watchLifetime(

@@ -27,6 +27,7 @@ import { withConnection } from './session-open.js';
 import { CLOSE, closeSocket } from './socket-close.js';
 import {
   FrameGate,
+  idleWaits,
   peekEventId,
   answerPings,
   MAX_INVALID_EVENTS_PER_S,
@@ -142,11 +143,7 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   const lifetime = watchLifetime(
     ws,
     limits,
-    () => {
-      const working = connections.get(ws)?.working === true;
-      if (working) sessionLog.debug('idle clock deferred: the session works');
-      return working;
-    },
+    idleWaits(() => connections.get(ws)?.working === true, sessionLog),
     (end) => {
       // Tell the client why, stop the session, close with the end's code.
       sessionLog.info({ limitS: end.limitS(limits) }, end.log);

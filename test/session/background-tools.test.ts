@@ -379,7 +379,7 @@ describe('the idle clock (SESSION_IDLE_TIMEOUT_S=1) and a background call', () =
   });
   afterAll(() => idle?.close());
 
-  it('does not close a session whose background call still runs; it closes once the result is told', async () => {
+  it('does not close a session whose background call still runs; it closes a whole period after the result is told', async () => {
     const c = await openSession(idle, 'character=agent');
     c.send(userMessage('Find me flights.'));
     c.send({ type: 'response.create' });
@@ -392,7 +392,8 @@ describe('the idle clock (SESSION_IDLE_TIMEOUT_S=1) and a background call', () =
     expect(done).toMatchObject({ name: 'search', outcome: 'ok' });
     const followUp = (await c.next('response.done')).response as { status: string };
     expect(followUp.status).toBe('completed');
-    // Then, with nothing running, the session is idle.
+    // Then a whole idle period from the end of the work, to answer what it was told.
+    await idle.waitForLog('idle clock restarted: the session has just worked');
     const { code, reason } = await within(c.closed, 'the idle close');
     expect([code, reason]).toEqual([4000, 'session_idle_timeout']);
   });
