@@ -5,8 +5,7 @@
  * takes PCM16 and keeps the top bits, as the reference implementation (Sun's
  * `g711.c`) does, so a decoded byte encodes back to itself.
  */
-import { AudioFormatError } from '../../errors.js';
-import { describeBadBase64 } from './pcm.js';
+import { base64ByteLength, checkBase64Decoded } from './pcm.js';
 
 /** G.711's sample rate, in Hz. */
 export const G711_SAMPLE_RATE = 8_000;
@@ -125,26 +124,8 @@ export function encodeG711(pcm: Int16Array, law: G711Law): Uint8Array {
  */
 export function decodeG711Base64(base64: string, law: G711Law): Int16Array {
   const name = law === 'mulaw' ? 'G.711 μ-law (audio/pcmu)' : 'G.711 A-law (audio/pcma)';
-  if (typeof base64 !== 'string') {
-    throw new AudioFormatError(
-      `${name} audio must be a base64 string, got ${base64 === null ? 'null' : typeof base64}.`,
-    );
-  }
-  if (base64.length % 4 !== 0) {
-    throw new AudioFormatError(
-      `Invalid base64 ${name} audio: its length (${base64.length}) is not a multiple of 4. Send padded standard base64 (RFC 4648 §4).`,
-    );
-  }
+  const expected = base64ByteLength(base64, name);
   const bytes = Buffer.from(base64, 'base64');
-  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
-  if (
-    bytes.length !== (base64.length / 4) * 3 - padding ||
-    base64.includes('-') ||
-    base64.includes('_')
-  ) {
-    throw new AudioFormatError(
-      `Invalid base64 ${name} audio: ${describeBadBase64(base64)}. Send standard padded base64 of 8 kHz G.711 bytes.`,
-    );
-  }
+  checkBase64Decoded(base64, bytes.length, expected, name, '8 kHz G.711 bytes');
   return decodeG711(bytes, law);
 }

@@ -41,7 +41,7 @@ function swapBytes16(bytes: Uint8Array): void {
 }
 
 /** Describes where a base64 string first breaks the standard alphabet (error path only). */
-export function describeBadBase64(base64: string): string {
+function describeBadBase64(base64: string): string {
   const bad = /[^A-Za-z0-9+/=]/.exec(base64);
   if (bad) {
     const code = bad[0].codePointAt(0) ?? 0;
@@ -59,6 +59,49 @@ export function describeBadBase64(base64: string): string {
   }
   const firstPad = base64.indexOf('=');
   return `'=' padding appears at offset ${firstPad}, before the end of the string or more than twice`;
+}
+
+/**
+ * The bytes a base64 audio string promises (its length's, less padding),
+ * once it is a string whose length is a multiple of 4; throws
+ * `AudioFormatError` naming `name` (the format) otherwise.
+ */
+export function base64ByteLength(base64: unknown, name: string): number {
+  if (typeof base64 !== 'string') {
+    throw new AudioFormatError(
+      `${name} audio must be a base64 string, got ${base64 === null ? 'null' : typeof base64}.`,
+    );
+  }
+  const length = base64.length;
+  if (length % 4 !== 0) {
+    throw new AudioFormatError(
+      `Invalid base64 ${name} audio: its length (${length}) is not a multiple of 4. Send padded standard base64 (RFC 4648 §4).`,
+    );
+  }
+  const padding =
+    length === 0 ? 0 : base64[length - 1] === '=' ? (base64[length - 2] === '=' ? 2 : 1) : 0;
+  return (length / 4) * 3 - padding;
+}
+
+/**
+ * Throws `AudioFormatError` unless Node's decoder wrote the bytes `base64`
+ * promised. Cheap strictness: Node skips unknown characters and stops at an
+ * early '=', both of which yield fewer bytes than the length promises. It
+ * accepts the base64url letters, so those are looked for separately.
+ * `holding` says what the bytes are, for the message.
+ */
+export function checkBase64Decoded(
+  base64: string,
+  written: number,
+  expected: number,
+  name: string,
+  holding: string,
+): void {
+  if (written !== expected || base64.includes('-') || base64.includes('_')) {
+    throw new AudioFormatError(
+      `Invalid base64 ${name} audio: ${describeBadBase64(base64)}. Send standard padded base64 of ${holding}.`,
+    );
+  }
 }
 
 /**
@@ -90,33 +133,14 @@ export class Pcm16Decoder {
    * Throws `AudioFormatError` on invalid base64; the carried byte is kept.
    */
   push(base64: string): Int16Array {
-    if (typeof base64 !== 'string') {
-      throw new AudioFormatError(
-        `PCM16 audio must be a base64 string, got ${base64 === null ? 'null' : typeof base64}.`,
-      );
-    }
+    const expected = base64ByteLength(base64, 'PCM16');
     const length = base64.length;
-    if (length % 4 !== 0) {
-      throw new AudioFormatError(
-        `Invalid base64 PCM16 audio: its length (${length}) is not a multiple of 4. Send padded standard base64 (RFC 4648 §4).`,
-      );
-    }
-    const padding =
-      length === 0 ? 0 : base64[length - 1] === '=' ? (base64[length - 2] === '=' ? 2 : 1) : 0;
-    const expected = (length / 4) * 3 - padding;
     const carryBytes = this.#carry < 0 ? 0 : 1;
     const needed = carryBytes + expected + 3; // +3: room to notice a decoder that writes more than expected
     if (this.#scratch.length < needed) this.#scratch = Buffer.allocUnsafeSlow(needed);
     const scratch = this.#scratch;
     const written = length === 0 ? 0 : scratch.write(base64, carryBytes, 'base64');
-    // Cheap strictness: Node skips unknown characters and stops at early '=',
-    // both of which yield fewer bytes than the length promises. It accepts the
-    // base64url letters, so look for those two separately.
-    if (written !== expected || base64.includes('-') || base64.includes('_')) {
-      throw new AudioFormatError(
-        `Invalid base64 PCM16 audio: ${describeBadBase64(base64)}. Send standard padded base64 of little-endian 16-bit samples.`,
-      );
-    }
+    checkBase64Decoded(base64, written, expected, 'PCM16', 'little-endian 16-bit samples');
     if (carryBytes) scratch[0] = this.#carry;
     const total = carryBytes + expected;
     const samples = total >> 1;
