@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import type { AudioFormat, ClientTool } from '../session/events.js';
+import { FORMAT_OF_ENCODING } from '../session/voice-settings.js';
 import { toolSchemaProblem } from './tool-parameters.js';
 
 /** An event's optional `event_id`. */
@@ -158,15 +159,10 @@ export const temperature = z
 
 /** Beta strings and GA objects, as one {@link AudioFormat}. */
 export const audioFormat = z.union([
-  z.enum(['pcm16', 'g711_ulaw', 'g711_alaw', 'ogg_opus']).transform(
-    (f): AudioFormat =>
-      ({
-        pcm16: { type: 'audio/pcm', rate: 24000 },
-        g711_ulaw: { type: 'audio/pcmu' },
-        g711_alaw: { type: 'audio/pcma' },
-        ogg_opus: { type: 'audio/ogg', rate: 24000 },
-      })[f] as AudioFormat,
-  ),
+  // The beta names are the encodings' own.
+  z
+    .enum(['pcm16', 'g711_ulaw', 'g711_alaw', 'ogg_opus'])
+    .transform((f): AudioFormat => ({ ...FORMAT_OF_ENCODING[f] })),
   z.strictObject({
     type: z.enum(['audio/pcm', 'audio/pcmu', 'audio/pcma', 'audio/ogg']),
     rate: z.number().int().positive().optional(),

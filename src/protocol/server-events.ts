@@ -3,6 +3,7 @@
  * names and shapes of the connection's dialect.
  */
 import type { Item, ServerEvent, SessionObject, SessionUpdate } from '../session/events.js';
+import { ENCODING_OF_FORMAT } from '../session/voice-settings.js';
 import { createUnmuteShaper } from './unmute.js';
 
 /** The wire dialects. */
@@ -190,21 +191,14 @@ function betaItem(item: Item): object {
   return { ...item, content: item.content.map((p) => ({ ...p, type: betaPartType(p.type) })) };
 }
 
-const BETA_FORMATS: Record<string, string> = {
-  'audio/pcm': 'pcm16',
-  'audio/pcmu': 'g711_ulaw',
-  'audio/pcma': 'g711_alaw',
-  'audio/ogg': 'ogg_opus',
-};
-
 function betaSession(s: SessionObject): object {
   const { output_modalities, audio, max_output_tokens, type: _type, ...rest } = s;
   return {
     ...rest,
     modalities: output_modalities,
     voice: audio.output.voice,
-    input_audio_format: BETA_FORMATS[audio.input.format.type],
-    output_audio_format: BETA_FORMATS[audio.output.format.type],
+    input_audio_format: ENCODING_OF_FORMAT[audio.input.format.type],
+    output_audio_format: ENCODING_OF_FORMAT[audio.output.format.type],
     turn_detection: audio.input.turn_detection,
     input_audio_transcription: audio.input.transcription,
     input_audio_noise_reduction: audio.input.noise_reduction,

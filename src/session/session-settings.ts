@@ -14,7 +14,13 @@ import type {
   TurnDetection,
 } from './events.js';
 import type { SettingsState, TurnSettings } from './session-state.js';
-import type { AudioEncoding, SessionVoice, VoiceSettings } from './voice-settings.js';
+import {
+  ENCODING_OF_FORMAT,
+  FORMAT_OF_ENCODING,
+  type AudioEncoding,
+  type SessionVoice,
+  type VoiceSettings,
+} from './voice-settings.js';
 import { resolveVoice, type ResolvedVoice } from '../voice/voices.js';
 
 /** A voice frontend's defaults (see `Session.configureVoice`). */
@@ -369,27 +375,12 @@ const FORMAT_RATES: Partial<Record<AudioFormat['type'], number>> = {
   'audio/pcma': 8000,
 };
 
-/** Each encoding as the session object shows it; G.711's GA format carries only its type. */
-const FORMAT_OBJECTS: Record<AudioEncoding, AudioFormat> = {
-  pcm16: { type: 'audio/pcm', rate: 24000 },
-  g711_ulaw: { type: 'audio/pcmu' },
-  g711_alaw: { type: 'audio/pcma' },
-  ogg_opus: { type: 'audio/ogg', rate: 24000 },
-};
-
-const ENCODINGS: Record<AudioFormat['type'], AudioEncoding> = {
-  'audio/pcm': 'pcm16',
-  'audio/pcmu': 'g711_ulaw',
-  'audio/pcma': 'g711_alaw',
-  'audio/ogg': 'ogg_opus',
-};
-
 function formatObject(encoding: AudioEncoding): AudioFormat {
-  return { ...FORMAT_OBJECTS[encoding] };
+  return { ...FORMAT_OF_ENCODING[encoding] };
 }
 
 function encodingOf(format: AudioFormat): AudioEncoding {
-  return ENCODINGS[format.type];
+  return ENCODING_OF_FORMAT[format.type];
 }
 
 /** The GA API's defaults for the settings of {@link GaSessionSettings}. */

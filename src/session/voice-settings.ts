@@ -5,12 +5,32 @@
 import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { VadEngine } from '../voice/vad.js';
 import type { VadSettings } from './audio-input.js';
+import type { AudioFormat } from './events.js';
 
 /**
  * Audio encodings a session reads and writes: base64 PCM16 LE 24 kHz, G.711
  * μ-law or A-law at 8 kHz (telephony), or Ogg/Opus pages (Unmute).
  */
 export type AudioEncoding = 'pcm16' | 'g711_ulaw' | 'g711_alaw' | 'ogg_opus';
+
+/**
+ * Each encoding as the GA API's format object (G.711's carries only its
+ * type). The encodings' names are the beta API's names for them.
+ */
+export const FORMAT_OF_ENCODING: Readonly<Record<AudioEncoding, AudioFormat>> = {
+  pcm16: { type: 'audio/pcm', rate: 24000 },
+  g711_ulaw: { type: 'audio/pcmu' },
+  g711_alaw: { type: 'audio/pcma' },
+  ogg_opus: { type: 'audio/ogg', rate: 24000 },
+};
+
+/** The encoding of each GA format type. */
+export const ENCODING_OF_FORMAT: Readonly<Record<AudioFormat['type'], AudioEncoding>> = {
+  'audio/pcm': 'pcm16',
+  'audio/pcmu': 'g711_ulaw',
+  'audio/pcma': 'g711_alaw',
+  'audio/ogg': 'ogg_opus',
+};
 
 /** Speech settings from config. */
 export interface VoiceSettings {
