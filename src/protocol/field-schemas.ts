@@ -97,6 +97,13 @@ export const voiceSchema = z.union([
   z.strictObject({ id: z.string().min(1).max(256) }).transform((v) => v.id),
 ]);
 
+/** Settings a session and a response take under a GA and a beta name. */
+export const BETA_NAMES: ReadonlyArray<readonly [ga: string, beta: string]> = [
+  ['output_modalities', 'modalities'],
+  ['max_output_tokens', 'max_response_output_tokens'],
+  ['audio.output.voice', 'voice'],
+];
+
 /**
  * A check that a value given under both its GA and its beta name is the same
  * under both: otherwise one would be dropped without a word.

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { InputItem, ResponseOptions } from '../session/events.js';
 import {
   audioFormat,
+  BETA_NAMES,
   maxTokens,
   modalities,
   sameUnderBothNames,
@@ -84,13 +85,7 @@ export const responseSchema = z
     parallel_tool_calls: z.boolean().optional(),
     reasoning: reasoningSchema.optional(),
   })
-  .superRefine(
-    sameUnderBothNames([
-      ['output_modalities', 'modalities'],
-      ['max_output_tokens', 'max_response_output_tokens'],
-      ['audio.output.voice', 'voice'],
-    ]),
-  )
+  .superRefine(sameUnderBothNames(BETA_NAMES))
   .transform((r): ResponseOptions => {
     const out: ResponseOptions = {};
     if (r.instructions !== undefined) out.instructions = r.instructions;

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { SessionUpdate } from '../session/events.js';
 import {
   audioFormat,
+  BETA_NAMES,
   maxTokens,
   modalities,
   sameUnderBothNames,
@@ -103,13 +104,7 @@ export const sessionSchema = z
     max_response_output_tokens: maxTokens.optional(),
     ...accepted,
   })
-  .superRefine(
-    sameUnderBothNames([
-      ['output_modalities', 'modalities'],
-      ['max_output_tokens', 'max_response_output_tokens'],
-      ['audio.output.voice', 'voice'],
-    ]),
-  )
+  .superRefine(sameUnderBothNames(BETA_NAMES))
   .transform((s): SessionUpdate => {
     const out: SessionUpdate = {};
     if (s.character !== undefined) out.character = s.character;

@@ -310,7 +310,8 @@ export class Conversation {
     if (problem) return problem;
     // Audio parts are kept with their transcripts, which the model reads.
     const stored = messageItem(item.role, withoutAudio(item.content), item.id);
-    const message = toChatMessage(item.role, spokenAsText(item.content));
+    const read = spokenAsText(item.content);
+    const message = toChatMessage(item.role, read);
     if (inserting) return this.#insert(after, stored, message, eventId);
     const group = item.role === 'user' ? this.#history.startGroup() : this.#history.current();
     // A user message added while a response runs comes after the response's
@@ -321,7 +322,7 @@ export class Conversation {
       {
         item: stored.id,
         role: item.role,
-        text: this.#o.content(textOf(spokenAsText(item.content))),
+        text: this.#o.content(textOf(read)),
       },
       'item added',
     );

@@ -72,6 +72,7 @@ export function inputMessages(
     open = undefined;
   };
   for (const [i, given] of input.entries()) {
+    const place: ItemPlace = { event: 'response.create', at: `response.input[${i}]`, eventId };
     let item: Item | InputItem = given;
     if (given.type === 'item_reference') {
       const found = find(given.id);
@@ -84,11 +85,6 @@ export function inputMessages(
       }
       item = found;
     } else {
-      const place: ItemPlace = {
-        event: 'response.create',
-        at: `response.input[${i}]`,
-        eventId,
-      };
       const problem =
         given.type === 'message'
           ? checkMessage(given, place)
@@ -98,14 +94,7 @@ export function inputMessages(
       if (problem) return problem;
     }
     if (item.type === 'function_call' && item.call_id !== undefined) {
-      if (callIds.has(item.call_id)) {
-        const at = `response.input[${i}]`;
-        return duplicateCallId(item.call_id, 'response.input', {
-          event: 'response.create',
-          at,
-          eventId,
-        });
-      }
+      if (callIds.has(item.call_id)) return duplicateCallId(item.call_id, 'response.input', place);
       callIds.add(item.call_id);
     }
     switch (item.type) {
