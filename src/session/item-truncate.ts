@@ -58,7 +58,6 @@ export function truncateItem(
   const heard = speech.heardUntil(event.item_id, event.audio_end_ms) ?? '';
   speech.truncate(event.item_id, event.audio_end_ms);
   const live = p.active?.speech === speech;
-  if (live) p.active!.truncations.set(event.item_id, heard);
   p.conversation.cutToHeard(event.item_id, heard);
   p.send({
     type: 'conversation.item.truncated',

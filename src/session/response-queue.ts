@@ -48,8 +48,6 @@ export interface RunningResponse {
   firstAudioMs?: number;
   /** End of the user's speech → transcript, for responses their speech started. */
   sttMs?: number;
-  /** What the client says it played of its items (`conversation.item.truncate`). */
-  truncations: Map<string, string>;
 }
 
 /** A request for a response. */
@@ -202,7 +200,6 @@ export class ResponseQueue {
       kind: request.kind,
       controller: new AbortController(),
       done: Promise.resolve(),
-      truncations: new Map(),
       ...(request.sttMs !== undefined ? { sttMs: request.sttMs } : {}),
     };
   }

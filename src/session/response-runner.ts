@@ -203,7 +203,7 @@ export async function runResponse(
   // History: the turn's messages and the items that stand for them.
   if (summary && !outOfBand) {
     const kept = speech
-      ? keepHeard(summary.messages, spokenItems, response.truncations, (id, spoken) =>
+      ? keepHeard(summary.messages, spokenItems, speech.truncations(), (id, spoken) =>
           ctx.conversation.recordSpoken(id, spoken),
         )
       : summary.messages;

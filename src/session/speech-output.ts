@@ -228,6 +228,17 @@ export class SpeechOutput {
     if (item) item.truncatedMs = audioEndMs;
   }
 
+  /** What the listener heard of each item the client truncated (`conversation.item.truncate`). */
+  truncations(): ReadonlyMap<string, string> {
+    const heard = new Map<string, string>();
+    for (const item of this.#items) {
+      if (item.truncatedMs !== undefined) {
+        heard.set(item.place.item_id, this.#heard(item, item.truncatedMs));
+      }
+    }
+    return heard;
+  }
+
   #item(itemId: string): ItemSpeech | undefined {
     return this.#items.find((i) => i.place.item_id === itemId);
   }
