@@ -91,6 +91,8 @@ export class Conversation {
   readonly #spoken = new Map<string, SpokenRound>();
   /** The character's turn settings: tool results are written in its tool format. */
   #turn: CharacterTurnSettings = {};
+  /** The newest user item that joined while the running response runs. */
+  #late: string | undefined;
 
   constructor(options: ConversationOptions, state?: ConversationState) {
     this.#o = options;
@@ -158,9 +160,29 @@ export class Conversation {
     return this.#history.lastItemId();
   }
 
-  /** The newest item the client has seen: the running response's, else history's. */
+  /**
+   * The item a new response's items follow: history's newest. Items that join
+   * while it runs come after all of its items.
+   */
+  responseStarts(): string | null {
+    this.#late = undefined;
+    return this.#history.lastItemId();
+  }
+
+  /**
+   * The newest item in the order history will hold them, where the client's
+   * next item goes: while a response runs, the last item that joined after it
+   * started, else its newest item (its items join before those).
+   */
   newestItemId(): string | null {
-    return this.#o.responseLastItemId() ?? this.#history.lastItemId();
+    const running = this.#o.responseLastItemId();
+    if (running === undefined) return this.#history.lastItemId();
+    return this.#late ?? running ?? this.#history.lastItemId();
+  }
+
+  /** Notes a user's item that joined history while a response runs (its items come first). */
+  #joined(itemId: string): void {
+    if (this.#o.responseLastItemId() !== undefined) this.#late = itemId;
   }
 
   find(id: string): Item | undefined {
@@ -318,6 +340,7 @@ export class Conversation {
     // items (not in history until it ends): it follows the newest of them.
     const previous = item.role === 'user' ? newest : this.#history.lastItemId();
     this.#history.addMessageItem(group, stored, message);
+    if (item.role === 'user') this.#joined(stored.id);
     this.#o.log().debug(
       {
         item: stored.id,
@@ -603,6 +626,7 @@ export class Conversation {
       role: 'user',
       content: transcript,
     });
+    this.#joined(item.id);
   }
 
   /** The chat history as the model will see it, in Unmute's plain shape. */

@@ -133,7 +133,7 @@ export async function runResponse(
   const speech = voice?.speechFor(response, turnLog, receivedAt);
   // Every call but the client's own tools is the server's to run (unknown ones are answered too).
   const clientNames = new Set((r.tools ?? ctx.config.current.tools).map((t) => t.name));
-  const before = outOfBand ? null : ctx.conversation.lastItemId();
+  const before = outOfBand ? null : ctx.conversation.responseStarts();
   const out = new ResponseWriter(response.id, send, before, speech, {
     serverLabel: character.id,
     runs: (name) => !clientNames.has(name),

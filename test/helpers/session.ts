@@ -100,6 +100,33 @@ export function userMessage(text: string, extra: Record<string, unknown> = {}): 
 }
 
 /** Role and text of each message, for comparing histories at a glance. */
+/** The id of the item an item event carries. */
+export function idOf(event: Received): string {
+  return (event.item as { id: string }).id;
+}
+
+/**
+ * The conversation as a client builds it from `conversation.item.added`, the
+ * way the Agents SDK does: each new item right after its `previous_item_id`,
+ * at the end when that is null or unknown. Returns the item ids in order.
+ */
+export function listByPrevious(events: readonly Received[]): string[] {
+  const ids: string[] = [];
+  for (const e of events) {
+    if (e.type === 'conversation.item.deleted') {
+      const at = ids.indexOf(e.item_id as string);
+      if (at !== -1) ids.splice(at, 1);
+    }
+    if (e.type !== 'conversation.item.added') continue;
+    const id = idOf(e);
+    if (ids.includes(id)) continue;
+    const after = ids.indexOf(e.previous_item_id as string);
+    if (after === -1) ids.push(id);
+    else ids.splice(after + 1, 0, id);
+  }
+  return ids;
+}
+
 export function outline(messages: readonly ChatMessage[]): string[] {
   return messages.map((m) => {
     if (m.role === 'tool') return `tool(${m.tool_call_id}): ${m.content}`;

@@ -5,7 +5,9 @@ import { say } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import {
   doneOf,
+  idOf,
   lastChat,
+  listByPrevious,
   nextError,
   openSession,
   textOf,
@@ -162,28 +164,41 @@ describe('response lifecycle', () => {
     await c.close();
   });
 
-  it('puts a message the client adds while a response runs after that response', async () => {
+  it('puts messages the client adds while a response runs after that response, in order', async () => {
     t.simulator.setLatency({ tokensPerSec: 200 });
     const c = await openSession(t, 'character=plain');
     say(c, 'Tell me a story.');
     await c.next('response.output_text.delta');
     c.send(userMessage('Make it short.'));
+    await c.next('conversation.item.done', (e) =>
+      JSON.stringify(e.item).includes('Make it short.'),
+    );
+    c.send(userMessage('And funny.'));
     const response = doneOf(await c.untilDone());
     expect(response.status).toBe('completed');
-    // On the wire too it follows the reply, which history keeps before it.
-    const added = c.events.find(
-      (e) =>
-        e.type === 'conversation.item.added' && JSON.stringify(e.item).includes('Make it short.'),
-    )!;
-    expect(added.previous_item_id).toBe((response.output[0] as { id: string }).id);
+    // On the wire too they follow the reply, which history keeps before them.
+    const added = (text: string) =>
+      c.events.find(
+        (e) => e.type === 'conversation.item.added' && JSON.stringify(e.item).includes(text),
+      )!;
+    const replyId = (response.output[0] as { id: string }).id;
+    expect(added('Make it short.').previous_item_id).toBe(replyId);
+    expect(added('And funny.').previous_item_id).toBe(idOf(added('Make it short.')));
+    // A list built as the Agents SDK builds it (each item after its previous_item_id) keeps that order.
+    expect(listByPrevious(c.events).slice(-3)).toEqual([
+      replyId,
+      idOf(added('Make it short.')),
+      idOf(added('And funny.')),
+    ]);
 
     t.simulator.setLatency({});
     c.send({ type: 'response.create' });
     expect(doneOf(await c.untilDone()).status).toBe('completed');
-    expect(lastChat(t.simulator).messages.slice(-3)).toEqual([
+    expect(lastChat(t.simulator).messages.slice(-4)).toEqual([
       { role: 'user', content: 'Tell me a story.' },
       { role: 'assistant', content: LONG_REPLY },
       { role: 'user', content: 'Make it short.' },
+      { role: 'user', content: 'And funny.' },
     ]);
     await c.close();
   });
