@@ -54,6 +54,10 @@ function check(parameters: Record<string, unknown>): string | undefined {
   } catch (e) {
     return (e as Error).message;
   }
+  // A call's arguments are a JSON object; OpenAI refuses any other type here.
+  if (schema.type !== undefined && schema.type !== 'object') {
+    return `the schema's type must be "object" (a call's arguments are one object), not ${JSON.stringify(schema.type)}`;
+  }
   return walk(schema);
 }
 

@@ -28,6 +28,11 @@ const BAD_SCHEMAS: Array<[string, Record<string, unknown>, string]> = [
     'at /type: must be equal to one of the allowed values',
   ],
   [
+    'a top level that is not an object',
+    { type: 'array', items: { type: 'string' } },
+    'the schema\'s type must be "object" (a call\'s arguments are one object), not "array"',
+  ],
+  [
     'a pattern that is no regular expression',
     { type: 'object', properties: { a: { type: 'string', pattern: '(' } } },
     'pattern is no regular expression',
