@@ -17,7 +17,7 @@ import { handsOff } from '../characters/handoffs.js';
 import { DEMO_LINES, DEMO_SCRIPT } from '../testing/scripts/demo.js';
 import { startSimulator } from '../testing/simulator/index.js';
 import { createChatRenderer, parseServerEvent, type Output } from './chat-render.js';
-import { readCommandLine } from './command-line.js';
+import { EXIT_USAGE, readCommandLine } from './command-line.js';
 import { serve } from './serve.js';
 import { DEMO_COMMAND } from './start-options.js';
 
@@ -31,6 +31,7 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   readCommandLine(argv, DEMO_COMMAND, 'demo');
   const check = argv.includes('--check');
+  const [simPort, serverArgv] = simPortOf(argv.filter((a) => a !== '--check'));
   const workers = process.env.WORKERS;
   if (workers !== undefined && workers.trim() !== '' && workers.trim() !== '1') {
     process.stderr.write(
@@ -41,6 +42,13 @@ async function main(): Promise<void> {
     script: DEMO_SCRIPT,
     profile: 'vllm-hermes',
     latency: { ttftMs: 150, tokensPerSec: 40 },
+    port: simPort,
+  }).catch((err: NodeJS.ErrnoException) => {
+    const why = err.code === 'EADDRINUSE' ? 'is taken' : `cannot be listened on (${err.message})`;
+    process.stderr.write(
+      `demo: the simulator's port ${simPort} ${why}; choose another with --sim-port.\n`,
+    );
+    process.exit(1);
   });
   const port = process.env.PORT ?? String((await isFree(DEMO_PORT)) ? DEMO_PORT : 0);
   const server = await serve({
@@ -53,7 +61,7 @@ async function main(): Promise<void> {
       OPENAI_API_KEY: '',
       LLM_MODEL: '',
     },
-    argv: argv.filter((a) => a !== '--check'),
+    argv: serverArgv,
   });
   out.write(`${formatCheckReport(reportOf(server.registry))}\n\n`);
   out.write(
@@ -160,6 +168,25 @@ async function voiceLine(server: TroupeServer): Promise<string> {
   const problems = [heard, spoken].filter((h) => h && !h.ok).map((h) => h!.detail);
   if (problems.length > 0) return `${engines}, not ready: ${problems.join('; ')}`;
   return `${engines}: press the microphone in the web client, or add --voice to the chat command`;
+}
+
+/** `--sim-port N` (or `=N`): the port, and the arguments left for the server. */
+function simPortOf(argv: readonly string[]): [number, string[]] {
+  const rest: string[] = [];
+  let given: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--sim-port') given = argv[++i];
+    else if (arg.startsWith('--sim-port=')) given = arg.slice('--sim-port='.length);
+    else rest.push(arg);
+  }
+  if (given === undefined) return [0, rest];
+  const port = /^\d{1,5}$/.test(given) ? Number(given) : NaN;
+  if (!(port <= 65_535)) {
+    process.stderr.write(`demo: --sim-port: expected a port from 0 to 65535, got "${given}".\n`);
+    process.exit(EXIT_USAGE);
+  }
+  return [port, rest];
 }
 
 function isFree(port: number): Promise<boolean> {

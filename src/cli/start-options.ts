@@ -85,6 +85,11 @@ export const DEMO_COMMAND: CommandInfo = {
       name: 'check',
       help: 'talk to every seed character once, print the conversations and exit',
     },
+    {
+      name: 'sim-port',
+      value: 'N',
+      help: 'port of the simulated LLM, for a server or client of your own (default any free port)',
+    },
     ...SERVER_FLAGS.filter((f) => !DEMO_LEAVES_OUT.has(f.name)),
     HELP_FLAG,
   ],

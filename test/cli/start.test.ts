@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 
@@ -145,7 +147,8 @@ describe('npm run demo', () => {
   it('prints the web client URL and chat command, and every seed character completes its lines', async () => {
     // TOOL_TIMEOUT_MS: the tools' 100 ms default is a latency goal a busy machine can miss.
     // WORKERS is npm start's: the demo, one process, says so and runs.
-    const r = await run(['src/cli/demo.ts', '--check'], {
+    const simPort = await freePort();
+    const r = await run(['src/cli/demo.ts', '--check', '--sim-port', String(simPort)], {
       PORT: '0',
       TOOL_TIMEOUT_MS: '60000',
       WORKERS: '2',
@@ -155,7 +158,7 @@ describe('npm run demo', () => {
     expect(r.stdout).toMatch(/web client {3}http:\/\/127\.0\.0\.1:\d+\//);
     // Where to wire a client of one's own, and the simulated LLM another server can use.
     expect(r.stdout).toMatch(/realtime {5}ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime\n/);
-    expect(r.stdout).toMatch(/simulator {4}http:\/\/127\.0\.0\.1:\d+\/v1 /);
+    expect(r.stdout).toContain(`simulator    http://127.0.0.1:${simPort}/v1 `);
     expect(r.stdout).toMatch(
       /npm run chat -- --character weather --url ws:\/\/127\.0\.0\.1:\d+\/v1\/realtime/,
     );
@@ -170,4 +173,31 @@ describe('npm run demo', () => {
     }
     expect(r.stdout).toContain('demo check: every response completed');
   });
+
+  it("says why the simulator's port cannot be had, before serving", async () => {
+    const taken = createServer().listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const r = await run(['src/cli/demo.ts', `--sim-port=${port}`], { PORT: '0' });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(
+        `demo: the simulator's port ${port} is taken; choose another with --sim-port.\n`,
+      );
+    } finally {
+      taken.close();
+    }
+    const bad = await run(['src/cli/demo.ts', '--sim-port', '70000'], { PORT: '0' });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toBe('demo: --sim-port: expected a port from 0 to 65535, got "70000".\n');
+  });
 });
+
+/** A port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const probe = createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
