@@ -9,6 +9,7 @@ import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
+import { StateSaver } from './state-json.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
@@ -87,6 +88,7 @@ export class ConversationSession implements Session {
   /** A restored session's announcement, waiting for the client's first event (or its timer). */
   #restoredWait: NodeJS.Timeout | undefined;
   readonly #followUps = new McpFollowUps();
+  readonly #stateSaver = new StateSaver();
 
   constructor(
     options: SessionOptions,
@@ -206,7 +208,8 @@ export class ConversationSession implements Session {
   #live(): SessionState {
     const running = this.#background.pending();
     const background = running.length > 0 ? { background: running } : {};
-    return { ...this.#state, ...background, conversation: this.#conversation.toState() };
+    const states = this.#stateSaver.save(this.#state, this.#character.id, this.#log);
+    return { ...this.#state, ...background, ...states, conversation: this.#conversation.toState() };
   }
 
   async idle(): Promise<void> {
