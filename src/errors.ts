@@ -289,3 +289,16 @@ const FILE_PATHS =
 export function redactPaths(text: string): string {
   return text.replace(FILE_PATHS, (_m, last: string) => `…/${last}`);
 }
+
+/**
+ * The first line of a thrown error, for people outside the server (a client,
+ * the model): credentials removed, file paths cut to their last part, at most
+ * `max` characters. Logs keep the error whole.
+ *
+ * @example errorLine(new Error('no route to postgres://u:pw@db/x\nat …')) // 'no route to postgres://[redacted]@db/x'
+ */
+export function errorLine(error: unknown, max = 200): string {
+  const raw = redactPaths(redactSecrets(error instanceof Error ? error.message : String(error)));
+  const line = raw.split('\n', 1)[0] ?? '';
+  return line.length > max ? `${line.slice(0, max - 3)}...` : line || 'unknown error';
+}

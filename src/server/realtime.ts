@@ -12,7 +12,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { CharacterRegistry } from '../characters/registry.js';
 import { DEFAULT_OVERLOAD_RETRY_MS } from '../config/defaults.js';
 import type { Config } from '../config/index.js';
-import { ProtocolError } from '../errors.js';
+import { ProtocolError, errorLine } from '../errors.js';
 import { countFromZero, type Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
 import type { SessionSettings } from '../session/response-runner.js';
@@ -429,7 +429,7 @@ function createConnectionOpener(
       link.log.error({ err }, 'session open failed');
       const error = new ProtocolError(
         'character_unavailable',
-        `Character "${character.id}" could not start a session: ${(err as Error).message}`,
+        `Character "${character.id}" could not start a session: ${errorLine(err, 300)}`,
         { type: 'server_error' },
       );
       metrics.server.rejected.inc({ reason: 'character_unavailable' });

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { z } from 'zod';
-import { TroupeError, redactPaths, redactSecrets } from '../errors.js';
+import { TroupeError, errorLine } from '../errors.js';
 import {
   DEFAULT_MAX_PARALLEL_TOOL_CALLS,
   DEFAULT_MAX_TOOL_OUTPUT_BYTES,
@@ -293,7 +293,7 @@ export async function runPreparedCall(
     case 'cancelled':
       return finish('cancelled', `Error: ${call.name} was cancelled.`, { args });
     case 'throw':
-      return finish('error', `Error: ${call.name} failed: ${shortMessage(settled.error)}`, {
+      return finish('error', `Error: ${call.name} failed: ${errorLine(settled.error)}`, {
         args,
         error: settled.error,
       });
@@ -392,16 +392,6 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[], input: unkno
   return parts.join('; ');
 }
 
-/**
- * The first line of a thrown error, for the model (and so the client): file
- * paths are cut to their last part and credentials removed; logs keep it whole.
- */
-function shortMessage(error: unknown): string {
-  const raw = redactPaths(redactSecrets(error instanceof Error ? error.message : String(error)));
-  const line = raw.split('\n', 1)[0] ?? '';
-  return line.length > 200 ? `${line.slice(0, 197)}...` : line || 'unknown error';
-}
-
 /** Strings pass through; everything else is JSON-encoded. */
 export function encodeOutput(
   value: unknown,
@@ -410,7 +400,7 @@ export function encodeOutput(
   try {
     return { ok: true, text: JSON.stringify(value) ?? 'null' };
   } catch (error) {
-    return { ok: false, reason: shortMessage(error), error };
+    return { ok: false, reason: errorLine(error), error };
   }
 }
 

@@ -72,7 +72,9 @@ beforeAll(async () => {
     'moody.ts': character({
       name: 'Moody',
       extra: `makeSystemPrompt: (_i, ctx) => {
-        if (ctx.sessionId !== 'load-check') throw new Error('not today');
+        if (ctx.sessionId !== 'load-check') {
+          throw new Error('no postgres://admin:hunter2@db.internal/users (sk-abcdef1234567890)\\nat x');
+        }
         return 'You are moody.';
       },`,
     }),
@@ -145,6 +147,17 @@ describe('handoffs and state', () => {
     // Still the desk: no handoff, its own answer.
     expect(textOf(await through(c, 'back', 0))).toBe('Desk here.');
     await c.close();
+  });
+
+  it('refuses a session whose prompt generator fails, in one line without its secrets', async () => {
+    const c = await connect(`${t.wsUrl}?character=moody`);
+    const error = await c.next('error');
+    expect(error.error).toMatchObject({ type: 'server_error', code: 'character_unavailable' });
+    const message = (error.error as { message: string }).message;
+    expect(message).toMatch(/^Character "moody" could not start a session: .*makeSystemPrompt/);
+    expect(message).toContain('postgres://[redacted]@db.internal/users ([redacted])');
+    expect(message).not.toMatch(/hunter2|sk-abc|\n/);
+    expect((await c.closed).code).toBe(1011);
   });
 
   it('resumes a handed-off session with the new character and every character state', async () => {
