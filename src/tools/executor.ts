@@ -256,6 +256,8 @@ export async function runPreparedCall(
     | { kind: 'throw'; error: unknown }
     | { kind: 'timeout' }
     | { kind: 'cancelled' };
+  // Time the handler held the event loop in its own call: no timer can cut that short.
+  let blockedMs = 0;
   let timer: NodeJS.Timeout | undefined;
   let onTurnAbort: (() => void) | undefined;
   const handlerStarted = performance.now();
@@ -273,17 +275,33 @@ export async function runPreparedCall(
     }
     // A handler may throw synchronously, return a value, or return a promise;
     // a late settlement after a timeout is ignored (resolve is idempotent).
+    // One that held the event loop past its timeout ends as a timeout all the same.
     Promise.resolve()
-      .then(() => tool.handler(args, ctx))
+      .then(() => {
+        const called = performance.now();
+        try {
+          return tool.handler(args, ctx);
+        } finally {
+          blockedMs = performance.now() - called;
+        }
+      })
       .then(
-        (value) => resolve({ kind: 'value', value }),
-        (error: unknown) => resolve({ kind: 'throw', error }),
+        (value) => resolve(blockedMs > timeoutMs ? { kind: 'timeout' } : { kind: 'value', value }),
+        (error: unknown) =>
+          resolve(blockedMs > timeoutMs ? { kind: 'timeout' } : { kind: 'throw', error }),
       );
   });
   handlerMs = performance.now() - handlerStarted;
   clearTimeout(timer);
   if (onTurnAbort) options.signal.removeEventListener('abort', onTurnAbort);
 
+  if (blockedMs > timeoutMs) {
+    controller.abort(new ToolTimeoutError(call.name, timeoutMs));
+    log.warn(
+      { blockedMs: Math.round(blockedMs), timeoutMs },
+      'tool handler held the event loop past its timeout: every session waited; move CPU-bound work to a worker thread',
+    );
+  }
   switch (settled.kind) {
     case 'timeout':
       return finish('timeout', `Error: ${call.name} did not finish within ${timeoutMs} ms.`, {

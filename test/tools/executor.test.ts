@@ -251,6 +251,35 @@ describe('tool executor', () => {
     expect(handlerSignal?.aborted).toBe(true);
   });
 
+  it('times out a handler that holds the event loop past its timeout, and says so in the log', async () => {
+    let handlerSignal: AbortSignal | undefined;
+    const spin = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    const busy = defineTool({
+      name: 'busy',
+      description: 'b',
+      parameters: z.object({}),
+      timeoutMs: 20,
+      handler: (_a, ctx) => {
+        handlerSignal = ctx.signal;
+        spin(60);
+        return 'done at last';
+      },
+    });
+    const o = options();
+    const r = await executeToolCall(call('busy', {}), createToolset([busy]), o);
+    expect(r).toMatchObject({
+      outcome: 'timeout',
+      output: 'Error: busy did not finish within 20 ms.',
+    });
+    expect(handlerSignal?.aborted).toBe(true);
+    const warned = o.log.entries.find((e) => e.msg.startsWith('tool handler held the event loop'));
+    expect(warned?.fields).toMatchObject({ tool: 'busy', timeoutMs: 20 });
+    expect(warned!.fields.blockedMs as number).toBeGreaterThanOrEqual(60);
+  });
+
   it('uses the default timeout of 100 ms when a tool sets none', async () => {
     const slow = defineTool({
       name: 'slow',
