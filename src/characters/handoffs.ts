@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { CharacterError } from '../errors.js';
-import { zodToParameters } from '../tools/define-tool.js';
+import { zodToParameters } from '../tools/zod-json.js';
 import type { Toolset } from '../tools/library.js';
 import type { RunnableTool } from '../tools/types.js';
 import { closest } from './closest.js';

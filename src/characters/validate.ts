@@ -8,6 +8,7 @@ import { CharacterError, type CharacterErrorKind } from '../errors.js';
 import { MAX_BACKGROUND_TOOL_TIMEOUT_MS, TOOL_NAME_PATTERN } from '../tools/constants.js';
 import { compileJsonSchema } from '../tools/define-tool.js';
 import { formatPath, preview } from '../tools/preview.js';
+import { unrepresentableFields } from '../tools/zod-json.js';
 import { MAX_MCP_SERVERS } from '../mcp/constants.js';
 import { MCP_SERVER_FIELDS, mcpServerSchema } from '../mcp/schema.js';
 import { closest } from './closest.js';
@@ -425,6 +426,9 @@ function checkTools(raw: Record<string, unknown>): FieldProblem[] {
         });
       } else seen.set(name, i);
     }
+    if (zodStyle && parsed.success) {
+      problems.push(...unsendableFields(name, t.parameters as z.ZodType, at));
+    }
     if (!zodStyle && parsed.success && fnPart?.parameters !== undefined) {
       // What the field checks above miss, the compiler catches (e.g. a $ref it cannot follow).
       try {
@@ -455,6 +459,19 @@ function checkTools(raw: Record<string, unknown>): FieldProblem[] {
     }
   });
   return problems;
+}
+
+/**
+ * The fields of a zod tool's parameters that JSON cannot carry (`z.date()`,
+ * `z.bigint()`, `z.map()` …): the model would be shown `{}` and every call
+ * would fail its arguments, so the tool is refused at load.
+ */
+function unsendableFields(name: unknown, parameters: z.ZodType, at: FieldPath): FieldProblem[] {
+  return unrepresentableFields(parameters).map((f) => ({
+    kind: 'json_schema',
+    path: [...at, 'parameters', ...f.path],
+    detail: `tool "${name}" takes ${f.written}${f.within ? ` in ${f.within}` : ''} here, which JSON cannot carry: the model would be shown {} and every call would fail; ${f.advice}`,
+  }));
 }
 
 /** Checks each `mcp` entry's shape and that labels are unique. */

@@ -7,6 +7,7 @@ import type {
   ToolDescription,
   ToolHandler,
 } from './types.js';
+import { zodToParameters } from './zod-json.js';
 
 /** A tool written with zod: the schema types the handler's arguments. */
 export interface ZodToolSpec<S extends z.ZodObject = z.ZodObject> extends ToolBehaviour {
@@ -45,17 +46,6 @@ export function defineTool<S extends z.ZodObject>(spec: ZodToolSpec<S>): ZodTool
 export interface OpenAiToolJson extends ToolBehaviour {
   type: 'function';
   function: { name: string; description?: string; parameters?: Record<string, unknown> };
-}
-
-/** The JSON Schema (OpenAI function `parameters`) of a zod object schema. */
-export function zodToParameters(schema: z.ZodType): Record<string, unknown> {
-  // `io: 'input'` keeps defaulted fields optional, which is what the model may send.
-  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
-  delete json.$schema;
-  return json;
 }
 
 /** The description the model sees for a zod tool. */

@@ -5,3 +5,4 @@ export * from './library.js';
 export type * from './types.js';
 export { MAX_PROGRESS_CHARS, TOOL_OUTCOMES } from './types.js';
 export * from './background.js';
+export * from './zod-json.js';

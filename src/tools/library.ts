@@ -4,11 +4,11 @@ import { DEFAULT_VARIANT, TOOL_NAME_PATTERN } from './constants.js';
 import {
   jsonToolToRunnable,
   pickBehaviour,
-  zodToParameters,
   zodToolToRunnable,
   type OpenAiToolJson,
   type ZodTool,
 } from './define-tool.js';
+import { zodToParameters } from './zod-json.js';
 import type {
   RunnableTool,
   ToolBehaviour,

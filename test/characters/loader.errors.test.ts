@@ -216,6 +216,52 @@ describe('a malformed tool', () => {
     );
   });
 
+  it('refuses zod fields JSON cannot carry, naming the tool, the field and what to use', async () => {
+    const errors = await errorsOf(
+      'unsendable.ts',
+      character({
+        extra: `tools: [defineTool({ name: 'book', description: 'd', handler: () => 1,
+          parameters: z.object({ when: z.date(), trip: z.object({ ids: z.array(z.bigint()), tags: z.set(z.string()) }), by: z.map(z.string(), z.string()).optional() }) })],`,
+      }),
+    );
+    expect(errors.map((e) => [e.kind, e.path])).toEqual([
+      ['json_schema', 'tools[0].parameters.when'],
+      ['json_schema', 'tools[0].parameters.trip.ids'],
+      ['json_schema', 'tools[0].parameters.trip.tags'],
+      ['json_schema', 'tools[0].parameters.by'],
+    ]);
+    expect(errors[0]!.detail).toMatch(
+      /^tool "book" takes z\.date\(\) here, which JSON cannot carry: the model would be shown \{\} and every call would fail; use z\.iso\.datetime\(\)/,
+    );
+    expect(errors[1]!.detail).toMatch(
+      /^tool "book" takes z\.bigint\(\) in its items here.*z\.int\(\)/,
+    );
+    expect(errors[2]!.detail).toMatch(/z\.set\(\).*use z\.array/);
+    expect(errors[3]!.detail).toMatch(/z\.map\(\).*use z\.record/);
+  });
+
+  it('accepts zod fields that arrive as JSON and are refined, transformed, defaulted or coerced', async () => {
+    const file = await chars.write(
+      'sendable.ts',
+      character({
+        extra: `tools: [defineTool({ name: 'book', description: 'd', handler: () => 1,
+          parameters: z.object({
+            when: z.iso.datetime().transform((s) => new Date(s)),
+            day: z.coerce.date(),
+            people: z.number().int().refine((n) => n > 0).default(2),
+            note: z.preprocess((v) => String(v), z.string()).optional(),
+          }) })],`,
+      }),
+    );
+    const result = await loadCharacterFile(file);
+    expect(result.ok).toBe(true);
+    const params = result.ok ? result.character.toolset().descriptions[0]!.parameters : {};
+    expect((params.properties as Record<string, unknown>).day).toEqual({
+      type: 'string',
+      format: 'date-time',
+    });
+  });
+
   it('rejects a tool library that lacks a tool', async () => {
     const e = await oneError(
       'binding.ts',
