@@ -37,54 +37,46 @@ export function handoffToolName(id: string): string {
 }
 
 /**
- * The problems of one character's `handoffs` against the ids there are:
- * an unknown id (with the nearest known one), or the character itself.
+ * Every problem of one character's `handoffs`, together: an id listed twice,
+ * the character itself, a tool of its own named like the transfer, and,
+ * when `known` is given, an id no character has (with the nearest known one).
  */
 export function handoffProblems(
   character: Pick<LoadedCharacter, 'id' | 'handoffs' | 'toolNames'>,
   shown: string,
-  known: readonly string[],
+  known: readonly string[] | undefined,
 ): CharacterError[] {
   const errors: CharacterError[] = [];
-  const others = known.filter((k) => k !== character.id);
   character.handoffs.forEach((id, i) => {
-    const path = `handoffs[${i}]`;
-    if (id === character.id) {
-      errors.push(
-        new CharacterError(
-          'handoff',
-          shown,
-          path,
-          `"${id}" is this character itself; a character cannot hand off to itself, so remove it`,
-        ),
-      );
-      return;
-    }
-    const clash = character.toolNames.indexOf(handoffToolName(id));
-    if (clash !== -1) {
-      errors.push(
-        new CharacterError(
-          'handoff',
-          shown,
-          path,
-          `hands off to "${id}" with a tool named "${handoffToolName(id)}", but tools[${clash}] has that name; rename the tool (names starting with "${HANDOFF_TOOL_PREFIX}" are Troupe's)`,
-        ),
-      );
-      return;
-    }
-    if (known.includes(id)) return;
-    const guess = closest(id, others);
-    const list = others.length ? others.map((k) => `"${k}"`).join(', ') : 'none';
-    errors.push(
-      new CharacterError(
-        'handoff',
-        shown,
-        path,
-        `no character "${id}"${guess ? `; did you mean "${guess}"?` : ''} (the characters are ${list}); a handoff names another character's file name without extension`,
-      ),
-    );
+    const problem = handoffProblem(character, id, i, known);
+    if (problem) errors.push(new CharacterError('handoff', shown, `handoffs[${i}]`, problem));
   });
   return errors;
+}
+
+/** What is wrong with `handoffs[i]`, or `undefined`; an id's later copies only say they repeat it. */
+function handoffProblem(
+  character: Pick<LoadedCharacter, 'id' | 'handoffs' | 'toolNames'>,
+  id: string,
+  i: number,
+  known: readonly string[] | undefined,
+): string | undefined {
+  const first = character.handoffs.indexOf(id);
+  if (first !== i) {
+    return `lists "${id}" twice (handoffs[${first}] has it too); list each character once`;
+  }
+  if (id === character.id) {
+    return `"${id}" is this character itself; a character cannot hand off to itself, so remove it`;
+  }
+  const clash = character.toolNames.indexOf(handoffToolName(id));
+  if (clash !== -1) {
+    return `hands off to "${id}" with a tool named "${handoffToolName(id)}", but tools[${clash}] has that name; rename the tool (names starting with "${HANDOFF_TOOL_PREFIX}" are Troupe's)`;
+  }
+  if (known === undefined || known.includes(id)) return undefined;
+  const others = known.filter((k) => k !== character.id);
+  const guess = closest(id, others);
+  const list = others.length ? others.map((k) => `"${k}"`).join(', ') : 'none';
+  return `no character "${id}"${guess ? `; did you mean "${guess}"?` : ''} (the characters are ${list}); a handoff names another character's file name without extension`;
 }
 
 /** The arguments of a transfer tool: why the user is handed over. */

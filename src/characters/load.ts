@@ -42,6 +42,12 @@ export interface LoadFileOptions {
   mcp?: boolean;
   /** Where the character's MCP servers' calls and connections are recorded. */
   mcpMetrics?: McpMetrics;
+  /**
+   * The ids of the folder's characters. Given, a handoff naming none of them
+   * is reported with the character's other handoff problems; absent, only
+   * the registry checks that a handoff's character is there.
+   */
+  characterIds?: readonly string[];
 }
 
 let generations = 0;
@@ -112,6 +118,7 @@ export async function loadCharacterFile(
     ...(options.log ? { log: options.log } : {}),
     ...(options.mcp === false ? { mcp: false } : {}),
     ...(options.mcpMetrics ? { mcpMetrics: options.mcpMetrics } : {}),
+    ...(options.characterIds ? { characterIds: options.characterIds } : {}),
   });
 }
 
@@ -128,6 +135,7 @@ export async function fromNamespace(
     log?: ToolLogger;
     mcp?: boolean;
     mcpMetrics?: McpMetrics;
+    characterIds?: readonly string[];
   },
 ): Promise<LoadResult> {
   const shown = shownPath(where.file);
@@ -144,8 +152,8 @@ export async function fromNamespace(
   }
   const at = { ...where, layout: mod.layout, shown };
   const loaded = buildLoaded(character, bound.toolsets, at);
-  // Itself, or a tool of its own in the way; whether the others exist is the registry's to say.
-  const handoffErrors = handoffProblems(loaded, shown, loaded.handoffs);
+  // All of them at once; whether a named character also loads is the registry's to say.
+  const handoffErrors = handoffProblems(loaded, shown, where.characterIds);
   if (handoffErrors.length > 0) return { ok: false, errors: handoffErrors };
   const sample = sampleContext(loaded.variants[0] ?? DEFAULT_VARIANT);
   try {

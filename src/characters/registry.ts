@@ -222,7 +222,7 @@ class DirectoryRegistry implements CharacterRegistry {
         this.#emit({ type: 'failed', id, errors });
         continue;
       }
-      const loaded = await this.#load(id, files[0]!);
+      const loaded = await this.#load(id, files[0]!, [...found.keys()]);
       if (loaded) fresh.push(loaded);
     }
     // Handoffs name other characters: checked once every file of this pass is in.
@@ -285,7 +285,7 @@ class DirectoryRegistry implements CharacterRegistry {
   }
 
   /** Loads one file; a failure is recorded and told, and the old version stays. */
-  async #load(id: string, file: string): Promise<Fresh | undefined> {
+  async #load(id: string, file: string, ids: readonly string[]): Promise<Fresh | undefined> {
     const { log, metrics } = this.#o;
     const previous = this.#characters.get(id);
     const result = await loadCharacterFile(file, {
@@ -295,6 +295,7 @@ class DirectoryRegistry implements CharacterRegistry {
       ...(log ? { log } : {}),
       ...(this.#o.mcp === false ? { mcp: false } : {}),
       ...(metrics?.mcp ? { mcpMetrics: metrics.mcp } : {}),
+      characterIds: ids,
     });
     if (!result.ok) {
       this.#recordErrors(file, result.errors);

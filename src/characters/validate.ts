@@ -290,19 +290,7 @@ const characterSchema = z.strictObject({
     .max(MAX_CHARACTER_HANDOFFS, {
       error: `expected at most ${MAX_CHARACTER_HANDOFFS} characters to hand off to`,
     })
-    .superRefine((ids, ctx) => {
-      ids.forEach((id, i) => {
-        const first = ids.indexOf(id);
-        if (first !== i) {
-          ctx.addIssue({
-            code: 'custom',
-            path: [i],
-            input: id,
-            message: `lists "${id}" twice (handoffs[${first}] has it too); list each character once`,
-          });
-        }
-      });
-    })
+    // An id listed twice is reported with the other handoff problems (handoffProblems).
     .optional(),
   llm: z
     .strictObject(

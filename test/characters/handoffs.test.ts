@@ -82,6 +82,30 @@ describe('handoffs at load', () => {
     expect(registry.errors().every((e) => e.kind === 'handoff')).toBe(true);
   });
 
+  it('reports a typo, itself, a tool in the way and a repeated id together', async () => {
+    chars = await characterDir({
+      'shopkeeper.ts': character({ name: 'Shopkeeper' }),
+      'gremlin.ts': character({ name: 'Gremlin' }),
+      'bad_handoff.ts': character({
+        extra: `handoffs: ['shopkeper', 'bad_handoff', 'gremlin', 'gremlin'],
+          tools: [defineTool({ name: 'transfer_to_gremlin', description: 'd', parameters: z.object({}), handler: () => 1 })],`,
+      }),
+    });
+    const report = await checkCharacters(chars.dir);
+    expect(report.errors.map((e) => [e.kind, e.path])).toEqual([
+      ['handoff', 'handoffs[0]'],
+      ['handoff', 'handoffs[1]'],
+      ['handoff', 'handoffs[2]'],
+      ['handoff', 'handoffs[3]'],
+    ]);
+    expect(report.errors.map((e) => e.detail)).toEqual([
+      expect.stringMatching(/^no character "shopkeper"; did you mean "shopkeeper"\?/),
+      expect.stringMatching(/^"bad_handoff" is this character itself/),
+      expect.stringMatching(/"transfer_to_gremlin", but tools\[0\] has that name/),
+      expect.stringMatching(/^lists "gremlin" twice \(handoffs\[2\] has it too\)/),
+    ]);
+  });
+
   it('shows transfers and handoff errors in troupe check', async () => {
     chars = await characterDir({
       'desk.ts': character({ name: 'Desk', extra: "handoffs: ['weather']," }),
