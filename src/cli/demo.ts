@@ -4,8 +4,10 @@
  * server over characters/. Prints the web client's URL and the chat command,
  * then serves until Ctrl+C. No network, no model, no keys.
  *
- * `--check` instead talks to every seed character over the WebSocket, prints
- * the conversations and exits (1 if any response did not complete).
+ * `--check` instead talks to every character over the WebSocket (the seed
+ * characters with their demo lines, any other once: a line naming its first
+ * tool, or a greeting), prints the conversations and exits: 1 if a character
+ * did not load or a response did not complete.
  *
  * @example npm run demo
  */
@@ -63,23 +65,30 @@ async function main(): Promise<void> {
     },
     argv: serverArgv,
   });
-  out.write(`${formatCheckReport(reportOf(server.registry))}\n\n`);
+  const report = reportOf(server.registry);
+  const characters = server.registry.list();
+  // The chat command names a character there is: weather, unless the folder has none such.
+  const chatWith = characters.some((c) => c.id === 'weather') ? 'weather' : characters[0]?.id;
+  out.write(`${formatCheckReport(report)}\n\n`);
   out.write(
     `${bold('Troupe demo')}: offline, with a simulated LLM (vLLM-style chunks, 150 ms to first token)\n\n`,
   );
   out.write(`  web client   ${bold(`${server.url}/`)}\n`);
   out.write(`  realtime     ${server.wsUrl}\n`);
   out.write(
-    `  terminal     ${bold(`npm run chat -- --character weather --url ${server.wsUrl}`)}\n`,
+    `  terminal     ${bold(`npm run chat -- --character ${chatWith ?? '<id>'} --url ${server.wsUrl}`)}\n`,
   );
   out.write(`  voice        ${await voiceLine(server)}\n`);
   out.write(`  simulator    ${sim.url} (the simulated LLM, OpenAI-compatible)\n\n`);
-  out.write("Lines the simulated model answers (each uses the character's tools):\n");
-  for (const [id, lines] of Object.entries(DEMO_LINES)) {
+  const seeds = Object.entries(DEMO_LINES).filter(([id]) => characters.some((c) => c.id === id));
+  if (seeds.length > 0) {
+    out.write("Lines the simulated model answers (each uses the character's tools):\n");
+  }
+  for (const [id, lines] of seeds) {
     out.write(`  ${id.padEnd(11)} ${lines.map((l) => `"${l}"`).join(' · ')}\n`);
   }
   // Characters the script has no lines for (the user's own) improvise from their tools.
-  const others = server.registry.list().filter((c) => !(c.id in DEMO_LINES));
+  const others = characters.filter((c) => !(c.id in DEMO_LINES));
   if (others.length > 0) {
     out.write('Other characters improvise: a line that names one of their tools calls it.\n');
     for (const c of others) {
@@ -93,15 +102,33 @@ async function main(): Promise<void> {
     return;
   }
   let failed = 0;
-  for (const [id, lines] of Object.entries(DEMO_LINES)) {
-    failed += await converse(server, id, lines);
-  }
+  for (const [id, lines] of seeds) failed += await converse(server, id, lines);
+  for (const c of others) failed += await converse(server, c.id, [improvisedLine(c.tools)]);
   await server.shutdown(1_000);
   await sim.close();
-  out.write(
-    failed === 0 ? 'demo check: every response completed\n' : `demo check: ${failed} failed\n`,
-  );
-  process.exit(failed === 0 ? 0 : 1);
+  const broken = report.rows.filter((r) => r.status !== 'ok').length;
+  out.write(`${checkVerdict(broken, failed)}\n`);
+  process.exit(broken === 0 && failed === 0 ? 0 : 1);
+}
+
+/**
+ * What `--check` says to a character the script has no lines for: a line
+ * naming its first tool, which the simulator improvises a call of; a
+ * greeting when it has no tools.
+ */
+function improvisedLine(tools: readonly string[]): string {
+  return tools[0] === undefined ? 'Hello there!' : `Please use ${tools[0]}.`;
+}
+
+/** The last line of `--check`: whether every character loaded and every response completed. */
+function checkVerdict(broken: number, failed: number): string {
+  const responses =
+    failed === 0
+      ? 'every response completed'
+      : `${failed} response${failed === 1 ? '' : 's'} did not complete`;
+  if (broken === 0) return `demo check: ${responses}`;
+  const characters = `${broken} character${broken === 1 ? '' : 's'} with errors (listed above)`;
+  return `demo check: failed: ${characters}; ${responses}`;
 }
 
 /** One conversation over the public protocol; returns the responses that did not complete. */

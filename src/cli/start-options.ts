@@ -79,11 +79,14 @@ export const DEMO_COMMAND: CommandInfo = {
   usage: 'npm run demo -- [flags]',
   summary:
     'The offline demo: the server and the characters on the built-in LLM simulator.\n' +
-    "No model, no network, no keys. One process: workers (WORKERS) are npm start's.",
+    "No model, no network, no keys. One process: workers (WORKERS) are npm start's.\n" +
+    'With --check, the seed characters say their demo lines and any other character is sent\n' +
+    'one line naming its first tool ("Hello there!" when it has none); the conversations are\n' +
+    'printed, and the last line says whether every character loaded and every response completed.',
   flags: [
     {
       name: 'check',
-      help: 'talk to every seed character once, print the conversations and exit',
+      help: 'talk to every character and exit: 1 if one did not load or a response failed',
     },
     {
       name: 'sim-port',

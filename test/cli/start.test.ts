@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createServer, type AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { character, characterDir } from '../helpers/characters.js';
 
 /**
  * How `npm start` runs the server: Node itself, with tsx as a loader. Not the
@@ -172,6 +173,34 @@ describe('npm run demo', () => {
       expect(r.stdout).toContain(`[tool] ${tool}`);
     }
     expect(r.stdout).toContain('demo check: every response completed');
+  });
+
+  it('talks once to each character that is not a seed one, and exits 1 when a character did not load', async () => {
+    const chars = await characterDir({
+      'shop.ts': character({
+        name: 'Shop',
+        extra: `tools: [defineTool({ name: 'view_cart', description: 'Show the cart', parameters: z.object({}), handler: () => ({ items: 2 }) })],`,
+      }),
+      'chatty.ts': character({ name: 'Chatty' }),
+      'broken.ts': character({ extra: 'maxToolRounds: 0,' }),
+    });
+    try {
+      const r = await run(['src/cli/demo.ts', '--check'], {
+        PORT: '0',
+        CHARACTERS_DIR: chars.dir,
+        TOOL_TIMEOUT_MS: '60000',
+      });
+      expect(r.stdout).toContain('2 ok, 1 with errors');
+      expect(r.stdout).toContain('you: Please use view_cart.');
+      expect(r.stdout).toContain('[tool] view_cart');
+      expect(r.stdout).toContain('you: Hello there!');
+      expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+        'demo check: failed: 1 character with errors (listed above); every response completed',
+      );
+      expect(r.code).toBe(1);
+    } finally {
+      await chars.cleanup();
+    }
   });
 
   it("says why the simulator's port cannot be had, before serving", async () => {
