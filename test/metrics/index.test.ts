@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import type { CharacterChange } from '../../src/characters/registry.js';
 import type { CharacterSummary, LoadedCharacter } from '../../src/characters/types.js';
@@ -7,6 +8,7 @@ import {
   REJECT_REASONS,
   RESUME_OUTCOMES,
 } from '../../src/metrics/index.js';
+import { CHARACTER_ERROR_KINDS } from '../../src/errors.js';
 import { MAX_BACKGROUND_TOOL_TIMEOUT_MS } from '../../src/tools/constants.js';
 import { metricValue } from '../helpers/http.js';
 
@@ -61,6 +63,24 @@ describe('series that exist before their first count', () => {
     );
     const after = await metrics.registry.metrics();
     expect(after).toMatch(/troupe_tool_latency_seconds_bucket\{le="600",[^}]*\} 1/);
+  });
+});
+
+describe('the character load-error metric', () => {
+  it('has a type for every kind of character error, each listed in both character docs', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const type of CHARACTER_ERROR_KINDS) {
+      expect(metricValue(text, 'troupe_character_load_errors_total', { type }), type).toBe(0);
+    }
+    const characters = await readFile('docs/characters.md', 'utf8');
+    const listed = /troupe_character_load_errors_total\{type\}` \(types: ([^)]*)\)/.exec(
+      characters.replace(/\s+/g, ' '),
+    );
+    const types = new Set([...(listed?.[1] ?? '').matchAll(/`(\w+)`/g)].map((m) => m[1]));
+    expect([...types].sort()).toEqual([...CHARACTER_ERROR_KINDS].sort());
+    const writing = await readFile('docs/writing-characters.md', 'utf8');
+    const rows = [...writing.matchAll(/^\| `(\w+)` +\| /gm)].map((m) => m[1]);
+    for (const type of CHARACTER_ERROR_KINDS) expect(rows, type).toContain(type);
   });
 });
 
