@@ -46,6 +46,8 @@ export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundC
     session: o.session,
     log: o.log,
     ...(o.maxOutputBytes !== undefined ? { maxOutputBytes: o.maxOutputBytes } : {}),
+    // The client hears of a call ("started") before any of its progress.
+    progressAfterStarted: true,
     onProgress: (p) => {
       o.send({
         type: 'troupe.background_tool.progress',

@@ -138,6 +138,7 @@ export async function runResponse(
     serverLabel: character.id,
     runs: (name) => !clientNames.has(name),
     labelOf: (name) => opening.toolset.tools.get(name)?.serverLabel,
+    announced: (callId) => ctx.background?.announced?.(callId),
   });
   const fillers = new FillerTimers(toolset, (text) => out.filler(text));
   let requestAt: number | undefined;

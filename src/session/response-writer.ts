@@ -42,6 +42,8 @@ export interface ServerTools {
   runs(name: string): boolean;
   /** The label of a tool from an MCP server (its `label`); others get `serverLabel`. */
   labelOf?(name: string): string | undefined;
+  /** A background call's "started" result has just gone to the client. */
+  announced?(callId: string): void;
 }
 
 /** A spoken item of a response: its round (-1 for a filler), the model's text and what was heard. */
@@ -459,6 +461,8 @@ export class ResponseWriter {
         duration_ms: round(result.durationMs),
         ...(result.background === 'started' ? { background: 'started' as const } : {}),
       });
+      // Only now may the call's progress go out: it must not reach the client before this.
+      if (result.background === 'started') this.#serverTools?.announced?.(result.callId);
       this.#done(call);
       return;
     }

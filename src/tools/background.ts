@@ -56,6 +56,8 @@ interface RunningCall {
   pending: BackgroundPending;
   owner: BackgroundCalls;
   dropped: boolean;
+  /** Progress reported before the client had the call's "started" result; `undefined` once it has. */
+  held: BackgroundProgress[] | undefined;
 }
 
 /** Options of {@link BackgroundCalls}. */
@@ -68,6 +70,13 @@ export interface BackgroundCallsOptions {
   /** Calls that may run at once. @defaultValue 8 */
   maxRunning?: number;
   onProgress: (progress: BackgroundProgress) => void;
+  /**
+   * Hold each call's progress until {@link BackgroundCalls.announced} says the
+   * client has its "started" result, so progress never arrives first (a tool
+   * may report progress at once, before the result has gone out).
+   * @defaultValue false
+   */
+  progressAfterStarted?: boolean;
   /** Called once per call that started, whatever its outcome: count and log it here. */
   onEnd?: (done: BackgroundDone) => void;
   /** Called once per call that started, after `onEnd` (unless {@link BackgroundCalls.park}ed). */
@@ -140,6 +149,7 @@ export class BackgroundCalls implements BackgroundStarter {
       },
       owner: this,
       dropped: false,
+      held: this.#o.progressAfterStarted ? [] : undefined,
     };
     this.#running.set(call.id, entry);
     // Whatever `cancellable` says, the call's own signal is what stops it:
@@ -148,8 +158,11 @@ export class BackgroundCalls implements BackgroundStarter {
     const speak = tool.speakProgress === true;
     const settled = runPreparedCall(runnable, options, performance.now(), {
       timeoutMs: tool.timeoutMs ?? DEFAULT_BACKGROUND_TOOL_TIMEOUT_MS,
-      progress: (text) =>
-        entry.owner.#o.onProgress({ callId: call.id, name: call.name, text, speak }),
+      progress: (text) => {
+        const progress = { callId: call.id, name: call.name, text, speak };
+        if (entry.held) entry.held.push(progress);
+        else entry.owner.#o.onProgress(progress);
+      },
     }).then((result) =>
       entry.owner.#ended(entry, {
         result: { ...result, background: 'done' },
@@ -163,7 +176,24 @@ export class BackgroundCalls implements BackgroundStarter {
     return { ok: true, output: backgroundStartedText(call.name) };
   }
 
+  /**
+   * The client has the call's "started" result: the progress held until now
+   * goes out, and the call's later progress at once.
+   */
+  announced(callId: string): void {
+    const entry = this.#running.get(callId);
+    if (entry) this.#release(entry);
+  }
+
+  #release(entry: RunningCall): void {
+    const held = entry.held;
+    entry.held = undefined;
+    for (const progress of held ?? []) entry.owner.#o.onProgress(progress);
+  }
+
   #ended(entry: RunningCall, done: BackgroundDone): void {
+    // Its progress, if still held (the "started" result never went out), comes before its end.
+    this.#release(entry);
     this.#running.delete(entry.pending.callId);
     this.#o.onEnd?.(done);
     if (this.#parkedTo) this.#parkedTo(done);
@@ -191,6 +221,8 @@ export class BackgroundCalls implements BackgroundStarter {
       other.#running.delete(id);
       entry.owner = this;
       this.#running.set(id, entry);
+      // Started before this client came: nothing of it is to wait for here.
+      this.#release(entry);
       taken.push({ ...entry.pending });
     }
     for (const s of other.#settled) {

@@ -114,6 +114,8 @@ export interface BackgroundStarter {
    * error text when the call cannot start (then the call ends as `error`).
    */
   start(prepared: PreparedCall): { ok: true; output: string } | { ok: false; output: string };
+  /** The client has the call's "started" result (progress it held may go out now). */
+  announced?(callId: string): void;
 }
 
 /** Runs one call: parse, validate, run under timeout and signal, encode and cap the output. */

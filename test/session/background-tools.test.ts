@@ -83,6 +83,18 @@ const AGENT = character({
       },
     }),
     defineTool({
+      name: 'eager',
+      description: 'A background search that reports progress at once, and again a microtask later.',
+      parameters: z.object({}),
+      background: true,
+      handler: async (args, ctx) => {
+        ctx.progress('Starting.');
+        await null;
+        ctx.progress('Under way.');
+        return (${GATED('eager')})(args, ctx);
+      },
+    }),
+    defineTool({
       name: 'hold',
       description: 'Holds the turn until the test lets it go.',
       parameters: z.object({}),
@@ -116,6 +128,8 @@ const SCRIPT: SimScript = {
     { when: { user: 'news' }, reply: say('Here is the news: {{toolResult}}.') },
     { when: { user: 'narrate', round: 0 }, reply: call('', ['narrated', {}]) },
     { when: { user: 'narrate' }, reply: say('Searching.') },
+    { when: { user: 'eager', round: 0 }, reply: call('', ['eager', {}]) },
+    { when: { user: 'eager' }, reply: say('On it.') },
   ],
   fallback: say('Okay.'),
 };
@@ -229,6 +243,23 @@ describe('a background tool in a text session', () => {
     expect(metrics).toMatch(
       /troupe_tool_calls_total\{character="agent",tool="search",variant="default",outcome="ok",mode="background"\} [1-9]/,
     );
+    await c.close();
+  });
+
+  it('sends the "started" result before progress the tool reports at once', async () => {
+    const c = await openSession(t, 'character=agent');
+    const from = c.events.length;
+    c.send(userMessage('Be eager.'));
+    c.send({ type: 'response.create' });
+    await seen(c, 'troupe.background_tool.progress', from, (e) => e.text === 'Under way.');
+    const order = since(c, from)
+      .filter(
+        (e) => e.type === 'troupe.tool_call.result' || e.type === 'troupe.background_tool.progress',
+      )
+      .map((e) => (e.type === 'troupe.tool_call.result' ? `${e.name} ${e.background}` : e.text));
+    expect(order).toEqual(['eager started', 'Starting.', 'Under way.']);
+    (await nextGate('eager'))('found');
+    await seen(c, 'troupe.background_tool.done', from);
     await c.close();
   });
 

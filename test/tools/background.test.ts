@@ -86,6 +86,30 @@ describe('background tool calls', () => {
     });
   });
 
+  it('holds progress until the "started" result is announced when asked to, then sends it at once', async () => {
+    const { tool, gates } = gatedTool('search');
+    const progress: BackgroundProgress[] = [];
+    const calls = new BackgroundCalls({
+      session: () => session,
+      log: () => log,
+      progressAfterStarted: true,
+      onProgress: (p) => progress.push(p),
+      onDone: () => {},
+    });
+    const signal = new AbortController().signal;
+    await executeToolCall(call('search', { q: 'flights' }), createToolset([tool]), {
+      signal,
+      session,
+      log,
+      background: calls,
+    });
+    expect(progress).toEqual([]);
+    calls.announced('call_1');
+    expect(progress.map((p) => p.text)).toEqual(['looking for flights']);
+    gates[0]!('done');
+    await calls.settled();
+  });
+
   it('ends a call with bad arguments at once, without starting it', async () => {
     const { tool } = gatedTool('search');
     const { calls } = setup();
