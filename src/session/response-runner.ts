@@ -197,6 +197,8 @@ export async function runResponse(
   } finally {
     // History takes the reply from here.
     watch.stop();
+    // Background calls it started that are still to be announced are told of now.
+    ctx.background?.responseEnded?.();
   }
   // Speech cut short is a cancelled reply, even when the LLM had finished.
   const status = response.stoppedBy ? 'cancelled' : (summary?.status ?? 'failed');

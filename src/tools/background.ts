@@ -105,6 +105,8 @@ export class BackgroundCalls implements BackgroundStarter {
   readonly #running = new Map<string, RunningCall>();
   readonly #settled = new Set<Promise<void>>();
   #closed = false;
+  /** Calls that ended before the client had their "started" result: their ends wait for it. */
+  readonly #unannounced = new Map<string, { entry: RunningCall; done: BackgroundDone }>();
   /** After {@link park}: where outcomes go instead of `onDone`. */
   #parkedTo: ((done: BackgroundDone) => void) | undefined;
 
@@ -178,11 +180,23 @@ export class BackgroundCalls implements BackgroundStarter {
 
   /**
    * The client has the call's "started" result: the progress held until now
-   * goes out, and the call's later progress at once.
+   * goes out, then its end if it has ended, and the call's later progress
+   * and end at once.
    */
   announced(callId: string): void {
     const entry = this.#running.get(callId);
     if (entry) this.#release(entry);
+    const ended = this.#unannounced.get(callId);
+    if (ended) this.#deliver(ended.entry, ended.done);
+  }
+
+  /**
+   * The response that started calls has ended: whatever of them waits for a
+   * "started" result goes out now, so nothing waits on one that never came.
+   */
+  responseEnded(): void {
+    for (const entry of this.#running.values()) this.#release(entry);
+    for (const { entry, done } of this.#unannounced.values()) this.#deliver(entry, done);
   }
 
   #release(entry: RunningCall): void {
@@ -192,9 +206,19 @@ export class BackgroundCalls implements BackgroundStarter {
   }
 
   #ended(entry: RunningCall, done: BackgroundDone): void {
-    // Its progress, if still held (the "started" result never went out), comes before its end.
-    this.#release(entry);
     this.#running.delete(entry.pending.callId);
+    // Done before the client heard it started: its end follows the "started" result.
+    if (entry.held !== undefined && !this.#closed) {
+      this.#unannounced.set(entry.pending.callId, { entry, done });
+      return;
+    }
+    this.#deliver(entry, done);
+  }
+
+  /** A call's progress, if still held, then its end. */
+  #deliver(entry: RunningCall, done: BackgroundDone): void {
+    this.#unannounced.delete(entry.pending.callId);
+    this.#release(entry);
     this.#o.onEnd?.(done);
     if (this.#parkedTo) this.#parkedTo(done);
     else this.#o.onDone(done);
@@ -212,6 +236,7 @@ export class BackgroundCalls implements BackgroundStarter {
   park(to: (done: BackgroundDone) => void): void {
     this.#closed = true;
     this.#parkedTo = to;
+    this.responseEnded();
   }
 
   /** Takes over the calls `other` is running: their outcomes come here from now on. */
@@ -259,6 +284,7 @@ export class BackgroundCalls implements BackgroundStarter {
   /** The session closes: every call stops (each still reports its `cancelled` outcome). */
   close(): void {
     this.#closed = true;
+    this.responseEnded();
     for (const { controller } of this.#running.values()) {
       if (!controller.signal.aborted)
         controller.abort(new BackgroundCancelledError('session_closed'));

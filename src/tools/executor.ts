@@ -114,8 +114,10 @@ export interface BackgroundStarter {
    * error text when the call cannot start (then the call ends as `error`).
    */
   start(prepared: PreparedCall): { ok: true; output: string } | { ok: false; output: string };
-  /** The client has the call's "started" result (progress it held may go out now). */
+  /** The client has the call's "started" result (progress and an end it held may go out now). */
   announced?(callId: string): void;
+  /** The response that started calls has ended: nothing of them waits any longer. */
+  responseEnded?(): void;
 }
 
 /** Runs one call: parse, validate, run under timeout and signal, encode and cap the output. */

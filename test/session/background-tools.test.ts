@@ -95,6 +95,13 @@ const AGENT = character({
       },
     }),
     defineTool({
+      name: 'instant',
+      description: 'A background search that is done at once.',
+      parameters: z.object({}),
+      background: true,
+      handler: () => 'found at once',
+    }),
+    defineTool({
       name: 'hold',
       description: 'Holds the turn until the test lets it go.',
       parameters: z.object({}),
@@ -128,6 +135,8 @@ const SCRIPT: SimScript = {
     { when: { user: 'news' }, reply: say('Here is the news: {{toolResult}}.') },
     { when: { user: 'narrate', round: 0 }, reply: call('', ['narrated', {}]) },
     { when: { user: 'narrate' }, reply: say('Searching.') },
+    { when: { user: 'instant', round: 0 }, reply: call('', ['instant', {}]) },
+    { when: { user: 'instant' }, reply: say('On it.') },
     { when: { user: 'eager', round: 0 }, reply: call('', ['eager', {}]) },
     { when: { user: 'eager' }, reply: say('On it.') },
   ],
@@ -260,6 +269,21 @@ describe('a background tool in a text session', () => {
     expect(order).toEqual(['eager started', 'Starting.', 'Under way.']);
     (await nextGate('eager'))('found');
     await seen(c, 'troupe.background_tool.done', from);
+    await c.close();
+  });
+
+  it('sends the "started" result before the end of a call that is done at once', async () => {
+    const c = await openSession(t, 'character=agent');
+    const from = c.events.length;
+    c.send(userMessage('Be instant.'));
+    c.send({ type: 'response.create' });
+    await seen(c, 'troupe.background_tool.done', from);
+    const order = since(c, from)
+      .filter(
+        (e) => e.type === 'troupe.tool_call.result' || e.type === 'troupe.background_tool.done',
+      )
+      .map((e) => (e.type === 'troupe.tool_call.result' ? `started` : `done`));
+    expect(order).toEqual(['started', 'done']);
     await c.close();
   });
 
