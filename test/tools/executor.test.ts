@@ -275,7 +275,7 @@ describe('tool executor', () => {
       output: 'Error: busy did not finish within 20 ms.',
     });
     expect(handlerSignal?.aborted).toBe(true);
-    const warned = o.log.entries.find((e) => e.msg.startsWith('tool handler held the event loop'));
+    const warned = o.log.entries.find((e) => e.msg?.startsWith('tool handler held the event loop'));
     expect(warned?.fields).toMatchObject({ tool: 'busy', timeoutMs: 20 });
     expect(warned!.fields.blockedMs as number).toBeGreaterThanOrEqual(60);
   });
