@@ -4,7 +4,7 @@
  * (created and restored by session.ts).
  */
 import type { Logger } from 'pino';
-import { openConversation, type CharacterOpening } from '../characters/conversation.js';
+import type { CharacterOpening } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import { Conversation } from './conversation.js';
@@ -29,26 +29,12 @@ import { SessionConfig, type VoiceDefaults } from './session-settings.js';
 import type { SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
 import type { HandoffRequest } from '../characters/handoffs.js';
+import { askedCharacter, openCharacter } from './character-opening.js';
 import { truncateItem } from './item-truncate.js';
 import { VoiceInput, audioBufferEvent } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
 import type { SessionVoice } from './voice-settings.js';
 import type { Session, SessionOptions } from './session.js';
-
-/** Runs the character's prompt generator for a conversation (its opening). */
-export function openCharacter(
-  character: LoadedCharacter,
-  sessionId: string,
-  metadata: Record<string, unknown>,
-  variant?: string,
-): Promise<CharacterOpening> {
-  return openConversation(character, {
-    now: new Date(),
-    sessionId,
-    metadata,
-    ...(variant !== undefined ? { variant } : {}),
-  });
-}
 
 /**
  * How long a restored session's items wait for the client's first event
@@ -582,26 +568,12 @@ export class ConversationSession implements Session {
   // ── session.update and the character ───────────────────────────────────
 
   async #update(u: SessionUpdate, eventId: string | null): Promise<ProtocolError | undefined> {
-    let next = this.#character;
-    if (u.character !== undefined && u.character !== next.id) {
-      const blocking = this.#queue.blocking();
-      if (blocking) {
-        return new ProtocolError(
-          'conversation_already_has_active_response',
-          `session.update: cannot change character while response ${blocking} is in progress; wait for response.done or send response.cancel.`,
-          { param: 'session.character', eventId },
-        );
-      }
-      const found = this.#o.characters.get(u.character);
-      if (found === undefined) {
-        return new ProtocolError(
-          'unknown_character',
-          `session.update: no character "${u.character}"; available: ${this.#o.characters.ids().join(', ')}.`,
-          { param: 'session.character', eventId },
-        );
-      }
-      next = found;
-    }
+    const next = askedCharacter(u.character, this.#character, {
+      blocking: () => this.#queue.blocking(),
+      characters: this.#o.characters,
+      eventId,
+    });
+    if (next instanceof ProtocolError) return next;
     const problem = this.#config.check(u, next, eventId, this.#handoffs.transferNames(next));
     if (problem) return problem;
     const greeting = u.greeting ?? this.#config.current.greeting !== false;

@@ -14,7 +14,8 @@ import type { SessionSettings } from './response-runner.js';
 import { defaultSettings, type VoiceDefaults } from './session-settings.js';
 import { SNAPSHOT_VERSION, type SessionState } from './session-state.js';
 import type { SessionVoice } from './voice-settings.js';
-import { ConversationSession, openCharacter as open } from './conversation-session.js';
+import { openCharacter as open } from './character-opening.js';
+import { ConversationSession } from './conversation-session.js';
 
 export type { SessionSettings } from './response-runner.js';
 export type { VoiceDefaults } from './session-settings.js';
