@@ -28,6 +28,7 @@ import {
   truncationSchema,
   turnDetectionSchema,
 } from './ga-values.js';
+import { sessionMetadataSchema } from './session-metadata.js';
 
 const turnDetection = turnDetectionSchema;
 
@@ -91,6 +92,7 @@ export const sessionSchema = z
     troupe: z
       .strictObject({
         greeting: z.boolean().optional(),
+        metadata: sessionMetadataSchema.optional(),
         character: z.unknown().optional(),
         voice_warning: z.unknown().optional(),
         resume_token: z.unknown().optional(),
@@ -110,6 +112,7 @@ export const sessionSchema = z
     if (s.character !== undefined) out.character = s.character;
     if (s.instructions !== undefined) out.instructions = s.instructions;
     if (s.troupe?.greeting !== undefined) out.greeting = s.troupe.greeting;
+    if (s.troupe?.metadata !== undefined) out.metadata = s.troupe.metadata;
     const voice = s.audio?.output?.voice ?? s.voice;
     if (voice !== undefined) out.voice = voice;
     if (s.tools !== undefined) out.tools = s.tools;

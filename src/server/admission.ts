@@ -1,7 +1,7 @@
 /**
  * Who may open a session, and which one: the connection policy of the
  * realtime endpoint (origin, auth token) and what the URL and headers ask
- * for (character, variant, dialect).
+ * for (character, variant, dialect, metadata).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -10,6 +10,7 @@ import type { LoadedCharacter } from '../characters/types.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import { DIALECTS, type Dialect } from '../protocol/index.js';
+import { metadataParam } from '../protocol/session-metadata.js';
 import { originAllowed } from './http-routes.js';
 import { CLOSE } from './socket-close.js';
 
@@ -21,6 +22,8 @@ export interface PickedSession {
   character: LoadedCharacter;
   variant?: string;
   dialect?: Dialect;
+  /** `?metadata=`: what the character's prompt generator gets as `ctx.metadata`. */
+  metadata?: Record<string, unknown>;
 }
 
 /** Why a connection is refused: the close reason and the metric label. */
@@ -51,7 +54,7 @@ export function checkAccess(
   return undefined;
 }
 
-/** The character, variant and dialect a connection asks for, or why it cannot have them. */
+/** The character, variant, dialect and metadata a connection asks for, or why it cannot have them. */
 export function pickSession(
   registry: CharacterRegistry,
   sessions: Config['sessions'],
@@ -94,6 +97,8 @@ export function pickSession(
       { param: 'variant' },
     );
   }
+  const metadata = metadataParam(url);
+  if (metadata instanceof ProtocolError) return metadata;
   let variant = variantParam ?? undefined;
   if (variant === undefined && sessions.variantAssignment === 'random') {
     variant = character.variants[Math.floor(Math.random() * character.variants.length)];
@@ -102,6 +107,7 @@ export function pickSession(
     character,
     ...(variant ? { variant } : {}),
     ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
+    ...(metadata ? { metadata } : {}),
   };
 }
 

@@ -388,7 +388,7 @@ function createConnectionOpener(
   const limits = config.server;
   const settings = sessionSettings(ctx);
   return async (ws, req, url, picked, errors) => {
-    const { character, variant } = picked;
+    const { character, variant, metadata } = picked;
     const implied = impliedDialect(req, url);
     let id = `sess_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
     const link = createSocketLink({
@@ -420,7 +420,8 @@ function createConnectionOpener(
     });
     let opening: { session: Session; resumeError?: ProtocolError };
     try {
-      opening = await opener.open(url, auth, common, { id, character, variant }, (resumed) => {
+      const fresh = { id, character, variant, metadata };
+      opening = await opener.open(url, auth, common, fresh, (resumed) => {
         id = resumed.id;
         link.log = resumed.log;
       });

@@ -33,6 +33,15 @@ export interface SessionOpenerOptions {
   log: Logger;
 }
 
+/** What a fresh session is opened with (a resumed one keeps its own). */
+export interface FreshSession {
+  id: string;
+  character: LoadedCharacter;
+  variant: string | undefined;
+  /** `?metadata=`: the prompt generator's `ctx.metadata`; absent = `{}`. */
+  metadata?: Record<string, unknown> | undefined;
+}
+
 /** A session resumed under its old id, with its logger. */
 export type Adopt = (resumed: { id: string; log: Logger }) => void;
 
@@ -46,7 +55,7 @@ export interface SessionOpener {
     url: URL,
     auth: string | undefined,
     common: RestoreInput,
-    fresh: { id: string; character: LoadedCharacter; variant: string | undefined },
+    fresh: FreshSession,
     adopt: Adopt,
   ): Promise<{ session: Session; resumeError?: ProtocolError }>;
   /**
@@ -149,7 +158,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
         character: fresh.character,
         ...(fresh.variant ? { variant: fresh.variant } : {}),
         ...(greeting === false ? { greeting } : {}),
-        metadata: {},
+        metadata: fresh.metadata ?? {},
       });
       // One error goes out after session.created: a failed resume's, else a bad ?greeting='s.
       const error = resumed ?? (greeting instanceof ProtocolError ? greeting : undefined);

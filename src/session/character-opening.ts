@@ -1,7 +1,7 @@
 /**
- * Running a character's prompt generator for a session (when the session
- * opens or is restored, when `session.update` picks another character, and
- * at a handoff), and which character an update asks for.
+ * Running a character's prompt generator for a session: when the session
+ * opens or is restored, when `session.update` picks another character or
+ * gives new metadata, and at a handoff; and which character an update asks for.
  */
 import { openConversation, type CharacterOpening } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
@@ -59,4 +59,48 @@ export function askedCharacter(
     );
   }
   return found;
+}
+
+/** The session as it is before a `session.update`. */
+export interface OpeningNow {
+  sessionId: string;
+  character: LoadedCharacter;
+  variant: string;
+  metadata: Record<string, unknown>;
+}
+
+/**
+ * The opening a `session.update` asks for: another character's (its first
+ * variant), or for new metadata the prompt of the character serving made
+ * again (its variant kept); undefined when neither changes. Made before the
+ * update changes anything, so a prompt generator that throws (say, on
+ * metadata of a shape it does not expect) refuses the update whole.
+ *
+ * @example const opening = await updatedOpening(now, next, u.metadata, eventId);
+ */
+export async function updatedOpening(
+  now: OpeningNow,
+  next: LoadedCharacter,
+  metadata: Record<string, unknown> | undefined,
+  eventId: string | null,
+): Promise<CharacterOpening | ProtocolError | undefined> {
+  const same = next === now.character;
+  // A client that sends back session.created's `troupe` unchanged changes nothing.
+  const newMetadata =
+    metadata !== undefined && JSON.stringify(metadata) !== JSON.stringify(now.metadata);
+  if (same && !newMetadata) return undefined;
+  const variant = same ? now.variant : undefined;
+  try {
+    return await openCharacter(next, now.sessionId, metadata ?? now.metadata, variant);
+  } catch (err) {
+    return new ProtocolError(
+      'character_unavailable',
+      `session.update: character "${next.id}" could not make its system prompt${newMetadata ? ' with this metadata' : ''}: ${(err as Error).message} Nothing was changed.`,
+      {
+        type: 'server_error',
+        param: newMetadata ? 'session.troupe.metadata' : 'session.character',
+        eventId,
+      },
+    );
+  }
 }

@@ -29,7 +29,7 @@ import { SessionConfig, type VoiceDefaults } from './session-settings.js';
 import type { SessionState } from './session-state.js';
 import type { RunningResponse } from './response-queue.js';
 import type { HandoffRequest } from '../characters/handoffs.js';
-import { askedCharacter, openCharacter } from './character-opening.js';
+import { askedCharacter, openCharacter, updatedOpening } from './character-opening.js';
 import { truncateItem } from './item-truncate.js';
 import { VoiceInput, audioBufferEvent } from './voice-input.js';
 import { VoiceOutput } from './voice-output.js';
@@ -365,7 +365,8 @@ export class ConversationSession implements Session {
   };
 
   #sessionObject() {
-    return this.#config.sessionObject(this.id, this.#character, this.#opening);
+    const { metadata } = this.#state;
+    return this.#config.sessionObject(this.id, this.#character, this.#opening, metadata);
   }
 
   #responseContext(): ResponseContext {
@@ -576,8 +577,15 @@ export class ConversationSession implements Session {
     if (next instanceof ProtocolError) return next;
     const problem = this.#config.check(u, next, eventId, this.#handoffs.transferNames(next));
     if (problem) return problem;
+    const state = this.#state;
+    const { variant, metadata } = state;
+    const now = { sessionId: this.id, character: this.#character, variant, metadata };
+    const opening = await updatedOpening(now, next, u.metadata, eventId);
+    if (opening instanceof ProtocolError) return opening;
+    if (u.metadata !== undefined) state.metadata = u.metadata;
     const greeting = u.greeting ?? this.#config.current.greeting !== false;
-    if (next !== this.#character) await this.#changeCharacter(next, greeting);
+    if (opening && next !== this.#character) await this.#changeCharacter(next, greeting, opening);
+    else if (opening) this.#reprompted(opening);
     const change = this.#config.apply(u);
     if (!greeting) this.#greetingOff();
     this.#voiceIn?.configure(change);
@@ -594,13 +602,16 @@ export class ConversationSession implements Session {
   }
 
   /** A new character starts a new conversation: its prompt, tools, greeting and state. */
-  async #changeCharacter(next: LoadedCharacter, greeting: boolean): Promise<void> {
+  async #changeCharacter(
+    next: LoadedCharacter,
+    greeting: boolean,
+    opening: CharacterOpening,
+  ): Promise<void> {
     // The old character's greeting makes no sense any more.
     if (this.#queue.stop('client_cancelled')) await this.#queue.idle();
     // Its background calls belonged to the conversation that ends here: they stop.
     this.#background.drop();
     const state = this.#state;
-    const opening = await openCharacter(next, this.id, state.metadata);
     this.#conversation.restart(next, greeting);
     for (const key of Object.keys(state.characterState)) delete state.characterState[key];
     delete state.characterStates;
@@ -608,6 +619,20 @@ export class ConversationSession implements Session {
     this.#log.info({ from: this.#o.character.id, variant: opening.variant }, 'character changed');
     this.#o.metrics?.total.inc({ character: next.id });
     this.#conversation.announce();
+  }
+
+  /**
+   * New metadata: the character serving goes on with its prompt made again
+   * (a response under way keeps the one it started with; the next reads this).
+   * The client's `instructions`, if any, still stand in for it.
+   */
+  #reprompted(opening: CharacterOpening): void {
+    this.#opening = opening;
+    this.#state.systemPrompt = opening.systemPrompt;
+    this.#conversation.setTurnSettings(opening.turn);
+    // Its values may be personal data: only how many keys it has is logged.
+    const keys = Object.keys(this.#state.metadata).length;
+    this.#log.info({ keys }, 'session metadata changed');
   }
 
   /** The character serving from now on: its prompt, tools and turn settings. */

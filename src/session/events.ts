@@ -175,6 +175,8 @@ export interface SessionUpdate {
   reasoning?: Reasoning;
   /** `session.troupe.greeting`: false turns the character's greeting off. */
   greeting?: boolean;
+  /** `session.troupe.metadata`: the prompt generator's `ctx.metadata` from now on (checked). */
+  metadata?: Record<string, unknown>;
 }
 
 /** An item the client adds. */
@@ -401,6 +403,8 @@ export interface SessionObject {
     character: SessionCharacterInfo;
     /** Whether the character's greeting opens the conversation (`?greeting=0` or `session.troupe.greeting`). */
     greeting: boolean;
+    /** What the prompt generator gets as `ctx.metadata` (`?metadata=` or `session.troupe.metadata`). */
+    metadata: Record<string, unknown>;
     /** Why the voice asked for is not the one speaking (it fell back), when so. */
     voice_warning?: string;
   };

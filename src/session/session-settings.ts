@@ -221,7 +221,12 @@ export class SessionConfig {
   }
 
   /** The session as `session.created` and `session.updated` show it. */
-  sessionObject(id: string, character: LoadedCharacter, opening: CharacterOpening): SessionObject {
+  sessionObject(
+    id: string,
+    character: LoadedCharacter,
+    opening: CharacterOpening,
+    metadata: Record<string, unknown>,
+  ): SessionObject {
     const s = this.#state;
     const turn = s.turnDetection;
     const ga = s.ga ?? GA_DEFAULTS;
@@ -274,6 +279,7 @@ export class SessionConfig {
           greeting: character.greeting ?? null,
         },
         greeting: s.greeting !== false,
+        metadata,
         ...this.#voiceWarning(character),
       },
     };

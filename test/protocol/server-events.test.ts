@@ -49,6 +49,7 @@ const session: SessionObject = {
   expires_at: 0,
   troupe: {
     greeting: true,
+    metadata: {},
     character: {
       id: 'plain',
       name: 'Plain',

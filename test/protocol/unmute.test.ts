@@ -41,6 +41,7 @@ const session: SessionObject = {
   expires_at: 0,
   troupe: {
     greeting: true,
+    metadata: {},
     character: {
       id: 'plain',
       name: 'Plain',
