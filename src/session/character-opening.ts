@@ -3,6 +3,7 @@
  * opens or is restored, when `session.update` picks another character or
  * gives new metadata, and at a handoff; and which character an update asks for.
  */
+import type { Logger } from 'pino';
 import { openConversation, type CharacterOpening } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
@@ -76,13 +77,14 @@ export interface OpeningNow {
  * update changes anything, so a prompt generator that throws (say, on
  * metadata of a shape it does not expect) refuses the update whole.
  *
- * @example const opening = await updatedOpening(now, next, u.metadata, eventId);
+ * @example const opening = await updatedOpening(now, next, u.metadata, eventId, log);
  */
 export async function updatedOpening(
   now: OpeningNow,
   next: LoadedCharacter,
   metadata: Record<string, unknown> | undefined,
   eventId: string | null,
+  log: Logger,
 ): Promise<CharacterOpening | ProtocolError | undefined> {
   const same = next === now.character;
   // A client that sends back session.created's `troupe` unchanged changes nothing.
@@ -93,6 +95,8 @@ export async function updatedOpening(
   try {
     return await openCharacter(next, now.sessionId, metadata ?? now.metadata, variant);
   } catch (err) {
+    // For the character's author: the generator passed at load, with `{}`.
+    log.warn({ err, to: next.id }, 'prompt generator failed on session.update');
     return new ProtocolError(
       'character_unavailable',
       `session.update: character "${next.id}" could not make its system prompt${newMetadata ? ' with this metadata' : ''}: ${(err as Error).message} Nothing was changed.`,

@@ -580,7 +580,7 @@ export class ConversationSession implements Session {
     const state = this.#state;
     const { variant, metadata } = state;
     const now = { sessionId: this.id, character: this.#character, variant, metadata };
-    const opening = await updatedOpening(now, next, u.metadata, eventId);
+    const opening = await updatedOpening(now, next, u.metadata, eventId, this.#log);
     if (opening instanceof ProtocolError) return opening;
     if (u.metadata !== undefined) state.metadata = u.metadata;
     const greeting = u.greeting ?? this.#config.current.greeting !== false;

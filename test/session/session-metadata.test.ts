@@ -153,6 +153,12 @@ describe('session.update session.troupe.metadata', () => {
     const failed = await nextError(c, 'character_unavailable');
     expect(failed).toMatchObject({ param: 'session.troupe.metadata', event_id: 'evt_meta_2' });
     expect(failed.message).toContain('userName must be a string');
+    // Its author learns of it from the log.
+    const logged = await t.waitForLog('prompt generator failed on session.update');
+    expect(logged).toMatchObject({
+      to: 'host',
+      err: { message: expect.stringContaining('userName must be a string') },
+    });
 
     update(c, {});
     const updated = await c.next('session.updated');
