@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { openConversation, type CharacterOpening } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
-import { ProtocolError } from '../errors.js';
+import { ProtocolError, errorLine } from '../errors.js';
 
 /** Runs the character's prompt generator for a conversation (its opening). */
 export function openCharacter(
@@ -99,7 +99,7 @@ export async function updatedOpening(
     log.warn({ err, to: next.id }, 'prompt generator failed on session.update');
     return new ProtocolError(
       'character_unavailable',
-      `session.update: character "${next.id}" could not make its system prompt${newMetadata ? ' with this metadata' : ''}: ${(err as Error).message} Nothing was changed.`,
+      `session.update: character "${next.id}" could not make its system prompt${newMetadata ? ' with this metadata' : ''}: ${errorLine(err, 300)} Nothing was changed.`,
       {
         type: 'server_error',
         param: newMetadata ? 'session.troupe.metadata' : 'session.character',
