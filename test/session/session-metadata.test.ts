@@ -16,7 +16,7 @@ import { within } from '../helpers/wait.js';
 /** A prompt generator that reads `ctx.metadata.userName`, and throws on one that is not a string. */
 const byName = (role: string): string => `makeSystemPrompt: (instructions, ctx) => {
     const name = ctx.metadata.userName;
-    if (name !== undefined && typeof name !== 'string') throw new Error('userName must be a string');
+    if (name !== undefined && typeof name !== 'string') throw new Error('userName must be a string\\n(see the token=abc123 docs)');
     return ${JSON.stringify(role)} + ' The user is ' + (name ?? 'unknown') + '.';
   },`;
 
@@ -153,6 +153,8 @@ describe('session.update session.troupe.metadata', () => {
     const failed = await nextError(c, 'character_unavailable');
     expect(failed).toMatchObject({ param: 'session.troupe.metadata', event_id: 'evt_meta_2' });
     expect(failed.message).toContain('userName must be a string');
+    // One line, as a tool's error: the rest (and anything secret in it) stays in the log.
+    expect(failed.message).not.toMatch(/\n|abc123/);
     // Its author learns of it from the log.
     const logged = await t.waitForLog('prompt generator failed on session.update');
     expect(logged).toMatchObject({
