@@ -93,8 +93,21 @@ export interface ResumeStore {
    * for {@link save}.
    */
   hold?(key: string, read: RecordReader): 'saved' | 'claimed';
-  /** Returns the record and leaves a tombstone; undefined when absent, expired or claimed. */
-  claim(key: string, ttlS: number): Promise<StoredRecord | undefined>;
+  /**
+   * Returns the record and leaves a tombstone; undefined when absent, expired
+   * or claimed. With `claimId`, a store that has {@link settle} keeps the
+   * record under the tombstone until the claim is settled.
+   */
+  claim(key: string, ttlS: number, claimId?: string): Promise<StoredRecord | undefined>;
+  /**
+   * A store whose answer may come after the claimer stopped waiting (a
+   * stalled Redis still runs the claim when it wakes) has this. `used`: the
+   * record kept under claim `claimId` goes for good. Not used: the claim is
+   * undone, if no other came after it, and the conversation can be claimed
+   * again. A store applies a connection's commands in order, so a settle
+   * sent after a claim that timed out meets it.
+   */
+  settle?(key: string, claimId: string, used: boolean): void;
   /**
    * A store that may have lost what it held while it was unreachable (a
    * Redis restarted without persistence) has this: `listener` is called
@@ -307,7 +320,9 @@ interface ResumeCommands {
     head: string,
     parts: string,
     ttlS: number,
+    claimId: string,
   ): Promise<[string, string[]] | [string] | null>;
+  troupeSettle(head: string, parts: string, claimId: string, used: '1' | '0'): Promise<number>;
 }
 
 /** Parts pushed per RPUSH in the save script (Lua's unpack has a limit). */
@@ -357,20 +372,41 @@ redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1`;
 
 /**
- * Atomic, single-use claim: the record, replaced by a tombstone for the TTL;
- * its head alone (no parts) when it is incomplete: the list no longer holds
- * the `n` parts the last save left (evicted), or a save that did not fit
- * took its `seq`.
+ * Atomic, single-use claim: the record, and a tombstone (the claim's id,
+ * ARGV[2]) for the TTL; its head alone (no parts) when it is incomplete: the
+ * list no longer holds the `n` parts the last save left (evicted), or a save
+ * that did not fit took its `seq`. The record stays under the tombstone
+ * until {@link SETTLE_LUA} (none: it goes at once).
  */
-const CLAIM_LUA = `local got = redis.call('HMGET', KEYS[1], 'head', 'seq', 'n')
+const CLAIM_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return false end
+local got = redis.call('HMGET', KEYS[1], 'head', 'seq', 'n')
 local head, seq, n = got[1], got[2], tonumber(got[3])
 if not head then return false end
 local parts = redis.call('LRANGE', KEYS[2], 0, -1)
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
+else
+  redis.call('HSET', KEYS[1], '${TOMBSTONE}', ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[1])
+end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 if not seq or (n and #parts ~= n) then return {head} end
 return {head, parts}`;
+
+/**
+ * Settles claim ARGV[1], if it is still the key's: used (ARGV[2] '1'), the
+ * record goes and the tombstone stays; not used, the tombstone goes and the
+ * record can be claimed again. 1: settled; 0: another claim's, or none.
+ */
+const SETTLE_LUA = `if redis.call('HGET', KEYS[1], '${TOMBSTONE}') ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' then
+  redis.call('HDEL', KEYS[1], 'head', 'seq', 'n')
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('HDEL', KEYS[1], '${TOMBSTONE}')
+end
+return 1`;
 
 /** A record's keys: one hash slot (`{…}`), so a Redis Cluster can run the scripts too. */
 function redisKeys(key: string): [string, string] {
@@ -397,6 +433,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   // Atomic: a claimed key is never written again; a claim leaves a tombstone.
   redis.defineCommand('troupeSave', { numberOfKeys: 2, lua: SAVE_LUA });
   redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
+  redis.defineCommand('troupeSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
   let down = false;
   let closing = false;
   let lastError = '';
@@ -465,11 +502,11 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
         return fail('save', err);
       }
     },
-    async claim(key, ttlS) {
+    async claim(key, ttlS, claimId = '') {
       try {
         await connected();
         const [head, parts] = redisKeys(key);
-        const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS));
+        const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS), claimId);
         if (got === null) return undefined;
         // The instance whose session wrote it closes that session's connection at once.
         redis.publish(CLAIMED_CHANNEL, key).catch(() => undefined);
@@ -479,6 +516,14 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       } catch (err) {
         return fail('claim', err);
       }
+    },
+    settle(key, claimId, used) {
+      const [head, parts] = redisKeys(key);
+      // Sent even while the claim it settles waits: Redis runs them in order.
+      redis.troupeSettle(head, parts, claimId, used ? '1' : '0').catch((err: Error) => {
+        onError?.('claim');
+        log.warn({ err: err.message, used }, 'resume claim not settled');
+      });
     },
     onClaimedElsewhere(listener) {
       claimedListeners.push(listener);

@@ -319,9 +319,12 @@ async function claimRecord(
   }
   let raw: StoredRecord | undefined;
   let timer: NodeJS.Timeout | undefined;
+  const key = tokenKey(token, auth);
+  // A store that may answer after this stops waiting keeps the record until the claim is settled.
+  const claimId = store.settle ? newResumeToken() : undefined;
   try {
     raw = await Promise.race([
-      store.claim(tokenKey(token, auth), ttlS),
+      store.claim(key, ttlS, claimId),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
           () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
@@ -332,15 +335,21 @@ async function claimRecord(
   } catch (err) {
     outcome('store_unavailable');
     options.log.warn({ err: (err as Error).message }, 'resume claim failed');
+    // The claim may still run when the store wakes: undone then, the token still opens it.
+    if (claimId !== undefined) store.settle?.(key, claimId, false);
+    const kept =
+      claimId === undefined
+        ? ''
+        : ' The conversation is kept: connect again with the same resume token to try again.';
     return {
       ok: false,
       reason: 'store_unavailable',
-      message:
-        'The conversation could not be resumed: the resume store is unavailable; a new session was started.',
+      message: `The conversation could not be resumed: the resume store is unavailable or did not answer in time; a new session was started.${kept}`,
     };
   } finally {
     clearTimeout(timer);
   }
+  if (raw !== undefined && claimId !== undefined) store.settle?.(key, claimId, true);
   if (raw?.incomplete) {
     outcome('incomplete');
     options.log.warn(

@@ -323,6 +323,57 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
     }
   });
 
+  it('keeps a conversation whose claim Redis answered too late, for the same token to claim again', async () => {
+    const port = await freePort();
+    const own = await startRedis(port);
+    const make = (loadTimeoutMs: number) =>
+      createResumer({
+        store: createRedisResumeStore({ url: own.url, log: log.logger }),
+        ttlS: 60,
+        saveDelayMs: 5,
+        loadTimeoutMs,
+        log: log.logger,
+      });
+    const writer = make(2_000);
+    const claimer = make(200);
+    try {
+      const tracker = writer.track(
+        'sess_stall',
+        { snapshot: () => ({ items: ['a'] }) },
+        undefined,
+        log.logger,
+      );
+      await tracker.flush();
+      tracker.stop();
+      // Redis stalls (stopped): the claim waits out its time, and Redis runs it when it wakes.
+      own.proc.child.kill('SIGSTOP');
+      let first;
+      try {
+        first = await claimer.claim(tracker.token, undefined);
+      } finally {
+        own.proc.child.kill('SIGCONT');
+      }
+      expect(first).toMatchObject({ ok: false, reason: 'store_unavailable' });
+      expect((first as { message: string }).message).toContain(
+        'The conversation is kept: connect again with the same resume token to try again.',
+      );
+      // Redis runs a connection's commands in order: the late claim, its undoing, then this.
+      expect(await claimer.claim(tracker.token, undefined)).toMatchObject({
+        ok: true,
+        sessionId: 'sess_stall',
+        state: { items: ['a'] },
+      });
+      expect(await claimer.claim(tracker.token, undefined)).toMatchObject({
+        ok: false,
+        reason: 'not_found',
+      });
+    } finally {
+      await writer.close();
+      await claimer.close();
+      await own.close();
+    }
+  });
+
   it('has every open session write its record again when Redis comes back empty', async () => {
     const port = await freePort();
     const own = await startRedis(port);
