@@ -231,13 +231,15 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
       log.info({ sessions: realtime.active, graceMs }, 'shutting down');
       // Still listening while draining: a client that connects now gets 1001
       // (not a refused TCP connection) and /health reports shutting_down.
-      const drained = await realtime.drain(Date.now() + graceMs);
+      const deadline = Date.now() + graceMs;
+      const drained = await realtime.drain(deadline);
       if (!drained) {
         log.warn({ graceMs }, 'responses still running at the deadline; cancelled');
         await realtime.cancelAll();
       }
       const closed = new Promise<void>((r) => server.close(() => r()));
-      realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down');
+      // A last write the store refuses (Redis down) is tried until the deadline.
+      realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down', deadline);
       server.closeAllConnections();
       await closed;
       // The last state of every session, so their clients can resume elsewhere.

@@ -85,9 +85,10 @@ export interface RealtimeEndpoint {
   cancelAll(): Promise<void>;
   /**
    * Stops every session and closes every socket with `code`, each once its
-   * session's last state is in the resume store.
+   * session's last state is in the resume store; with `until` (epoch ms), a
+   * last write the store refused is tried again until then.
    */
-  closeAll(code: number, reason: string): void;
+  closeAll(code: number, reason: string, until?: number): void;
   /** Resolves when the sessions closed so far have written their last state to the resume store. */
   resumeFlushed(): Promise<void>;
 }
@@ -177,12 +178,12 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   }
 
   /** Stops a socket's session and closes it once its last state is written (once). */
-  function closeOne(ws: WebSocket, code: number, reason: string): void {
+  function closeOne(ws: WebSocket, code: number, reason: string, until?: number): void {
     if (closing.has(ws) || !connections.has(ws)) return;
     closing.add(ws);
     connections.get(ws)?.close();
     // The close follows the last write: a client that reconnects at once resumes all it said.
-    void opener.closing(ws).finally(() => closeSocket(ws, code, reason));
+    void opener.closing(ws, until).finally(() => closeSocket(ws, code, reason));
   }
 
   return {
@@ -202,7 +203,10 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       // the drain's end, and an idle one does not wait for the longest reply.
       for (const [ws, session] of connections) {
         if (session === undefined) continue; // still opening: closeAll takes it
-        void session.idle().then(() => closeOne(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason));
+        // A last write the store refuses (Redis down) is tried until the deadline.
+        void session
+          .idle()
+          .then(() => closeOne(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason, deadline));
       }
       const busy = () => [...connections.values()].filter((s) => s?.busy) as Session[];
       while (busy().length > 0) {
@@ -227,8 +231,8 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       ]);
       clearTimeout(timer);
     },
-    closeAll(code, reason) {
-      for (const ws of connections.keys()) closeOne(ws, code, reason);
+    closeAll(code, reason, until) {
+      for (const ws of connections.keys()) closeOne(ws, code, reason, until);
       handover?.close();
     },
     async resumeFlushed() {

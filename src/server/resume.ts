@@ -98,6 +98,13 @@ export interface ResumeTracker {
    * its `response.done` is sent is on its way to the store first.
    */
   flush(): Promise<void>;
+  /**
+   * Writes the state once more, whether or not it changed (the store may
+   * have lost what it had), and resolves once a write has succeeded: this
+   * one, or when it failed, a later one (the store back, every record is
+   * written again). `onWait` is called when it has to wait.
+   */
+  stored(onWait?: () => void): Promise<void>;
   /** Stops writing. */
   stop(): void;
 }
@@ -400,6 +407,10 @@ function trackSession(
   let stopped = false;
   /** A change not written yet (the first write is always due: the token opens from then on). */
   let dirty = true;
+  /** The last write failed (logged once until one succeeds again). */
+  let failing = false;
+  /** Who waits for the state to be in the store ({@link ResumeTracker.written}). */
+  const whenWritten = new Set<() => void>();
 
   /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
   let sent: string[] = [];
@@ -439,11 +450,17 @@ function trackSession(
       metrics?.saveSeconds.observe((performance.now() - started) / 1000);
       if (result === 'claimed') watch.takenOver();
       else writtenAt = Date.now();
+      if (failing) log.info({}, 'resume saves work again');
+      failing = false;
+      if (!dirty) for (const resolve of whenWritten) resolve();
     } catch (err) {
       // What the store holds now is unknown: the next write sends everything.
       sent = [];
       dirty = true;
-      log.warn({ err: (err as Error).message }, 'resume save failed');
+      // Once per outage for each session, not at every change it makes meanwhile.
+      if (failing) log.debug({ err: (err as Error).message }, 'resume save failed');
+      else log.warn({ err: (err as Error).message }, 'resume save failed');
+      failing = true;
     }
   };
   // Debounced writes go one at a time; changes during one are written after it.
@@ -527,9 +544,24 @@ function trackSession(
       }
       while (writing) await writing;
     },
+    async stored(onWait) {
+      if (stopped) return;
+      dirty = true;
+      await this.flush();
+      if (!dirty || stopped) return;
+      onWait?.();
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          whenWritten.delete(done);
+          resolve();
+        };
+        whenWritten.add(done);
+      });
+    },
     stop() {
       watch.forget();
       stop();
+      for (const resolve of whenWritten) resolve();
     },
   };
 }
@@ -578,6 +610,10 @@ function holdSession(
     token: at.token,
     changed: held,
     flush() {
+      held();
+      return Promise.resolve();
+    },
+    stored() {
       held();
       return Promise.resolve();
     },

@@ -74,9 +74,11 @@ export interface SessionOpener {
   ): ResumeTracker | undefined;
   /**
    * The socket is being closed by the server: writes its session's last state
-   * now; resolves when written (or failed), so the close can follow it.
+   * now; resolves when written (or failed), so the close can follow it. With
+   * `until` (a drain's deadline, epoch ms), a write that failed waits for the
+   * store to take it until then: a store that is back in time loses nothing.
    */
-  closing(ws: WebSocket): Promise<void>;
+  closing(ws: WebSocket, until?: number): Promise<void>;
 
   /** Resolves when every last write started so far has ended. */
   flushed(): Promise<void>;
@@ -89,19 +91,16 @@ export interface SessionOpener {
  */
 export function createSessionOpener(options: SessionOpenerOptions): SessionOpener {
   const { resume, metrics, log } = options;
-  const trackers = new Map<WebSocket, { tracker: ResumeTracker; session: Session }>();
+  const trackers = new Map<WebSocket, { tracker: ResumeTracker; session: Session; log: Logger }>();
   const flushes = new Set<Promise<void>>();
 
   /** The last write, once a reply the close cut has recorded what it had said. */
-  const flush = ({
-    tracker,
-    session,
-  }: {
-    tracker: ResumeTracker;
-    session: Session;
-  }): Promise<void> => {
+  const flush = (
+    { tracker, session, log }: { tracker: ResumeTracker; session: Session; log: Logger },
+    until?: number,
+  ): Promise<void> => {
     const done = settled(session)
-      .then(() => tracker.flush())
+      .then(() => (until === undefined ? tracker.flush() : storedBy(tracker, until, log)))
       .finally(() => {
         tracker.stop();
         flushes.delete(done);
@@ -177,7 +176,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
             return settled(session);
           }),
       );
-      const entry = { tracker, session };
+      const entry = { tracker, session, log: sessionLog };
       trackers.set(ws, entry);
       ws.once('close', () => {
         if (trackers.get(ws) !== entry) return;
@@ -186,16 +185,42 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       });
       return tracker;
     },
-    closing(ws) {
+    closing(ws, until) {
       const entry = trackers.get(ws);
       if (!entry) return Promise.resolve();
       trackers.delete(ws);
-      return flush(entry);
+      return flush(entry, until);
     },
     async flushed() {
       await Promise.all([...flushes]);
     },
   };
+}
+
+/**
+ * When the store holds the session's last state, or at `until`: a drain keeps
+ * the socket open meanwhile, so its client does not resume from a store that
+ * never got the conversation (Redis down during a rolling restart).
+ */
+async function storedBy(tracker: ResumeTracker, until: number, log: Logger): Promise<void> {
+  let stored = false;
+  let waited = false;
+  const written = tracker
+    .stored(() => {
+      waited = true;
+      log.warn({}, 'draining: the last state waits for the resume store');
+    })
+    .then(() => (stored = true));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    written,
+    new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, until - Date.now())))),
+  ]);
+  clearTimeout(timer);
+  if (!waited) return;
+  if (stored) log.info({}, 'draining: the last state is written');
+  else
+    log.error({}, 'draining: the resume store did not come back in time; the conversation is lost');
 }
 
 /** When a closed session's cut reply has recorded what it had said, or {@link CLOSE_IDLE_WAIT_MS}. */

@@ -5,8 +5,10 @@ import {
   type ResumeStore,
 } from '../../src/server/resume-store.js';
 import { connect, say } from '../helpers/realtime-client.js';
+import { userMessage } from '../helpers/session.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
+import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
 
 /** A grace no turn here outlasts on any machine: it bounds a hang, it is not a race. */
 const GRACE_MS = 600_000;
@@ -163,6 +165,53 @@ describe('resume across a drain', () => {
     expect(written).toBeGreaterThan(2);
     expect(written).toBeLessThanOrEqual(6 + Math.ceil(tookMs / 100));
     expect(written).toBeLessThan(deltas / 2);
+  });
+});
+
+describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server)', () => {
+  const servers: TestServer[] = [];
+  let redis: RedisProc | undefined;
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+    await redis?.close();
+    redis = undefined;
+  });
+
+  it('holds each session until Redis is back and has its state, so the client resumes elsewhere', async () => {
+    const port = await freePort();
+    redis = await startRedis(port);
+    const env = { REDIS_URL: redis.url };
+    const draining = await startTestServer({ env });
+    const other = await startTestServer({ env });
+    servers.push(draining, other);
+    const c = await connect(`${draining.wsUrl}?character=plain&greeting=0`);
+    const token = tokenOf(await c.next('session.created'));
+    say(c, 'Hello there!');
+    await c.untilDone();
+    // Redis stops (without persistence, as the compose file runs it): it comes back empty.
+    await redis.close();
+    redis = undefined;
+    // What the client adds meanwhile cannot be written: each try fails, and the log says so once.
+    for (const line of ['One.', 'Two.', 'Three.']) {
+      c.send(userMessage(line));
+      await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes(line));
+    }
+    const drained = draining.server.shutdown(GRACE_MS);
+    await draining.waitForLog('draining: the last state waits for the resume store');
+    expect(c.ws.readyState).toBe(c.ws.OPEN);
+    redis = await startRedis(port);
+    expect((await c.closed).code).toBe(1001);
+    await drained;
+    const said = draining.logs().map((l) => `${String(l.level)} ${String(l.msg)}`);
+    expect(said).toContain('30 draining: the last state is written');
+    expect(said).toContain('30 resume saves work again');
+    expect(said.filter((m) => m === '40 resume save failed')).toHaveLength(1);
+
+    const again = await connect(`${other.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.added', (e) => JSON.stringify(e.item).includes('Three.'));
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    await again.close();
   });
 });
 
