@@ -305,10 +305,16 @@ function createScaleParts(
     overload,
     /** `/health`'s `resume` (and `workers`): a store that is down degrades the server. */
     async health(cluster: ClusterView | undefined) {
-      const [state, workers] = await Promise.all([store.health(), cluster?.workers()]);
+      // A worker whose primary is gone or stuck answers for itself, not with an error.
+      let primary: string | undefined;
+      const [state, workers] = await Promise.all([
+        store.health().catch((err: Error) => ({ ok: false, detail: err.message })),
+        cluster?.workers().catch((err: Error) => void (primary = err.message)),
+      ]);
       return {
-        degraded: !state.ok,
+        degraded: !state.ok || primary !== undefined,
         fields: {
+          ...(primary !== undefined ? { primary } : {}),
           resume: { store: store.kind, ...state },
           ...(workers && cluster
             ? {
@@ -345,7 +351,13 @@ async function readiness(
     const refusing = realtime.refusing();
     return refusing ? { ready: false, reason: refusing } : { ready: true };
   }
-  const workers = await cluster.workers();
+  let workers: WorkerState[];
+  try {
+    workers = await cluster.workers();
+  } catch (err) {
+    // The primary is gone or stuck: it hands out no connections, so the instance takes none.
+    return { ready: false, reason: (err as Error).message };
+  }
   if (workers.some((w) => w.status === 'ok' && w.refusing === undefined)) return { ready: true };
   const reasons = new Set(workers.map((w) => w.refusing ?? w.status));
   return { ready: false, reason: [...reasons].join(', ') || 'no workers' };

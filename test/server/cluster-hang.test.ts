@@ -3,7 +3,7 @@
  * new connections, shows as unresponsive in /health at once, and is killed
  * and replaced once it has been silent for 30 s.
  */
-import { get } from 'node:http';
+import { Agent, get } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 import { startInstance, type Instance } from '../deploy/processes.js';
@@ -95,5 +95,53 @@ describe('npm start with WORKERS=2, one worker stuck', () => {
       'two workers answering again',
     );
     expect((await workers()).map((w) => w.pid)).not.toContain(stuck);
+  });
+});
+
+describe('npm start with WORKERS=2, its primary stuck', () => {
+  let sim: Simulator;
+  let instance: Instance;
+  let primary: number | undefined;
+
+  beforeAll(async () => {
+    sim = await startSimulator({ script: DEMO_SCRIPT });
+    instance = await startInstance({ WORKERS: '2', LLM_BASE_URL: sim.url });
+  });
+
+  afterAll(async () => {
+    if (primary !== undefined) process.kill(primary, 'SIGCONT');
+    await instance?.stop();
+    await sim?.close();
+  });
+
+  it('has a worker answer /health for itself, degraded, and /health/ready 503, not an error', async () => {
+    // A connection kept alive (as nginx keeps them), handed to a worker before the primary stopped.
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const ask = (path: string) =>
+      new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+        get(`${instance.url}${path}`, { agent }, (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(body) }));
+          res.on('error', reject);
+        }).on('error', reject);
+      });
+    try {
+      expect((await ask('/health')).body.status).toBe('ok');
+      primary = instance.proc.child.pid!;
+      process.kill(primary, 'SIGSTOP');
+      const health = await ask('/health');
+      expect(health.status).toBe(200);
+      expect(health.body).toMatchObject({
+        status: 'degraded',
+        primary: expect.stringContaining('the primary did not answer'),
+      });
+      const ready = await ask('/health/ready');
+      expect(ready).toMatchObject({ status: 503, body: { ready: false } });
+    } finally {
+      agent.destroy();
+      if (primary !== undefined) process.kill(primary, 'SIGCONT');
+      primary = undefined;
+    }
   });
 });
