@@ -9,7 +9,7 @@ import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import { Conversation } from './conversation.js';
 import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
-import { StateSaver } from './state-json.js';
+import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
@@ -74,7 +74,7 @@ export class ConversationSession implements Session {
   /** A restored session's announcement, waiting for the client's first event (or its timer). */
   #restoredWait: NodeJS.Timeout | undefined;
   readonly #followUps = new McpFollowUps();
-  readonly #stateSaver = new StateSaver();
+  readonly #snapshots: SessionSnapshots;
 
   constructor(
     options: SessionOptions,
@@ -123,6 +123,13 @@ export class ConversationSession implements Session {
     this.#handoffs = new SessionHandoffs({ characters: options.characters });
     this.#backgroundOptions = this.#backgroundCallOptions();
     this.#background = sessionBackgroundCalls(this.#backgroundOptions);
+    this.#snapshots = new SessionSnapshots({
+      state: this.#state as Omit<SessionState, 'conversation'>,
+      background: this.#background,
+      conversation: this.#conversation,
+      character: () => this.#character.id,
+      log: () => this.#log,
+    });
     this.#ctx = this.#responseContext();
     this.#voiceIn = kit ? this.#voiceInput(kit) : undefined;
     options.metrics?.active.inc();
@@ -174,29 +181,10 @@ export class ConversationSession implements Session {
     // The greeting waits for the frontend's first session.update: it may pick another character.
   }
 
-  snapshot(): SessionState {
-    return structuredClone(this.#live());
-  }
-
-  snapshotText(): string {
-    return JSON.stringify(this.#live());
-  }
-
-  snapshotParts(): { head: string; parts: string[] } {
-    const live = this.#live();
-    const { history } = live.conversation;
-    const parts = this.#conversation.groupsJson();
-    const conversation = { ...live.conversation, history: { ...history, groups: [] } };
-    return { head: JSON.stringify({ ...live, conversation }), parts };
-  }
-
-  /** The state as it is now, sharing the live conversation: copy or serialise it at once. */
-  #live(): SessionState {
-    const running = this.#background.pending();
-    const background = running.length > 0 ? { background: running } : {};
-    const states = this.#stateSaver.save(this.#state, this.#character.id, this.#log);
-    return { ...this.#state, ...background, ...states, conversation: this.#conversation.toState() };
-  }
+  // The session as data (a copy, its JSON, its head and parts): session-snapshot.ts.
+  snapshot = (): SessionState => this.#snapshots.copy();
+  snapshotText = (): string => this.#snapshots.text();
+  snapshotParts = (): { head: string; parts: string[] } => this.#snapshots.parts();
 
   async idle(): Promise<void> {
     await this.#queue.idle();
