@@ -124,6 +124,8 @@ export interface VoiceMetrics {
   speechToAudio: Histogram<'stt' | 'tts'>;
   /** Responses interrupted by the user's speech. */
   bargeIns: Counter<'character'>;
+  /** Utterances speech-to-text found no words in (dropped from the conversation), by provider. */
+  wordless: Counter<'provider'>;
   /** Audio seconds received (`in`, by STT provider) and sent (`out`, by TTS provider). */
   audioSeconds: Counter<'direction' | 'provider'>;
   /** Speech failures: unreadable input audio, STT or TTS errors. */
@@ -396,6 +398,12 @@ function createVoiceMetrics(registers: Registry[]): VoiceMetrics {
       name: 'troupe_barge_ins_total',
       help: 'Responses interrupted by the user speaking, by character.',
       labelNames: ['character'],
+      registers,
+    }),
+    wordless: new Counter({
+      name: 'troupe_stt_utterances_without_words_total',
+      help: 'Utterances speech-to-text found no words in (their items are deleted and not answered), by STT provider.',
+      labelNames: ['provider'],
       registers,
     }),
     audioSeconds: new Counter({

@@ -13,7 +13,8 @@ import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
-import { McpFollowUps, answerFollowUp } from './mcp-follow-ups.js';
+import { McpFollowUps } from './mcp-follow-ups.js';
+import { answerEmpty } from './response-report.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import {
   resumeBackground,
@@ -292,11 +293,9 @@ export class ConversationSession implements Session {
         if (answeredBy === undefined) {
           return this.#createResponse(event.response ?? {}, eventId, receivedAt);
         }
-        const conversation = conversationId(this.id);
-        const modalities = this.#config.current.outputModalities;
-        return answerFollowUp(
-          { send: this.#send, log: this.#log, modalities, conversation },
-          answeredBy,
+        return this.#answerEmpty(
+          { troupe: 'answered', answered_by: answeredBy },
+          'response.create after tool calls that were answered already: answered empty',
         );
       }
       case 'response.cancel': {
@@ -474,7 +473,7 @@ export class ConversationSession implements Session {
     receivedAt: number,
     sttMs?: number,
     input?: readonly ChatMessage[],
-    heard?: Promise<void>,
+    heard?: Promise<boolean>,
   ) {
     let queued = false;
     const outcome = this.#queue.request({
@@ -483,8 +482,15 @@ export class ConversationSession implements Session {
       // A background result is not told over the user's speech.
       ...(kind === 'background' ? { holdWhile: () => this.#voiceIn?.userTurn === true } : {}),
       run: async (response) => {
-        // The user's words committed before the request are in what it reads.
-        if (heard) await heard;
+        // The user's words committed before the request are in what it reads;
+        // speech without words leaves nothing to answer (the model would repeat itself).
+        if (heard && !(await heard) && !response.stoppedBy) {
+          return this.#answerEmpty(
+            { troupe: 'nothing_heard' },
+            'nothing heard: answered empty',
+            response.id,
+          );
+        }
         // Beside the conversation: it reads stand-ins in a copy and changes nothing.
         if (kind === 'out_of_band') return runResponse(this.#ctx, response, r, receivedAt, input);
         // Any response that starts sees the background outcomes in history:
@@ -510,6 +516,17 @@ export class ConversationSession implements Session {
     });
     queued = outcome.outcome === 'queued';
     return outcome;
+  }
+
+  /** An empty, completed response whose `metadata` says why; see {@link answerEmpty}. */
+  #answerEmpty(metadata: Record<string, string>, why: string, id?: string): undefined {
+    const target = { send: this.#send, log: this.#log, conversation: conversationId(this.id) };
+    return answerEmpty(
+      { ...target, modalities: this.#config.current.outputModalities },
+      metadata,
+      why,
+      id,
+    );
   }
 
   /** A conversation response ended: the user's silence is timed from here (`idle_timeout_ms`). */

@@ -9,9 +9,7 @@
  * watches what the client is sent, as such a client does, and knows when a
  * `response.create` is that follow-up, already answered.
  */
-import type { Logger } from 'pino';
-import type { ResponseObject, ServerEvent } from './events.js';
-import { inProgressResponse, newId } from './items.js';
+import type { ServerEvent } from './events.js';
 
 /** Follow-ups of one session's `mcp_call` items. */
 export class McpFollowUps {
@@ -66,30 +64,4 @@ export class McpFollowUps {
     this.#answeredBy = undefined;
     return by;
   }
-}
-
-/**
- * Answers a follow-up to calls a response answered already: an empty,
- * completed response (no model request), whose `metadata` names that one.
- * Nothing is left to tell the client (no error).
- */
-export function answerFollowUp(
-  o: {
-    send: (event: ServerEvent) => void;
-    log: Logger;
-    modalities: ResponseObject['output_modalities'];
-    conversation: string;
-  },
-  answeredBy: string,
-): undefined {
-  const id = newId('resp');
-  const metadata = { troupe: 'answered', answered_by: answeredBy };
-  const base = inProgressResponse(id, o.modalities, metadata, o.conversation);
-  o.send({ type: 'response.created', response: base });
-  o.send({ type: 'response.done', response: { ...base, status: 'completed' } });
-  o.log.info(
-    { response: id, answeredBy },
-    'response.create after tool calls that were answered already: answered empty',
-  );
-  return undefined;
 }

@@ -7,8 +7,9 @@ import type { TroupeError } from '../errors.js';
 import type { RoundTiming, TurnSummary } from '../llm/turn-runner.js';
 import type { SessionMetrics } from '../metrics/index.js';
 import type { ToolCallMode, ToolResult } from '../tools/types.js';
-import type { Item, ResponseObject, ResponseRound, VoiceTimings } from './events.js';
-import { round } from './items.js';
+import type { Logger } from 'pino';
+import type { Item, ResponseObject, ResponseRound, ServerEvent, VoiceTimings } from './events.js';
+import { inProgressResponse, newId, round } from './items.js';
 
 /** What a finished response reports. */
 export interface ResponseOutcome {
@@ -166,4 +167,32 @@ function responseRounds(rounds: readonly RoundTiming[]): ResponseRound[] {
           : us(Math.max(0, next.requestAt - r.lastChunkAt - r.handlerMs)),
     };
   });
+}
+
+/** Where an empty response goes, and what it is like. */
+export interface EmptyResponseTarget {
+  send: (event: ServerEvent) => void;
+  log: Logger;
+  modalities: ResponseObject['output_modalities'];
+  conversation: string;
+}
+
+/**
+ * Answers a `response.create` with an empty, completed response (no model
+ * request) whose `metadata` says why (`troupe`), logged as `why`: a
+ * follow-up to calls a response answered already (`answered`, naming it in
+ * `answered_by`), or a turn whose speech had no words (`nothing_heard`).
+ * Nothing is left to tell the client (no error).
+ */
+export function answerEmpty(
+  o: EmptyResponseTarget,
+  metadata: Record<string, string>,
+  why: string,
+  id = newId('resp'),
+): undefined {
+  const base = inProgressResponse(id, o.modalities, metadata, o.conversation);
+  o.send({ type: 'response.created', response: base });
+  o.send({ type: 'response.done', response: { ...base, status: 'completed' } });
+  o.log.info({ response: id, ...metadata }, why);
+  return undefined;
 }

@@ -93,7 +93,7 @@ export class VoiceInput {
    * Committed utterances not yet in the conversation (being transcribed),
    * each with whether turn detection answers it by itself.
    */
-  readonly #transcribing = new Set<{ answered: boolean; added: Promise<void> }>();
+  readonly #transcribing = new Set<{ answered: boolean; added: Promise<boolean> }>();
   /** The input clock when the last response ended: `idle_timeout_ms` counts from here. */
   #idleFrom: number | undefined;
   #closed = false;
@@ -257,12 +257,12 @@ export class VoiceInput {
    * without words). Undefined when there is nothing to wait for, or when one
    * of them gets an answer of its own (server VAD's `create_response`):
    * that answer waits for the client's response, so the client's cannot
-   * wait for it.
+   * wait for it. Resolves to whether any of them had words.
    */
-  transcribed(): Promise<void> | undefined {
+  transcribed(): Promise<boolean> | undefined {
     const pending = [...this.#transcribing];
     if (pending.length === 0 || pending.some((p) => p.answered)) return undefined;
-    return Promise.all(pending.map((p) => p.added)).then(() => undefined);
+    return Promise.all(pending.map((p) => p.added)).then((words) => words.includes(true));
   }
 
   #maybeDone(): void {
@@ -372,15 +372,16 @@ export class VoiceInput {
     u.committedMs = this.#input!.utteranceMs;
     const transcript = this.#input!.commit();
     this.#unanswered++;
-    let added = (): void => undefined;
+    let added = (_words: boolean): void => undefined;
     const pending = {
       answered: auto && this.#o.config.current.turnDetection?.createResponse === true,
-      added: new Promise<void>((resolve) => (added = resolve)),
+      // Whether its words joined the conversation (false: none were found, or it failed).
+      added: new Promise<boolean>((resolve) => (added = resolve)),
     };
     this.#transcribing.add(pending);
-    const inConversation = (): void => {
+    const inConversation = (words = false): void => {
       this.#transcribing.delete(pending);
-      added();
+      added(words);
     };
     this.#turnChain = this.#turnChain
       .then(() => this.#finishUtterance(u, transcript, auto, speechEndedAt, idle, inConversation))
@@ -398,7 +399,7 @@ export class VoiceInput {
     auto: boolean,
     speechEndedAt: number,
     idle: boolean,
-    inConversation: () => void,
+    inConversation: (words: boolean) => void,
   ): Promise<void> {
     const { send, conversation } = this.#o;
     const item = messageItem(
@@ -434,6 +435,7 @@ export class VoiceInput {
     if (transcript === '' && !idle) {
       // Nothing was understood: no message for the model, and no answer to nothing.
       this.#o.log().info('utterance without words');
+      this.#o.metrics?.wordless.inc({ provider: this.#o.kit.stt?.name ?? 'none' });
       send({ type: 'conversation.item.deleted', item_id: u.itemId });
       return;
     }
@@ -446,7 +448,7 @@ export class VoiceInput {
       .debug({ item: item.id, text: this.#o.content(transcript) }, 'utterance transcribed');
     send({ type: 'conversation.item.done', previous_item_id: previous, item });
     this.#o.changed();
-    inConversation();
+    inConversation(true);
     if (!auto || !this.#o.config.current.turnDetection?.createResponse) return;
     // An interrupted response is still winding down: the answer waits its turn in the queue.
     await this.#o.respond(speechEndedAt, sttMs);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScriptedStt, type ScriptedStt } from '../../src/testing/index.js';
 import { sendAudio, silence, speech } from '../helpers/audio.js';
 import type { TestServer } from '../helpers/server.js';
+import { metricValue, scrape } from '../helpers/http.js';
 import { chatBodies, lastChat, nextError } from '../helpers/session.js';
 import {
   audioMs,
@@ -240,6 +241,43 @@ describe('a response.create sent right after the commit', () => {
     expect(chatBodies(s.simulator).length).toBe(requests);
     const item = c.events.find((e) => e.type === 'conversation.item.done')!.item;
     expect(item).toMatchObject({ id: committed.item_id, status: 'completed' });
+    await c.close();
+  });
+});
+
+describe('a response.create after speech without words', () => {
+  let s: TestServer;
+
+  beforeAll(async () => {
+    s = await startVoiceServer({ voice: await fakeVoice({ transcripts: () => '' }) });
+  });
+  afterAll(() => s?.close());
+
+  it('is answered empty, saying nothing was heard, without asking the model', async () => {
+    const c = await openVoiceSession(s, 'character=quiet', {
+      output_modalities: ['text'],
+      audio: { input: { turn_detection: null } },
+    });
+    const requests = chatBodies(s.simulator).length;
+    await speak(c, 'mumble');
+    c.send({ type: 'input_audio_buffer.commit' });
+    c.send({ type: 'response.create' });
+    const committed = await c.next('input_audio_buffer.committed');
+    const deleted = await c.next('conversation.item.deleted');
+    expect(deleted.item_id).toBe(committed.item_id);
+    const created = await c.next('response.created');
+    const done = (await c.next('response.done')).response as Record<string, unknown>;
+    expect(done).toMatchObject({
+      id: (created.response as { id: string }).id,
+      status: 'completed',
+      output: [],
+      metadata: { troupe: 'nothing_heard' },
+    });
+    expect(chatBodies(s.simulator).length).toBe(requests);
+    const metrics = await scrape(s.url);
+    expect(
+      metricValue(metrics, 'troupe_stt_utterances_without_words_total'),
+    ).toBeGreaterThanOrEqual(1);
     await c.close();
   });
 });
