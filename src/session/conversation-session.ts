@@ -125,7 +125,7 @@ export class ConversationSession implements Session {
     this.#backgroundOptions = this.#backgroundCallOptions();
     this.#background = sessionBackgroundCalls(this.#backgroundOptions);
     this.#snapshots = new SessionSnapshots({
-      state: this.#state as Omit<SessionState, 'conversation'>,
+      state: this.#state,
       background: this.#background,
       conversation: this.#conversation,
       character: () => this.#character.id,
