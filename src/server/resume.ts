@@ -409,7 +409,7 @@ function trackSession(
   let dirty = true;
   /** The last write failed (logged once until one succeeds again). */
   let failing = false;
-  /** Who waits for the state to be in the store ({@link ResumeTracker.written}). */
+  /** Who waits for the state to be in the store ({@link ResumeTracker.stored}). */
   const whenWritten = new Set<() => void>();
 
   /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
