@@ -238,7 +238,6 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
         await realtime.cancelAll();
       }
       const closed = new Promise<void>((r) => server.close(() => r()));
-      // A last write the store refuses (Redis down) is tried until the deadline.
       realtime.closeAll(CLOSE.GOING_AWAY, 'server shutting down', deadline);
       server.closeAllConnections();
       await closed;

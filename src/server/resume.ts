@@ -391,6 +391,46 @@ async function claimRecord(
   return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
 }
 
+/** Resolves when one of `waiters` is called (it is let go then). */
+function whenCalled(waiters: Set<() => void>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      waiters.delete(done);
+      resolve();
+    };
+    waiters.add(done);
+  });
+}
+
+/** A writer's saves, each the head and the parts that changed since the last one sent. */
+function saveMaker(read: () => StoredRecord): { next(): RecordUpdate; resend(): void } {
+  /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
+  let sent: string[] = [];
+  let seq = 0;
+  return {
+    next() {
+      const { head, parts } = read();
+      let keep = 0;
+      const common = Math.min(sent.length, parts.length);
+      while (keep < common && sent[keep] === parts[keep]) keep++;
+      const after = seq === 0 || keep === 0 ? null : seq;
+      seq++;
+      sent = parts;
+      return {
+        head,
+        keep: after === null ? 0 : keep,
+        parts: parts.slice(after === null ? 0 : keep),
+        seq,
+        after,
+      };
+    },
+    /** What the store holds is unknown: the next save sends everything. */
+    resend() {
+      sent = [];
+    },
+  };
+}
+
 /** Writes one session's changes to the store; see {@link Resumer.track}. */
 function trackSession(
   options: ResumerOptions,
@@ -412,26 +452,7 @@ function trackSession(
   /** Who waits for the state to be in the store ({@link ResumeTracker.stored}). */
   const whenWritten = new Set<() => void>();
 
-  /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
-  let sent: string[] = [];
-  let seq = 0;
-  /** The next save: the head and the parts that changed since the last one sent. */
-  const nextUpdate = (): RecordUpdate => {
-    const { head, parts } = read();
-    let keep = 0;
-    const common = Math.min(sent.length, parts.length);
-    while (keep < common && sent[keep] === parts[keep]) keep++;
-    const after = seq === 0 || keep === 0 ? null : seq;
-    seq++;
-    sent = parts;
-    return {
-      head,
-      keep: after === null ? 0 : keep,
-      parts: parts.slice(after === null ? 0 : keep),
-      seq,
-      after,
-    };
-  };
+  const updates = saveMaker(read);
   const write = async (): Promise<void> => {
     timer = undefined;
     waiting.delete(writeEarly);
@@ -439,12 +460,12 @@ function trackSession(
     dirty = false;
     const started = performance.now();
     try {
-      let update = nextUpdate();
+      let update = updates.next();
       let result = await store.save(key, update, ttlS);
       if (result === 'stale') {
         // The store lost what this save builds on (a failed write, an expiry): all of it again.
-        sent = [];
-        update = nextUpdate();
+        updates.resend();
+        update = updates.next();
         result = await store.save(key, update, ttlS);
       }
       metrics?.saveSeconds.observe((performance.now() - started) / 1000);
@@ -455,7 +476,7 @@ function trackSession(
       if (!dirty) for (const resolve of whenWritten) resolve();
     } catch (err) {
       // What the store holds now is unknown: the next write sends everything.
-      sent = [];
+      updates.resend();
       dirty = true;
       // Once per outage for each session, not at every change it makes meanwhile.
       if (failing) log.debug({ err: (err as Error).message }, 'resume save failed');
@@ -499,7 +520,7 @@ function trackSession(
   const writer: Writer = {
     rewrite() {
       if (stopped) return;
-      sent = [];
+      updates.resend();
       dirty = true;
       clearTimeout(timer);
       timer = undefined;
@@ -550,13 +571,7 @@ function trackSession(
       await this.flush();
       if (!dirty || stopped) return;
       onWait?.();
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          whenWritten.delete(done);
-          resolve();
-        };
-        whenWritten.add(done);
-      });
+      await whenCalled(whenWritten);
     },
     stop() {
       watch.forget();
