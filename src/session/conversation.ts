@@ -581,8 +581,8 @@ export class Conversation {
   }
 
   /** The messages to send within the budget (oldest exchanges dropped for good). */
-  trim(budgetTokens: number, reservedTokens: number): TrimResult {
-    return this.#history.trim(budgetTokens, reservedTokens);
+  trim(budgetTokens: number, reservedTokens: number, through?: HistoryGroup): TrimResult {
+    return this.#history.trim(budgetTokens, reservedTokens, through);
   }
 
   /** A response's messages and items join history; its client calls await output. */

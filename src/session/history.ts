@@ -440,12 +440,18 @@ export class History {
    * The messages to send, oldest groups dropped (for good) until the rest and
    * `reservedTokens` (system prompt) fit `budgetTokens`. The newest group is
    * always kept, even alone over budget: the model's error then says so.
+   * With `through` (a running response's group), the groups after it are
+   * left out: they began while it ran, and are the next response's.
    */
-  trim(budgetTokens: number, reservedTokens: number): TrimResult {
+  trim(budgetTokens: number, reservedTokens: number, through?: HistoryGroup): TrimResult {
+    // Exchanges after `through` (begun while a response runs) are not its to read, nor to make room for.
+    const at = through === undefined ? -1 : this.#groups.indexOf(through);
+    const end = at === -1 ? this.#groups.length : at + 1;
     let total = reservedTokens + this.#totalTokens();
+    for (const g of this.#groups.slice(end)) for (const m of g.messages) total -= this.#weigh(m);
     let drop = 0;
     const droppedIds: string[] = [];
-    while (total > budgetTokens && drop < this.#groups.length - 1) {
+    while (total > budgetTokens && drop < end - 1) {
       const g = this.#groups[drop]!;
       for (const m of g.messages) total -= this.#weigh(m);
       for (const item of g.items) {
@@ -460,7 +466,7 @@ export class History {
       this.#places = undefined;
     }
     return {
-      messages: flat(this.#groups, (g) => g.messages),
+      messages: flat(this.#groups.slice(0, end - drop), (g) => g.messages),
       estimatedTokens: total,
       droppedGroups: drop,
       droppedItems: droppedIds.length,

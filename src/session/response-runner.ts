@@ -13,6 +13,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { Toolset } from '../tools/library.js';
 import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
+import type { HistoryGroup } from './history.js';
 import type { ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from '../llm/token-estimate.js';
 import {
@@ -126,7 +127,7 @@ export async function runResponse(
   const history = (message: string, added?: readonly ChatMessage[]) =>
     input
       ? [...input]
-      : readable(ctx, outOfBand, trimmed(ctx, turnLog, systemMessage, message, added));
+      : readable(ctx, outOfBand, trimmed(ctx, turnLog, systemMessage, message, added, group));
   const messages = history('history trimmed to the context budget');
   ctx.send({ type: 'response.created', response: base });
 
@@ -296,9 +297,11 @@ function trimmed(
   system: ChatMessage,
   message: string,
   added: readonly ChatMessage[] = [],
+  through?: HistoryGroup,
 ): ChatMessage[] {
   const reserved = [system, ...added].reduce((n, m) => n + estimateTokens(m), 0);
-  const trim = ctx.conversation.trim(ctx.settings.contextTokens, reserved);
+  // What began after this response did is the next one's to read.
+  const trim = ctx.conversation.trim(ctx.settings.contextTokens, reserved, through);
   if (trim.droppedGroups > 0) {
     log.info(
       {

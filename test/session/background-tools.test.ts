@@ -137,6 +137,8 @@ const SCRIPT: SimScript = {
     { when: { user: 'narrate' }, reply: say('Searching.') },
     { when: { user: 'instant', round: 0 }, reply: call('', ['instant', {}]) },
     { when: { user: 'instant' }, reply: say('On it.') },
+    { when: { user: 'hold on', round: 0 }, reply: call('', ['hold', {}]) },
+    { when: { user: 'hold on' }, reply: say('Held.') },
     { when: { user: 'eager', round: 0 }, reply: call('', ['eager', {}]) },
     { when: { user: 'eager' }, reply: say('On it.') },
   ],
@@ -251,6 +253,35 @@ describe('a background tool in a text session', () => {
     const metrics = await scrape(t.url);
     expect(metrics).toMatch(
       /troupe_tool_calls_total\{character="agent",tool="search",variant="default",outcome="ok",mode="background"\} [1-9]/,
+    );
+    await c.close();
+  });
+
+  it('keeps a message sent while a tool runs for the next response, after the reply', async () => {
+    const c = await openSession(t, 'character=agent');
+    const from = c.events.length;
+    c.send(userMessage('Hold on, please.'));
+    c.send({ type: 'response.create' });
+    const open = await nextGate('hold');
+    c.send(userMessage('Meanwhile, this.'));
+    await seen(c, 'conversation.item.done', from, (e) =>
+      JSON.stringify(e.item).includes('Meanwhile, this.'),
+    );
+    open('held');
+    const requests = chatBodies(t.simulator).length;
+    await seen(c, 'response.done', from);
+    // The tool round's answer reads the conversation as the response began it.
+    const answer = chatBodies(t.simulator).slice(requests - 1);
+    expect(JSON.stringify(answer)).not.toContain('Meanwhile');
+    const deltas = since(c, from).filter((e) => e.type === 'response.output_text.delta');
+    expect(deltas.map((e) => e.delta).join('')).toBe('Held.');
+    // The next response reads it, after the reply (a `response` object: not the SDK's follow-up).
+    const next = c.events.length;
+    c.send({ type: 'response.create', response: {} });
+    await seen(c, 'response.done', next);
+    const last = chatBodies(t.simulator).at(-1)!.messages.slice(-3);
+    expect(last.map((m) => `${m.role}: ${typeof m.content === 'string' ? m.content : ''}`)).toEqual(
+      ['tool: held', 'assistant: Held.', 'user: Meanwhile, this.'],
     );
     await c.close();
   });
