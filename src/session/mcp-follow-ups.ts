@@ -17,6 +17,10 @@ export class McpFollowUps {
   #owed = false;
   /** The response that answered the calls, while nothing came after it. */
   #answeredBy: string | undefined;
+  /** A conversation response is under way. */
+  #running = false;
+  /** The user said something while it ran: that is the next response's to answer. */
+  #userSpokeMeanwhile = false;
 
   /** `send`, with what it sends watched. */
   watch(send: (event: ServerEvent) => void): (event: ServerEvent) => void {
@@ -35,15 +39,25 @@ export class McpFollowUps {
         const { response } = event;
         // Out of band: not the conversation's.
         if (response.conversation_id === null) return;
-        this.#answeredBy = this.#owed && response.status === 'completed' ? response.id : undefined;
+        const answered = this.#owed && response.status === 'completed';
+        this.#answeredBy = answered && !this.#userSpokeMeanwhile ? response.id : undefined;
         this.#owed = false;
+        this.#running = false;
         return;
       }
       case 'response.created':
-        if (event.response.conversation_id !== null) this.#answeredBy = undefined;
+        if (event.response.conversation_id === null) return;
+        this.#answeredBy = undefined;
+        this.#running = true;
+        this.#userSpokeMeanwhile = false;
         return;
       // Anything added, taken out or cut after the answer: a request now asks for a new reply.
       case 'conversation.item.added':
+        if (this.#running && event.item.type === 'message' && event.item.role === 'user') {
+          this.#userSpokeMeanwhile = true;
+        }
+        this.#answeredBy = undefined;
+        return;
       case 'conversation.item.deleted':
       case 'conversation.item.truncated':
         this.#answeredBy = undefined;

@@ -6,7 +6,7 @@
  * that answered, and the model is not asked again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
+import type { Item, McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
 import { McpFollowUps } from '../../src/session/mcp-follow-ups.js';
 import type { TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -108,5 +108,22 @@ describe('what the follow-ups watch', () => {
       { type: 'response.done', response: response('resp_2', 'completed', null) },
     ]);
     expect(beside.answered({})).toBe('resp_1');
+  });
+
+  it('names none when the user said something while the response ran', () => {
+    const user = { type: 'message', role: 'user', id: 'item_u', content: [] } as unknown as Item;
+    const during = seen([
+      { type: 'response.created', response: response('resp_1', 'in_progress') },
+      { type: 'conversation.item.added', previous_item_id: 'item_1', item: user },
+      ...ran,
+    ]);
+    expect(during.answered({})).toBeUndefined();
+    // Its own items (the call, its answer) do not count.
+    const own = seen([
+      { type: 'response.created', response: response('resp_1', 'in_progress') },
+      { type: 'conversation.item.added', previous_item_id: null, item: call },
+      ...ran,
+    ]);
+    expect(own.answered({})).toBe('resp_1');
   });
 });
