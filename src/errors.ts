@@ -240,9 +240,13 @@ export class ProtocolError extends TroupeError {
 
 /** `scheme://user:pass@` in a URL. */
 const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@'"]+@/gi;
-/** Bearer tokens and API-key-looking words (`sk-…`, `key=…`). */
+/**
+ * Bearer tokens and API-key-looking words: `sk-…`, and the value after a
+ * key, token, password or secret (`access_token=…`, `"token": "…"`,
+ * `Password: …`).
+ */
 const SECRET_WORDS =
-  /\b(bearer\s+)[\w.~+/=-]{8,}|\bsk-[\w-]{8,}|\b((?:api[_-]?key|token|password|secret)=)[^\s&'"]+/gi;
+  /\b(bearer\s+)[\w.~+/=-]{8,}|\bsk-[\w-]{8,}|\b(\w*(?:api[_-]?key|token|password|passwd|secret)["']?\s*[=:]\s*["']?)[^\s&'",}]+/gi;
 
 /**
  * Removes credentials from text bound for logs or people: `user:pass@` in
@@ -298,7 +302,18 @@ export function redactPaths(text: string): string {
  * @example errorLine(new Error('no route to postgres://u:pw@db/x\nat …')) // 'no route to postgres://[redacted]@db/x'
  */
 export function errorLine(error: unknown, max = 200): string {
-  const raw = redactPaths(redactSecrets(error instanceof Error ? error.message : String(error)));
+  const raw = redactPaths(redactSecrets(thrownText(error)));
   const line = raw.split('\n', 1)[0] ?? '';
   return line.length > max ? `${line.slice(0, max - 3)}...` : line || 'unknown error';
+}
+
+/** What was thrown, as text: an Error's message, an object's JSON (not `[object Object]`). */
+function thrownText(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (error === null || typeof error !== 'object') return String(error);
+  try {
+    return JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
 }

@@ -319,8 +319,10 @@ async function runPromptGenerator(shown: string, generate: () => unknown): Promi
     );
   } catch (err) {
     if (err instanceof CharacterError) throw err;
-    const e = err instanceof Error ? err : new Error(String(err));
-    throw failed(`threw ${e.name}: ${stripFreshQuery(e.message)}`, err);
+    // A thrown non-Error (a string, an object) is shown as it is, not as `[object Object]`.
+    const detail =
+      err instanceof Error ? `${err.name}: ${stripFreshQuery(err.message)}` : preview(err);
+    throw failed(`threw ${detail}`, err);
   }
   if (typeof result !== 'string') {
     throw failed(`returned ${preview(result)}; it must return the system prompt as a string`);

@@ -304,6 +304,15 @@ describe('a prompt generator', () => {
     );
   });
 
+  it('that throws something other than an Error shows what it threw', async () => {
+    const e = await oneError(
+      'object.ts',
+      character({ extra: `makeSystemPrompt: () => { throw { code: 'NO_DB', retry: false }; },` }),
+      'system_prompt',
+    );
+    expect(e.message).toContain('makeSystemPrompt: threw {"code":"NO_DB","retry":false}');
+  });
+
   it('that returns something else than a string is an error', async () => {
     const e = await oneError(
       'number.ts',

@@ -73,7 +73,7 @@ beforeAll(async () => {
       name: 'Moody',
       extra: `makeSystemPrompt: (_i, ctx) => {
         if (ctx.sessionId !== 'load-check') {
-          throw new Error('no postgres://admin:hunter2@db.internal/users (sk-abcdef1234567890)\\nat x');
+          throw new Error('no postgres://admin:hunter2@db.internal/users (sk-abcdef1234567890) access_token=zz9981 {"token":"js0n5ecret"}\\nat x');
         }
         return 'You are moody.';
       },`,
@@ -155,8 +155,10 @@ describe('handoffs and state', () => {
     expect(error.error).toMatchObject({ type: 'server_error', code: 'character_unavailable' });
     const message = (error.error as { message: string }).message;
     expect(message).toMatch(/^Character "moody" could not start a session: .*makeSystemPrompt/);
-    expect(message).toContain('postgres://[redacted]@db.internal/users ([redacted])');
-    expect(message).not.toMatch(/hunter2|sk-abc|\n/);
+    expect(message).toContain(
+      'postgres://[redacted]@db.internal/users ([redacted]) access_token=[redacted] {"token":"[redacted]"}',
+    );
+    expect(message).not.toMatch(/hunter2|sk-abc|zz9981|js0n5ecret|\n/);
     expect((await c.closed).code).toBe(1011);
   });
 
