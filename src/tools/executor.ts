@@ -262,6 +262,8 @@ export async function runPreparedCall(
     | { kind: 'cancelled' };
   // Time the handler held the event loop in its own call: no timer can cut that short.
   let blockedMs = 0;
+  // A result that comes past the deadline (the loop held, so the timer could not fire) is late all the same.
+  let late = false;
   let timer: NodeJS.Timeout | undefined;
   let onTurnAbort: (() => void) | undefined;
   const handlerStarted = performance.now();
@@ -290,21 +292,34 @@ export async function runPreparedCall(
         }
       })
       .then(
-        (value) => resolve(blockedMs > timeoutMs ? { kind: 'timeout' } : { kind: 'value', value }),
-        (error: unknown) =>
-          resolve(blockedMs > timeoutMs ? { kind: 'timeout' } : { kind: 'throw', error }),
+        (value) => resolve(overran() ? { kind: 'timeout' } : { kind: 'value', value }),
+        (error: unknown) => resolve(overran() ? { kind: 'timeout' } : { kind: 'throw', error }),
       );
+    const overran = (): boolean =>
+      (late = performance.now() - handlerStarted > timeoutMs && !controller.signal.aborted);
   });
   handlerMs = performance.now() - handlerStarted;
   clearTimeout(timer);
   if (onTurnAbort) options.signal.removeEventListener('abort', onTurnAbort);
 
-  if (blockedMs > timeoutMs) {
+  if (late) {
     controller.abort(new ToolTimeoutError(call.name, timeoutMs));
-    log.warn(
-      { blockedMs: Math.round(blockedMs), timeoutMs },
-      'tool handler held the event loop past its timeout: every session waited; move CPU-bound work to a worker thread',
-    );
+    const fields = {
+      blockedMs: Math.round(blockedMs),
+      handlerMs: Math.round(handlerMs),
+      timeoutMs,
+    };
+    if (blockedMs > timeoutMs) {
+      log.warn(
+        fields,
+        'tool handler held the event loop past its timeout: every session waited; move CPU-bound work to a worker thread',
+      );
+    } else {
+      log.warn(
+        fields,
+        'tool handler finished past its timeout while the event loop was held (by it, or by other work): its result is dropped',
+      );
+    }
   }
   switch (settled.kind) {
     case 'timeout':

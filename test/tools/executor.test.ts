@@ -280,6 +280,34 @@ describe('tool executor', () => {
     expect(warned!.fields.blockedMs as number).toBeGreaterThanOrEqual(60);
   });
 
+  it('times out a handler whose result comes past its timeout while the loop was held', async () => {
+    const spin = (ms: number) => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+    };
+    const busy = defineTool({
+      name: 'late',
+      description: 'l',
+      parameters: z.object({}),
+      timeoutMs: 20,
+      handler: async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        spin(60);
+        return 'done at last';
+      },
+    });
+    const o = options();
+    const r = await executeToolCall(call('late', {}), createToolset([busy]), o);
+    expect(r).toMatchObject({
+      outcome: 'timeout',
+      output: 'Error: late did not finish within 20 ms.',
+    });
+    const warned = o.log.entries.find((e) =>
+      e.msg?.startsWith('tool handler finished past its timeout'),
+    );
+    expect(warned?.fields).toMatchObject({ tool: 'late', timeoutMs: 20 });
+  });
+
   it('uses the default timeout of 100 ms when a tool sets none', async () => {
     const slow = defineTool({
       name: 'slow',
