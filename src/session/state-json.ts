@@ -98,7 +98,7 @@ export class StateSaver {
         if (this.#told.has(key)) continue;
         this.#told.add(key);
         log.warn(
-          { character, key: path, kind },
+          { stateOf: character, key: path, kind },
           'ctx.session.state holds a value JSON cannot keep: a resumed session will not have it',
         );
       }
