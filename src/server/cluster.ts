@@ -326,9 +326,20 @@ function primaryStop(o: {
  * loop of a character's code, or the process stopped): the primary then
  * replaces it as one that died, and its clients resume elsewhere.
  */
-function killStuckWorkers(router: WorkerRouter, log: Logger, stopping: () => boolean): void {
+export function killStuckWorkers(
+  router: Pick<WorkerRouter, 'rooms' | 'remove'>,
+  log: Logger,
+  stopping: () => boolean,
+): void {
+  let tickAt = performance.now();
   setInterval(() => {
-    if (stopping()) return;
+    const now = performance.now();
+    // The primary itself stood still (stopped, or its machine paused): the
+    // workers' reports wait unread in its channels, so their silence is its own.
+    // They are read after this tick; the next one judges them.
+    const stood = now - tickAt > 2 * HEARTBEAT_MS + 1_000;
+    tickAt = now;
+    if (stopping() || stood) return;
     for (const { worker, silentMs } of router.rooms()) {
       if (silentMs < HANG_KILL_MS || worker.isDead()) continue;
       log.error(
