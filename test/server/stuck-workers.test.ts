@@ -26,7 +26,7 @@ describe('the watch for stuck workers', () => {
       remove: () => undefined,
     };
     const log = createMemoryLogger();
-    killStuckWorkers(router as never, log, () => false);
+    killStuckWorkers(router as never, log as never, () => false);
     /** The next tick, `ms` after the last, with the worker silent for `silent` ms by then. */
     const tick = (ms: number, silent: number) => {
       now += ms;
