@@ -456,6 +456,11 @@ export function linkWorker(
       report?.();
     });
   };
+  // Questions asked before the primary died get no answer: they fail now, not at their timeout.
+  process.once('disconnect', () => {
+    for (const { reject } of waiting.values()) reject(new Error('the primary is gone'));
+    waiting.clear();
+  });
   const stores = workerStore((message) => ask({ troupe: 'store', ...message }), counts);
   process.on('message', (m: ToWorker, handle?: Socket) => {
     if (stores.take(m)) return;
