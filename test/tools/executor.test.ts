@@ -19,6 +19,12 @@ function options(signal = new AbortController().signal) {
   return { signal, session, log: createMemoryLogger() };
 }
 
+/** Holds the event loop for `ms`, as CPU-bound code does. */
+function spin(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+}
+
 function call(name: string, args: unknown, id = 'call_1'): ToolCall {
   return { id, name, arguments: typeof args === 'string' ? args : JSON.stringify(args) };
 }
@@ -253,10 +259,6 @@ describe('tool executor', () => {
 
   it('times out a handler that holds the event loop past its timeout, and says so in the log', async () => {
     let handlerSignal: AbortSignal | undefined;
-    const spin = (ms: number) => {
-      const end = performance.now() + ms;
-      while (performance.now() < end);
-    };
     const busy = defineTool({
       name: 'busy',
       description: 'b',
@@ -281,10 +283,6 @@ describe('tool executor', () => {
   });
 
   it('times out a handler whose result comes past its timeout while the loop was held', async () => {
-    const spin = (ms: number) => {
-      const end = performance.now() + ms;
-      while (performance.now() < end);
-    };
     const busy = defineTool({
       name: 'late',
       description: 'l',
