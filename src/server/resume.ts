@@ -18,6 +18,7 @@ import {
   wholeRecord,
   type RecordUpdate,
   type ResumeStore,
+  type SaveResult,
   type StoredRecord,
 } from './resume-store.js';
 
@@ -29,6 +30,8 @@ const TOKEN_BYTES = 32;
 const REWRITE_SPREAD_MS = 1_000;
 /** The longest pause between looks for records about to expire under a running session. */
 const MAX_UPKEEP_MS = 60_000;
+/** How often a last write the store refused is tried again while a drain waits for it. */
+const STORED_RETRY_MS = 500;
 /** What a token looks like: anything else is refused before the store is asked. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -402,6 +405,26 @@ function whenCalled(waiters: Set<() => void>): Promise<void> {
   });
 }
 
+/** When one of `waiters` is called (a write succeeded, or the writer stopped), or {@link STORED_RETRY_MS}. */
+function writtenOrRetry(waiters: Set<() => void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const retry = new Promise<void>((resolve) => (timer = setTimeout(resolve, STORED_RETRY_MS)));
+  return Promise.race([whenCalled(waiters), retry]).finally(() => clearTimeout(timer));
+}
+
+/** Saves a writer's next update; when the store lost what it builds on (a failed write, an expiry), all of it again. */
+async function saveNext(
+  store: ResumeStore,
+  key: string,
+  ttlS: number,
+  updates: ReturnType<typeof saveMaker>,
+): Promise<SaveResult> {
+  const result = await store.save(key, updates.next(), ttlS);
+  if (result !== 'stale') return result;
+  updates.resend();
+  return store.save(key, updates.next(), ttlS);
+}
+
 /** A writer's saves, each the head and the parts that changed since the last one sent. */
 function saveMaker(read: () => StoredRecord): { next(): RecordUpdate; resend(): void } {
   /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
@@ -460,14 +483,7 @@ function trackSession(
     dirty = false;
     const started = performance.now();
     try {
-      let update = updates.next();
-      let result = await store.save(key, update, ttlS);
-      if (result === 'stale') {
-        // The store lost what this save builds on (a failed write, an expiry): all of it again.
-        updates.resend();
-        update = updates.next();
-        result = await store.save(key, update, ttlS);
-      }
+      const result = await saveNext(store, key, ttlS, updates);
       metrics?.saveSeconds.observe((performance.now() - started) / 1000);
       if (result === 'claimed') watch.takenOver();
       else writtenAt = Date.now();
@@ -566,12 +582,16 @@ function trackSession(
       while (writing) await writing;
     },
     async stored(onWait) {
-      if (stopped) return;
-      dirty = true;
-      await this.flush();
-      if (!dirty || stopped) return;
-      onWait?.();
-      await whenCalled(whenWritten);
+      while (!stopped) {
+        dirty = true;
+        await this.flush();
+        if (!dirty || stopped) return;
+        onWait?.();
+        onWait = undefined;
+        // A store down is written again when it reconnects; one that stalled, by a try now and then.
+        await writtenOrRetry(whenWritten);
+        if (!dirty) return;
+      }
     },
     stop() {
       watch.forget();

@@ -213,6 +213,39 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     expect(again.events.map((e) => e.type)).not.toContain('error');
     await again.close();
   });
+
+  it('holds a session through a Redis stall, trying its last write again until Redis takes it', async () => {
+    redis = await startRedis(await freePort());
+    const env = { REDIS_URL: redis.url };
+    const draining = await startTestServer({ env });
+    const other = await startTestServer({ env });
+    servers.push(draining, other);
+    const c = await connect(`${draining.wsUrl}?character=plain&greeting=0`);
+    const token = tokenOf(await c.next('session.created'));
+    say(c, 'Hello there!');
+    await c.untilDone();
+    // Redis stalls (not down: no reconnection will come to write the records again).
+    redis.proc.child.kill('SIGSTOP');
+    try {
+      c.send(userMessage('Said during the stall.'));
+      await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes('stall'));
+      const drained = draining.server.shutdown(GRACE_MS);
+      await draining.waitForLog('draining: the last state waits for the resume store');
+      expect(c.ws.readyState).toBe(c.ws.OPEN);
+      redis.proc.child.kill('SIGCONT');
+      expect((await c.closed).code).toBe(1001);
+      await drained;
+    } finally {
+      redis.proc.child.kill('SIGCONT');
+    }
+    const again = await connect(`${other.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.added', (e) =>
+      JSON.stringify(e.item).includes('Said during the stall.'),
+    );
+    expect(again.events.map((e) => e.type)).not.toContain('error');
+    await again.close();
+  });
 });
 
 describe('what the client changed is stored before it hears so', () => {
