@@ -177,10 +177,11 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     redis = undefined;
   });
 
-  it('holds each session until Redis is back and has its state, so the client resumes elsewhere', async () => {
-    const port = await freePort();
-    redis = await startRedis(port);
-    const env = { REDIS_URL: redis.url };
+  /** A redis-server on `port`, two servers sharing it, and a client one turn into a conversation on the first. */
+  async function conversingOnRedis(port: number) {
+    const store = await startRedis(port);
+    redis = store;
+    const env = { REDIS_URL: store.url };
     const draining = await startTestServer({ env });
     const other = await startTestServer({ env });
     servers.push(draining, other);
@@ -188,8 +189,14 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     const token = tokenOf(await c.next('session.created'));
     say(c, 'Hello there!');
     await c.untilDone();
+    return { store, draining, other, c, token };
+  }
+
+  it('holds each session until Redis is back and has its state, so the client resumes elsewhere', async () => {
+    const port = await freePort();
+    const { store, draining, other, c, token } = await conversingOnRedis(port);
     // Redis stops (without persistence, as the compose file runs it): it comes back empty.
-    await redis.close();
+    await store.close();
     redis = undefined;
     // What the client adds meanwhile cannot be written: each try fails, and the log says so once.
     for (const line of ['One.', 'Two.', 'Three.']) {
@@ -215,28 +222,20 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
   });
 
   it('holds a session through a Redis stall, trying its last write again until Redis takes it', async () => {
-    redis = await startRedis(await freePort());
-    const env = { REDIS_URL: redis.url };
-    const draining = await startTestServer({ env });
-    const other = await startTestServer({ env });
-    servers.push(draining, other);
-    const c = await connect(`${draining.wsUrl}?character=plain&greeting=0`);
-    const token = tokenOf(await c.next('session.created'));
-    say(c, 'Hello there!');
-    await c.untilDone();
+    const { store, draining, other, c, token } = await conversingOnRedis(await freePort());
     // Redis stalls (not down: no reconnection will come to write the records again).
-    redis.proc.child.kill('SIGSTOP');
+    store.proc.child.kill('SIGSTOP');
     try {
       c.send(userMessage('Said during the stall.'));
       await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes('stall'));
       const drained = draining.server.shutdown(GRACE_MS);
       await draining.waitForLog('draining: the last state waits for the resume store');
       expect(c.ws.readyState).toBe(c.ws.OPEN);
-      redis.proc.child.kill('SIGCONT');
+      store.proc.child.kill('SIGCONT');
       expect((await c.closed).code).toBe(1001);
       await drained;
     } finally {
-      redis.proc.child.kill('SIGCONT');
+      store.proc.child.kill('SIGCONT');
     }
     const again = await connect(`${other.wsUrl}?resume=${token}`);
     await again.next('session.created');
