@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { transform, type Message } from 'esbuild';
 import { register as registerTsx } from 'tsx/esm/api';
 import { nativeImport } from './native-import.mjs';
-import { withTimeout } from './with-timeout.js';
+import { withTimeout } from '../timeouts.js';
 
 /** Time a module gets to finish importing (top-level await included). */
 export const IMPORT_TIMEOUT_MS = 10_000;

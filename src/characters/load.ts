@@ -12,7 +12,7 @@ import { CHARACTER_ID_PATTERN, SYSTEM_PROMPT_TIMEOUT_MS } from './constants.js';
 import { describeImportError, importFresh, stripFreshQuery } from './import-module.js';
 import { handoffProblems } from './handoffs.js';
 import { fromModule } from './layout.js';
-import { withTimeout } from './with-timeout.js';
+import { withTimeout } from '../timeouts.js';
 import type { Character, LoadedCharacter, PromptContext } from './types.js';
 import { preview } from '../tools/preview.js';
 import type { ToolLogger } from '../tools/types.js';

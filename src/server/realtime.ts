@@ -13,6 +13,7 @@ import type { CharacterRegistry } from '../characters/registry.js';
 import { DEFAULT_OVERLOAD_RETRY_MS } from '../config/defaults.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError, errorLine } from '../errors.js';
+import { waitAtMost } from '../timeouts.js';
 import { countFromZero, type Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
 import type { SessionSettings } from '../session/response-runner.js';
@@ -212,24 +213,14 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       while (busy().length > 0) {
         const left = deadline - Date.now();
         if (left <= 0) return false;
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          Promise.all(busy().map((s) => s.idle())),
-          new Promise((r) => (timer = setTimeout(r, left))),
-        ]);
-        clearTimeout(timer);
+        await waitAtMost(Promise.all(busy().map((s) => s.idle())), left);
       }
       return true;
     },
     async cancelAll() {
       const running = [...connections.values()].filter((s) => s?.busy) as Session[];
       for (const session of running) session.close();
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.all(running.map((s) => s.idle())),
-        new Promise((r) => (timer = setTimeout(r, CANCEL_WAIT_MS))),
-      ]);
-      clearTimeout(timer);
+      await waitAtMost(Promise.all(running.map((s) => s.idle())), CANCEL_WAIT_MS);
     },
     closeAll(code, reason, until) {
       for (const ws of connections.keys()) closeOne(ws, code, reason, until);

@@ -14,6 +14,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
+import { waitAtMost, withTimeout } from '../timeouts.js';
 import {
   wholeRecord,
   type RecordUpdate,
@@ -328,20 +329,15 @@ async function claimRecord(
     };
   }
   let raw: StoredRecord | undefined;
-  let timer: NodeJS.Timeout | undefined;
   const key = tokenKey(token, auth);
   // A store that may answer after this stops waiting keeps the record until the claim is settled.
   const claimId = store.settle ? newResumeToken() : undefined;
   try {
-    raw = await Promise.race([
+    raw = await withTimeout(
       store.claim(key, ttlS, claimId),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`no answer within ${options.loadTimeoutMs} ms`)),
-          options.loadTimeoutMs,
-        );
-      }),
-    ]);
+      options.loadTimeoutMs,
+      () => new Error(`no answer within ${options.loadTimeoutMs} ms`),
+    );
   } catch (err) {
     outcome('store_unavailable');
     options.log.warn({ err: (err as Error).message }, 'resume claim failed');
@@ -356,8 +352,6 @@ async function claimRecord(
       reason: 'store_unavailable',
       message: `The conversation could not be resumed: the resume store is unavailable or did not answer in time; a new session was started.${kept}`,
     };
-  } finally {
-    clearTimeout(timer);
   }
   if (raw !== undefined && claimId !== undefined) store.settle?.(key, claimId, true);
   if (raw?.incomplete) {
@@ -403,13 +397,6 @@ function whenCalled(waiters: Set<() => void>): Promise<void> {
     };
     waiters.add(done);
   });
-}
-
-/** When one of `waiters` is called (a write succeeded, or the writer stopped), or {@link STORED_RETRY_MS}. */
-function writtenOrRetry(waiters: Set<() => void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const retry = new Promise<void>((resolve) => (timer = setTimeout(resolve, STORED_RETRY_MS)));
-  return Promise.race([whenCalled(waiters), retry]).finally(() => clearTimeout(timer));
 }
 
 /** Saves a writer's next update; when the store lost what it builds on (a failed write, an expiry), all of it again. */
@@ -589,7 +576,7 @@ function trackSession(
         onWait?.();
         onWait = undefined;
         // A store down is written again when it reconnects; one that stalled, by a try now and then.
-        await writtenOrRetry(whenWritten);
+        await waitAtMost(whenCalled(whenWritten), STORED_RETRY_MS);
         if (!dirty) return;
       }
     },

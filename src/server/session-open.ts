@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { WebSocket } from 'ws';
 import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
+import { waitAtMost } from '../timeouts.js';
 import type { Metrics } from '../metrics/index.js';
 import type { ServerEvent } from '../session/events.js';
 import { interruptedTools } from '../session/reply-checkpoints.js';
@@ -203,20 +204,12 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
  * never got the conversation (Redis down during a rolling restart).
  */
 async function storedBy(tracker: ResumeTracker, until: number, log: Logger): Promise<void> {
-  let stored = false;
   let waited = false;
-  const written = tracker
-    .stored(() => {
-      waited = true;
-      log.warn({}, 'draining: the last state waits for the resume store');
-    })
-    .then(() => (stored = true));
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    written,
-    new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, until - Date.now())))),
-  ]);
-  clearTimeout(timer);
+  const written = tracker.stored(() => {
+    waited = true;
+    log.warn({}, 'draining: the last state waits for the resume store');
+  });
+  const stored = await waitAtMost(written, Math.max(0, until - Date.now()));
   if (!waited) return;
   if (stored) log.info({}, 'draining: the last state is written');
   else
@@ -224,12 +217,8 @@ async function storedBy(tracker: ResumeTracker, until: number, log: Logger): Pro
 }
 
 /** When a closed session's cut reply has recorded what it had said, or {@link CLOSE_IDLE_WAIT_MS}. */
-function settled(session: Session): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    session.idle(),
-    new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_IDLE_WAIT_MS))),
-  ]).finally(() => clearTimeout(timer));
+async function settled(session: Session): Promise<void> {
+  await waitAtMost(session.idle(), CLOSE_IDLE_WAIT_MS);
 }
 
 const percent = (share: number): number => Math.round(share * 100);
