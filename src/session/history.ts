@@ -466,7 +466,11 @@ export class History {
       this.#places = undefined;
     }
     return {
-      messages: flat(this.#groups.slice(0, end - drop), (g) => g.messages),
+      // Most requests read every group: no copy of the list for them.
+      messages: flat(
+        end - drop === this.#groups.length ? this.#groups : this.#groups.slice(0, end - drop),
+        (g) => g.messages,
+      ),
       estimatedTokens: total,
       droppedGroups: drop,
       droppedItems: droppedIds.length,
