@@ -119,11 +119,23 @@ export function audioUnsupported(param: string, eventId: string | null): Protoco
   );
 }
 
+/** OpenAI's error code for an item id it does not know, by the event that named it. */
+const UNKNOWN_ITEM_CODES: Record<string, string> = {
+  'conversation.item.retrieve': 'item_retrieve_invalid_item_id',
+  'conversation.item.delete': 'item_delete_invalid_item_id',
+  'conversation.item.truncate': 'item_truncate_invalid_item_id',
+};
+
+/**
+ * An item id the conversation does not hold, with OpenAI's code for the
+ * event (clients such as Pipecat wait on exactly that code).
+ */
 export function itemNotFound(type: string, itemId: string, eventId: string | null): ProtocolError {
-  return new ProtocolError('item_not_found', `${type}: no item "${itemId}" in the conversation.`, {
-    param: 'item_id',
-    eventId,
-  });
+  return new ProtocolError(
+    UNKNOWN_ITEM_CODES[type] ?? 'item_not_found',
+    `${type}: no item "${itemId}" in the conversation.`,
+    { param: 'item_id', eventId },
+  );
 }
 
 /** An LLM failure as the client sees it: what failed and whether retrying may help. */

@@ -250,9 +250,10 @@ export function cancelResponse(
   }
   const active = queue.active;
   if (!active) {
+    // OpenAI's words: clients (LiveKit Agents) know a cancel that came too late by them.
     return new ProtocolError(
       'response_cancel_not_active',
-      'response.cancel: there is no active response to cancel.',
+      'Cancellation failed: no active response found.',
       { eventId },
     );
   }

@@ -125,7 +125,7 @@ describe('the context budget', () => {
       'error',
       (e) => (e.error as { event_id?: string }).event_id === 'evt_gone',
     );
-    expect(refused.error).toMatchObject({ code: 'item_not_found' });
+    expect(refused.error).toMatchObject({ code: 'item_retrieve_invalid_item_id' });
     await c.close();
   });
 

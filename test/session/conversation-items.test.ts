@@ -202,7 +202,7 @@ describe('conversation items', () => {
     await c.close();
   });
 
-  it('retrieves an item by id and says item_not_found for an unknown one', async () => {
+  it("retrieves an item by id and answers an unknown one with OpenAI's item_retrieve_invalid_item_id", async () => {
     const c = await openSession(t, 'character=plain');
     const id = await addUser(c, 'Remember me.');
     c.send({ type: 'conversation.item.retrieve', item_id: id });
@@ -212,7 +212,7 @@ describe('conversation items', () => {
       content: [{ type: 'input_text', text: 'Remember me.' }],
     });
     c.send({ type: 'conversation.item.retrieve', item_id: 'item_nope', event_id: 'evt_r' });
-    expect(await nextError(c, 'item_not_found')).toMatchObject({
+    expect(await nextError(c, 'item_retrieve_invalid_item_id')).toMatchObject({
       param: 'item_id',
       event_id: 'evt_r',
     });
@@ -226,7 +226,7 @@ describe('conversation items', () => {
     c.send({ type: 'conversation.item.delete', item_id: id });
     expect(await c.next('conversation.item.deleted')).toMatchObject({ item_id: id });
     c.send({ type: 'conversation.item.retrieve', item_id: id });
-    await nextError(c, 'item_not_found');
+    await nextError(c, 'item_retrieve_invalid_item_id');
     await stillWorks(c);
     expect(JSON.stringify(lastChat(t.simulator).messages)).not.toContain('Forget this secret');
     await c.close();
@@ -255,7 +255,7 @@ describe('conversation items', () => {
       expect((await nextError(c, 'item_not_deletable')).param).toBe('item_id');
     }
     c.send({ type: 'conversation.item.delete', item_id: 'item_nope' });
-    await nextError(c, 'item_not_found');
+    await nextError(c, 'item_delete_invalid_item_id');
     await stillWorks(c);
     await c.close();
   });
@@ -276,7 +276,7 @@ describe('conversation items', () => {
       content_index: 0,
       audio_end_ms: 0,
     });
-    await nextError(c, 'item_not_found');
+    await nextError(c, 'item_truncate_invalid_item_id');
     await stillWorks(c);
     await c.close();
   });

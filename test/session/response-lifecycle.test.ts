@@ -206,7 +206,10 @@ describe('response lifecycle', () => {
   it('answers response.cancel with nothing running with response_cancel_not_active', async () => {
     const c = await openSession(t, 'character=plain');
     c.send({ type: 'response.cancel', event_id: 'evt_cancel' });
-    expect((await nextError(c, 'response_cancel_not_active')).event_id).toBe('evt_cancel');
+    const refused = await nextError(c, 'response_cancel_not_active');
+    expect(refused.event_id).toBe('evt_cancel');
+    // OpenAI's words, which LiveKit Agents takes for a cancel that came too late.
+    expect(refused.message).toMatch(/^Cancellation failed/);
     expect(doneOf(await turn(c, 'Hello.')).status).toBe('completed');
     await c.close();
   });

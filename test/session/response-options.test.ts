@@ -101,7 +101,7 @@ describe('out-of-band responses (conversation "none")', () => {
     // The reply is not the conversation's: not retrievable, not in the next request.
     const itemId = done.output[0]!.id as string;
     c.send({ type: 'conversation.item.retrieve', item_id: itemId });
-    await nextError(c, 'item_not_found');
+    await nextError(c, 'item_retrieve_invalid_item_id');
     await turn(c, 'And again');
     expect(outline(lastChat(t.simulator).messages).slice(1)).toEqual([
       'assistant: Hello! What can I help you with?',

@@ -152,7 +152,7 @@ describe('conversation.item.truncate', () => {
     await c.close();
   });
 
-  it('answers an unknown item with item_not_found', async () => {
+  it("answers an unknown item with OpenAI's item_truncate_invalid_item_id", async () => {
     const c = await openVoiceSession(t);
     c.send({
       type: 'conversation.item.truncate',
@@ -161,7 +161,7 @@ describe('conversation.item.truncate', () => {
       audio_end_ms: 100,
       event_id: 'cut',
     });
-    const error = await nextError(c, 'item_not_found');
+    const error = await nextError(c, 'item_truncate_invalid_item_id');
     expect(error).toMatchObject({ param: 'item_id', event_id: 'cut' });
     expect(error.message).toMatch(/item_nope/);
     await c.close();
