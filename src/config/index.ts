@@ -106,6 +106,11 @@ export interface SessionsConfig {
   /** How a session's tool variant is chosen when the client names none. @defaultValue 'first' */
   variantAssignment: 'first' | 'random';
   /**
+   * How closely a connection follows OpenAI's API unless it asks
+   * (`/openai/v1/realtime`, `?compat=`): see `CompatMode`. @defaultValue 'troupe'
+   */
+  compat: 'troupe' | 'openai';
+  /**
    * `input_image` URLs passed to the LLM beside data URLs: https URLs of these
    * hosts, `'*'` for any public https URL. Private and link-local addresses
    * are always refused. @defaultValue [] (data URLs only)
@@ -311,6 +316,7 @@ const envSchema = z.object({
   MAX_TOOL_ROUNDS: integer(0, 100).optional(),
   CONTEXT_TOKENS: integer(256, 10_000_000).optional(),
   TOOL_VARIANT: z.enum(['first', 'random'], { error: 'expected first or random' }).optional(),
+  REALTIME_COMPAT: z.enum(['troupe', 'openai'], { error: 'expected troupe or openai' }).optional(),
   TLS_CERT: text('a PEM certificate file').optional(),
   TLS_KEY: text('a PEM key file').optional(),
   UNMUTE_FRONTEND_DIR: text('a directory path').optional(),
@@ -519,6 +525,7 @@ export function loadConfig(
       maxToolRounds: e.MAX_TOOL_ROUNDS ?? D.DEFAULT_MAX_TOOL_ROUNDS,
       contextTokens: e.CONTEXT_TOKENS ?? D.DEFAULT_CONTEXT_TOKENS,
       variantAssignment: e.TOOL_VARIANT ?? 'first',
+      compat: e.REALTIME_COMPAT ?? 'troupe',
       imageUrlHosts: imageHosts.includes('*') ? '*' : [...D.DEFAULT_IMAGE_URL_HOSTS, ...imageHosts],
     },
     voice: {

@@ -10,9 +10,17 @@ import type { LoadedCharacter } from '../characters/types.js';
 import type { Config } from '../config/index.js';
 import { ProtocolError } from '../errors.js';
 import { DIALECTS, type Dialect } from '../protocol/index.js';
+import { COMPAT_MODES, type CompatMode } from '../protocol/openai-only.js';
 import { metadataParam } from '../protocol/session-metadata.js';
 import { originAllowed } from './http-routes.js';
 import { CLOSE } from './socket-close.js';
+
+/**
+ * The realtime endpoint in OpenAI's compatibility mode, for clients that take
+ * OpenAI's events and defaults only (Pipecat, LiveKit Agents): its
+ * connections get `?compat=openai` unless they say otherwise.
+ */
+export const OPENAI_ONLY_PATH = '/openai/v1/realtime';
 
 /** The subprotocol browsers use to carry the token (`openai-insecure-api-key.<token>`). */
 export const KEY_PROTOCOL_PREFIX = 'openai-insecure-api-key.';
@@ -22,6 +30,8 @@ export interface PickedSession {
   character: LoadedCharacter;
   variant?: string;
   dialect?: Dialect;
+  /** Troupe's events and defaults, or OpenAI's (`?compat=`, the path, or `REALTIME_COMPAT`). */
+  compat: CompatMode;
   /** `?metadata=`: what the character's prompt generator gets as `ctx.metadata`. */
   metadata?: Record<string, unknown>;
 }
@@ -68,6 +78,8 @@ export function pickSession(
       { param: 'dialect' },
     );
   }
+  const compat = compatOf(url, sessions.compat);
+  if (compat instanceof ProtocolError) return compat;
   const ids = registry.list().map((c) => c.id);
   // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
   const model = url.searchParams.get('model');
@@ -105,10 +117,23 @@ export function pickSession(
   }
   return {
     character,
+    compat,
     ...(variant ? { variant } : {}),
     ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
     ...(metadata ? { metadata } : {}),
   };
+}
+
+/** The mode a connection asked for: `?compat=`, else its path's, else the server's default. */
+function compatOf(url: URL, byDefault: CompatMode): CompatMode | ProtocolError {
+  const asked = url.searchParams.get('compat');
+  if (asked === null) return url.pathname === OPENAI_ONLY_PATH ? 'openai' : byDefault;
+  if ((COMPAT_MODES as readonly string[]).includes(asked)) return asked as CompatMode;
+  return new ProtocolError(
+    'invalid_compat',
+    `?compat=${asked.slice(0, 40)} is not offered; use one of ${COMPAT_MODES.join(', ')}.`,
+    { param: 'compat' },
+  );
 }
 
 /**
@@ -119,7 +144,7 @@ export function pickSession(
  * client's first session.update (or an Unmute-only event) tells.
  */
 export function impliedDialect(req: IncomingMessage, url: URL): Dialect | undefined {
-  if (url.pathname !== '/v1/realtime') return 'unmute';
+  if (url.pathname !== '/v1/realtime' && url.pathname !== OPENAI_ONLY_PATH) return 'unmute';
   return /\brealtime=v1\b/.test(String(req.headers['openai-beta'] ?? ''))
     ? 'openai-beta'
     : undefined;

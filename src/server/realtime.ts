@@ -21,6 +21,7 @@ import type { Session } from '../session/session.js';
 import type { SessionVoice } from '../session/voice-settings.js';
 import {
   KEY_PROTOCOL_PREFIX,
+  OPENAI_ONLY_PATH,
   checkAccess,
   impliedDialect,
   pickSession,
@@ -152,8 +153,9 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     socket.on('error', () => socket.destroy());
     const url = requestUrl(req.url);
     if (url === undefined) return refuseUpgrade(socket, '400 Bad Request', 'not a valid URL');
-    // Unmute's production frontend dials /api/v1/realtime on its own origin.
-    if (unmuteRoute(url.pathname) !== '/v1/realtime') {
+    // Unmute's production frontend dials /api/v1/realtime on its own origin;
+    // Pipecat and LiveKit Agents may dial /openai/v1/realtime (OpenAI's events only).
+    if (url.pathname !== OPENAI_ONLY_PATH && unmuteRoute(url.pathname) !== '/v1/realtime') {
       return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime');
     }
     if (req.headers['x-forwarded-for'] !== undefined) {
@@ -395,6 +397,7 @@ function createConnectionOpener(
       connections,
       log: log.child({ session: id }),
       dialect: picked.dialect ?? implied ?? 'openai',
+      compat: picked.compat,
       detecting: picked.dialect === undefined && implied === undefined,
     });
     errors.accepted(link);
@@ -415,7 +418,13 @@ function createConnectionOpener(
     });
     let opening: { session: Session; resumeError?: ProtocolError };
     try {
-      const fresh = { id, character, variant, metadata };
+      const fresh = {
+        id,
+        character,
+        variant,
+        metadata,
+        openaiDefaults: picked.compat === 'openai',
+      };
       opening = await opener.open(url, auth, common, fresh, (resumed) => {
         id = resumed.id;
         link.log = resumed.log;

@@ -41,6 +41,8 @@ export interface FreshSession {
   variant: string | undefined;
   /** `?metadata=`: the prompt generator's `ctx.metadata`; absent = `{}`. */
   metadata?: Record<string, unknown> | undefined;
+  /** OpenAI's defaults: spoken replies where the server can speak, no greeting unless `?greeting=1`. */
+  openaiDefaults?: boolean;
 }
 
 /** A session resumed under its old id, with its logger. */
@@ -151,13 +153,16 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       const token = url.searchParams.get('resume');
       const resumed = token === null ? undefined : await resumeSession(token, auth, common, adopt);
       if (resumed !== undefined && !(resumed instanceof ProtocolError)) return { session: resumed };
-      const greeting = greetingParam(url);
+      const openai = fresh.openaiDefaults === true;
+      const greeting = greetingParam(url, !openai);
+      const greetingOn = greeting instanceof ProtocolError ? !openai : greeting;
       const session = await createSession({
         ...common,
         id: fresh.id,
         character: fresh.character,
         ...(fresh.variant ? { variant: fresh.variant } : {}),
-        ...(greeting === false ? { greeting } : {}),
+        ...(greetingOn ? {} : { greeting: false }),
+        ...(openai ? { spokenByDefault: true } : {}),
         metadata: fresh.metadata ?? {},
       });
       // One error goes out after session.created: a failed resume's, else a bad ?greeting='s.
@@ -253,16 +258,20 @@ export function overloadRefusal(verdict: OverloadVerdict): {
 
 /**
  * `?greeting=0` (or `false`) turns the character's greeting off before the
- * session starts; `1`/`true` or none leaves it on. Another value leaves it
- * on and is answered with an error naming the values taken.
+ * session starts; `1`/`true` turns it on; none leaves `byDefault` (on, but
+ * off in OpenAI's compatibility mode: OpenAI's API never speaks first).
+ * Another value leaves the default and is answered with an error naming the
+ * values taken.
  */
-function greetingParam(url: URL): boolean | ProtocolError {
+function greetingParam(url: URL, byDefault: boolean): boolean | ProtocolError {
   const raw = url.searchParams.get('greeting');
-  if (raw === null || raw === '1' || raw === 'true') return true;
+  if (raw === null) return byDefault;
+  if (raw === '1' || raw === 'true') return true;
   if (raw === '0' || raw === 'false') return false;
+  const stays = byDefault ? 'the greeting stays on' : 'there is no greeting';
   return new ProtocolError(
     'invalid_value',
-    `?greeting=${raw.slice(0, 40)}: expected 0 or false (no greeting), 1 or true (the default); the greeting stays on.`,
+    `?greeting=${raw.slice(0, 40)}: expected 0 or false (no greeting), 1 or true (the greeting); ${stays}.`,
     { param: 'greeting' },
   );
 }

@@ -17,6 +17,7 @@ import {
   parseClientEvent,
   type Dialect,
 } from '../protocol/index.js';
+import { openAiOnly, type CompatMode } from '../protocol/openai-only.js';
 import type { ClientEvent, ServerEvent } from '../session/events.js';
 import type { Session } from '../session/session.js';
 import { createDeltaWindow } from './delta-window.js';
@@ -56,6 +57,8 @@ export interface SocketLinkOptions {
   dialect: Dialect;
   /** The dialect is not known yet: the client's first events tell. */
   detecting: boolean;
+  /** Troupe's events, or OpenAI's only (see openai-only.ts). @defaultValue 'troupe' */
+  compat?: CompatMode;
 }
 
 /** A socket's side of its session. */
@@ -103,11 +106,14 @@ export function createSocketLink(o: SocketLinkOptions): SocketLink {
   let cutOff = false;
   const resumeLink: { tracker?: ResumeTracker } = {};
   const frames = createFrameWriter(ws, o.socket);
+  const only = o.compat === 'openai' ? openAiOnly() : undefined;
   // The lifetime's clock starts with the link: `expires_at` says when it ends.
   const maxS = limits.sessionMaxDurationS;
   const expiresAt = maxS > 0 ? Math.floor(Date.now() / 1000) + maxS : 0;
-  const deliver = (event: ServerEvent): void => {
+  const deliver = (sessionEvent: ServerEvent): void => {
     if (cutOff || ws.readyState !== ws.OPEN) return;
+    let event = only ? only(sessionEvent) : sessionEvent;
+    if (event === null) return;
     if (event.type === 'session.created' || event.type === 'session.updated') {
       event = withConnection(event, { expiresAt, token: resumeLink.tracker?.token });
     }

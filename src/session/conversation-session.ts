@@ -157,6 +157,8 @@ export class ConversationSession implements Session {
     this.#send({ type: 'session.created', session: this.#sessionObject() });
     if (this.#resumed === undefined) {
       this.#conversation.announce();
+      // Spoken from the start (OpenAI's defaults): the greeting, if asked for, at once.
+      if (this.#o.spokenByDefault) this.#maybeSpeakGreeting();
       return;
     }
     // A restored conversation is announced once the client has sent its

@@ -49,6 +49,11 @@ export interface SessionOptions {
    */
   greeting?: boolean;
   /**
+   * Replies are spoken unless the client asks for text, as OpenAI's API
+   * starts (`?compat=openai`); only where the server can speak. @defaultValue false
+   */
+  spokenByDefault?: boolean;
+  /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
    * `session.snapshot()` when it suits. `settled` is true where the change
@@ -140,6 +145,7 @@ export async function createSession(options: SessionOptions): Promise<Session> {
     settings: {
       ...defaultSettings(options.voice),
       ...(options.greeting === false ? { greeting: false } : {}),
+      ...(options.spokenByDefault && options.voice?.tts ? { outputModalities: ['audio'] } : {}),
     },
     conversation: null,
   });

@@ -102,6 +102,7 @@ describe('config: server, LLM, sessions and logging', () => {
       maxToolRounds: 10,
       contextTokens: 6000,
       variantAssignment: 'first',
+      compat: 'troupe',
       imageUrlHosts: [],
     });
     expect(config.log).toEqual({ level: 'info', content: false });
@@ -172,6 +173,7 @@ describe('config: server, LLM, sessions and logging', () => {
       MAX_TOOL_ROUNDS: '3',
       DEFAULT_CHARACTER: 'weather',
       TOOL_VARIANT: 'random',
+      REALTIME_COMPAT: 'openai',
       TLS_CERT: 'cert.pem',
       TLS_KEY: 'key.pem',
       LOG_LEVEL: 'debug',
@@ -195,6 +197,7 @@ describe('config: server, LLM, sessions and logging', () => {
       toolTimeoutMs: 250,
       maxToolRounds: 3,
       variantAssignment: 'random',
+      compat: 'openai',
     });
     expect(config.log).toEqual({ level: 'debug', content: true });
   });

@@ -106,6 +106,15 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
       expect(served).toEqual([CLIENTS / 2, CLIENTS / 2]);
     });
 
+    it("upgrades OpenAI's compatibility path too", async () => {
+      const compat = await connect(
+        `${nginx.wsUrl.replace('/v1/realtime', '/openai/v1/realtime')}?character=plain`,
+      );
+      const created = await compat.next('session.created', undefined, 15_000);
+      expect(created.session).toMatchObject({ type: 'realtime' });
+      await compat.close();
+    });
+
     it("lets a browser's page served through nginx on its own port open a session", async () => {
       // A browser on http://localhost:PORT sends that Origin and that Host; the
       // server checks one against the other, so nginx must pass the port on.
