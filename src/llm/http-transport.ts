@@ -184,7 +184,10 @@ export function createHttpTransport(options: HttpTransportOptions): StreamChat {
 /**
  * Sends the request until it is answered with a 2xx: retries before the
  * first byte (connection errors, retryable statuses, honouring
- * `retry-after`), with the watch's notices while it waits.
+ * `retry-after`), with the watch's notices while it waits. An LLM that took
+ * the request and stayed silent past the deadline is not asked again: it may
+ * be working on it (a second request would be paid for twice), and the
+ * client would wait twice `LLM_IDLE_TIMEOUT_MS`.
  */
 async function* answer(
   request: {
@@ -208,14 +211,13 @@ async function* answer(
       );
     } catch (err) {
       if (signal.aborted) throw new TurnAbortedError(undefined, { cause: err });
-      failure =
-        err instanceof LlmStreamError
-          ? err
-          : new LlmStreamError('The LLM could not be reached.', {
-              cause: err,
-              retryable: true,
-              detail: `${request.where}: ${(err as Error).message}`,
-            });
+      // The exchange's own deadlines (silent, too long in all).
+      if (err instanceof LlmStreamError) throw err;
+      failure = new LlmStreamError('The LLM could not be reached.', {
+        cause: err,
+        retryable: true,
+        detail: `${request.where}: ${(err as Error).message}`,
+      });
       if (attempt >= request.maxRetries) throw failure;
       yield* whileWaiting(backoff(attempt, {}, signal), watch);
       continue;

@@ -275,6 +275,18 @@ describe('http transport', () => {
     );
   });
 
+  it('does not send the request again to an LLM that took it and stayed silent', async () => {
+    let requests = 0;
+    const url = await serve(() => {
+      requests++; // Never answers.
+    });
+    const stream = createHttpTransport({ baseURL: url, timeoutMs: 100, maxRetries: 1 });
+    await expect(drain(stream(body, new AbortController().signal))).rejects.toThrow(
+      /silent for 100 ms/,
+    );
+    expect(requests).toBe(1);
+  });
+
   it('turns an abort before the answer into TurnAbortedError', async () => {
     const url = await serve(() => {
       // Never answers.
