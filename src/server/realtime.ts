@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -122,12 +123,19 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       })
     : undefined;
   let accepting = true;
-  const pings = startPings(connections, limits.pingIntervalS, (ws) => {
-    metrics.server.rejected.inc({ reason: 'dead_peer' });
-    log.info({}, 'dead peer cut off');
-    connections.get(ws)?.close();
-    ws.terminate();
-  });
+  /** Each socket's connection, whose byte count tells a busy link from a dead one. */
+  const links = new WeakMap<WebSocket, Socket>();
+  const pings = startPings(
+    connections,
+    limits.pingIntervalS,
+    (ws) => {
+      metrics.server.rejected.inc({ reason: 'dead_peer' });
+      log.info({ session: connections.get(ws)?.id ?? null }, 'dead peer cut off');
+      connections.get(ws)?.close();
+      ws.terminate();
+    },
+    (ws) => links.get(ws)?.bytesWritten ?? 0,
+  );
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: limits.maxFrameBytes,
@@ -169,6 +177,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       }
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      links.set(ws, req.socket);
       // First, before any refusal: see watchSocketErrors.
       const errors = watchSocketErrors(ws, limits.maxFrameBytes, metrics, log);
       const picked = admit(ws, req, url);

@@ -20,17 +20,31 @@ export const FRAME_SLICE_MS = 5;
 export const MAX_ECHOED_INSTRUCTIONS = 32 * 1024;
 
 /**
+ * Bytes sent to a socket between two pings past which a missing answer is
+ * not taken for a dead peer: a stream of audio (24 kHz PCM16 is ~64 KB a
+ * second as JSON, G.711 ~11, Ogg/Opus a few) on a link slower than it queues
+ * the ping behind seconds of audio, and the answer with it.
+ */
+export const BUSY_LINK_BYTES = 32 * 1024;
+
+/**
  * Pings every socket each `intervalS`; one that has not answered the
  * previous ping is dead (a vanished peer, a NAT that dropped the flow) and
- * goes to `onDead`. 0 = no pings.
+ * goes to `onDead` — unless `sent(ws)` (bytes written to it so far) grew by
+ * {@link BUSY_LINK_BYTES} since the last ping: its answer may be waiting
+ * behind them. A peer that is gone then fills the send buffers and is closed
+ * as a slow consumer, or is cut off at the first ping after the stream ends.
+ * 0 = no pings.
  */
 export function startPings(
   connections: Map<WebSocket, unknown>,
   intervalS: number,
   onDead: (ws: WebSocket) => void,
+  sent: (ws: WebSocket) => number = () => 0,
 ): NodeJS.Timeout | undefined {
   if (intervalS <= 0) return undefined;
-  const waiting = new WeakSet<WebSocket>();
+  /** Sockets waiting for a pong, with the bytes sent to them at the last ping. */
+  const waiting = new WeakMap<WebSocket, number>();
   const answered = new WeakSet<WebSocket>();
   const timer = setInterval(() => {
     for (const ws of connections.keys()) {
@@ -39,11 +53,13 @@ export function startPings(
         answered.add(ws);
         ws.on('pong', () => waiting.delete(ws));
       }
-      if (waiting.has(ws)) {
+      const sentNow = sent(ws);
+      const sentAtPing = waiting.get(ws);
+      if (sentAtPing !== undefined && sentNow - sentAtPing < BUSY_LINK_BYTES) {
         onDead(ws);
         continue;
       }
-      waiting.add(ws);
+      waiting.set(ws, sentNow);
       ws.ping();
     }
   }, intervalS * 1000);

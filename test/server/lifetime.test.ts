@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, scrape } from '../helpers/http.js';
-import { connect } from '../helpers/realtime-client.js';
+import { connect, say } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { fakeVoice, startVoiceServer } from '../helpers/voice.js';
 import { within } from '../helpers/wait.js';
 
 describe('idle sessions (SESSION_IDLE_TIMEOUT_S=1)', () => {
@@ -96,6 +97,47 @@ describe('keepalive pings (WS_PING_INTERVAL_S=1)', () => {
       }),
     ).toBe(1);
     await healthy.close();
+  });
+});
+
+describe('keepalive pings on a link busy with audio (WS_PING_INTERVAL_S=1)', () => {
+  let t: TestServer;
+  const LONG = 'This reply is spoken for a good few seconds. '.repeat(7);
+  beforeAll(async () => {
+    t = await startVoiceServer({
+      voice: await fakeVoice(),
+      env: { WS_PING_INTERVAL_S: '1' },
+      script: { rules: [], fallback: { parts: [{ text: LONG }] } },
+    });
+  });
+  afterAll(() => t.close());
+
+  it('does not cut off a peer whose answer waits behind the audio sent to it, and does once it stops', async () => {
+    // On a link slower than the audio, a pong waits behind it for longer
+    // than a ping interval: a peer that answers nothing while audio flows
+    // stands for it here.
+    const c = await connect(`${t.wsUrl}?character=quiet`, { autoPong: false });
+    let answering = true;
+    c.ws.on('ping', (data) => {
+      if (answering) c.ws.pong(data);
+    });
+    await c.next('session.created');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('session.updated');
+    say(c, 'Talk to me.');
+    await c.next('response.output_audio.delta');
+    answering = false;
+    const done = await Promise.race([
+      c.next('response.done'),
+      c.closed.then(({ code }) => {
+        throw new Error(`cut off while its reply was being spoken (close ${code})`);
+      }),
+    ]);
+    expect(done.response).toMatchObject({ status: 'completed' });
+    // The audio over, a peer that still answers nothing is taken for gone.
+    await within(c.closed, 'the silent peer being cut off', 20_000);
+    const line = await t.waitForLog('dead peer cut off');
+    expect(line.session).toEqual(expect.stringMatching(/^sess_/));
   });
 });
 
