@@ -38,6 +38,7 @@ import {
 import { callMessage, MISSING_OUTPUT, outputMessages } from './response-input.js';
 import type { ExchangeCheckpoint } from './response-writer.js';
 import type { ConversationState } from './session-state.js';
+import type { SpokenTiming } from './spoken-timing.js';
 
 /**
  * Most items one conversation keeps. Each response trims history to the
@@ -75,8 +76,17 @@ export interface SpokenRound {
   items: Array<{ item: MessageItem; transcript: string }>;
 }
 
-/** Spoken items a late `conversation.item.truncate` can still cut. */
-const MAX_SPOKEN_ITEMS = 64;
+/**
+ * Spoken items a late `conversation.item.truncate` can still cut: the most
+ * recent ones keep their word timing (two numbers a word), older ones none.
+ */
+export const MAX_SPOKEN_ITEMS = 64;
+
+/** A spoken item's round, and its word timing once its response has ended. */
+interface SpokenRecord {
+  round: SpokenRound;
+  timing?: SpokenTiming | undefined;
+}
 
 /** A conversation's items and what the model sees of them. */
 export class Conversation {
@@ -88,7 +98,7 @@ export class Conversation {
   #greeting: { item: MessageItem; message: ChatMessage } | undefined;
   #greetingSpoken = false;
   /** Spoken items and the message that holds their text, for truncation after the fact. */
-  readonly #spoken = new Map<string, SpokenRound>();
+  readonly #spoken = new Map<string, SpokenRecord>();
   /** The character's turn settings: tool results are written in its tool format. */
   #turn: CharacterTurnSettings = {};
   /** The newest user item that joined while the running response runs. */
@@ -266,7 +276,8 @@ export class Conversation {
     if (interrupted) {
       g.message.content = transcript;
       g.item.status = 'incomplete';
-      this.#spoken.set(g.item.id, { message: g.message, items: [{ item: g.item, transcript }] });
+      const round = { message: g.message, items: [{ item: g.item, transcript }] };
+      this.#spoken.set(g.item.id, { round });
     }
     this.#history.touch(g.item.id);
   }
@@ -597,19 +608,34 @@ export class Conversation {
     for (const call of clientCalls) this.#pending.set(call.id, { name: call.name, owner });
   }
 
-  /** Records which message holds each spoken item; truncation reaches back a few replies. */
-  recordSpoken(itemId: string, round: SpokenRound): void {
-    this.#spoken.set(itemId, round);
+  /**
+   * Records which message holds each spoken item, and when its words start
+   * in its audio: truncation reaches back {@link MAX_SPOKEN_ITEMS} items.
+   */
+  recordSpoken(itemId: string, round: SpokenRound, timing?: SpokenTiming): void {
+    this.#spoken.delete(itemId);
+    this.#spoken.set(itemId, { round, timing });
     for (const id of this.#spoken.keys()) {
       if (this.#spoken.size <= MAX_SPOKEN_ITEMS) break;
       this.#spoken.delete(id);
     }
   }
 
-  /** A spoken item cut to what was heard (`conversation.item.truncate` after its response). */
-  cutToHeard(itemId: string, heard: string): void {
-    const round = this.#spoken.get(itemId);
-    if (!round) return;
+  /** The word timing of a spoken item still in the conversation, if it is kept. */
+  spokenTiming(itemId: string): SpokenTiming | undefined {
+    return this.#history.find(itemId) ? this.#spoken.get(itemId)?.timing : undefined;
+  }
+
+  /**
+   * A spoken item cut to what was heard by `audioEndMs`
+   * (`conversation.item.truncate` after its response): the client keeps no
+   * more audio of it than that.
+   */
+  cutToHeard(itemId: string, heard: string, audioEndMs: number): void {
+    const record = this.#spoken.get(itemId);
+    if (!record) return;
+    const { round, timing } = record;
+    if (timing) timing.ms = Math.min(timing.ms, audioEndMs);
     for (const entry of round.items) {
       if (entry.item.id !== itemId) continue;
       entry.transcript = heard;

@@ -1,19 +1,22 @@
 /**
  * `conversation.item.truncate`: the client played only part of a spoken
- * item, so history keeps what was heard.
+ * item, so history keeps what was heard. Any spoken assistant message still
+ * in the conversation can be cut, as in OpenAI's API: one still speaking,
+ * the last reply's, or an older one whose word timing the conversation kept.
  */
 import { ProtocolError } from '../errors.js';
-import type { Conversation } from './conversation.js';
-import type { ServerEvent } from './events.js';
+import { MAX_SPOKEN_ITEMS, type Conversation } from './conversation.js';
+import type { Item, ServerEvent } from './events.js';
 import { itemNotFound } from './items.js';
 import type { RunningResponse } from './response-queue.js';
 import type { SpeechOutput } from './speech-output.js';
+import { heardBy } from './spoken-timing.js';
 
 /** What {@link truncateItem} works on. */
 export interface TruncateParts {
   /** The response running now, if any. */
   active: RunningResponse | undefined;
-  /** The speech of the last response that spoke (when none is running). */
+  /** The speech of the last response that spoke. */
   lastSpeech: SpeechOutput | undefined;
   conversation: Conversation;
   send: (event: ServerEvent) => void;
@@ -22,21 +25,38 @@ export interface TruncateParts {
   stop: () => void;
 }
 
+/** A spoken item's audio as the client has it, and what was heard of it by a point. */
+interface SpokenAudio {
+  ms: number;
+  /** Whether more of it is still to come (it is being spoken now). */
+  speaking: boolean;
+  /** Whether it is the running response's. */
+  live: boolean;
+  heard: (audioEndMs: number) => string;
+  /** Keeps the cut where the speech is: a response still running ends the item with it. */
+  cut: (audioEndMs: number) => void;
+}
+
 /** Cuts a spoken item to what the client played; returns the error to send, if any. */
 export function truncateItem(
   p: TruncateParts,
   event: { item_id: string; content_index: number; audio_end_ms: number },
   eventId: string | null,
 ): ProtocolError | undefined {
-  const speech = p.active?.speech ?? p.lastSpeech;
-  const audio = speech?.audioOf(event.item_id);
-  if (!speech || !audio) {
-    if (!p.conversation.find(event.item_id)) {
-      return itemNotFound('conversation.item.truncate', event.item_id, eventId);
-    }
+  const id = event.item_id;
+  const active = p.active?.speech;
+  const live = active?.audioOf(id) !== undefined;
+  const item = p.conversation.find(id);
+  if (!live && !item) return itemNotFound('conversation.item.truncate', id, eventId);
+  const audio = spokenAudio(p, id, live);
+  if (!audio) {
+    const why =
+      item && spoken(item)
+        ? `its word timing is no longer kept (only the ${MAX_SPOKEN_ITEMS} most recent spoken items of a session can be truncated, and none spoken before a resume)`
+        : 'only spoken assistant messages do';
     return new ProtocolError(
       'invalid_value',
-      `conversation.item.truncate: item "${event.item_id}" has no audio to truncate (only spoken assistant messages do).`,
+      `conversation.item.truncate: item "${id}" has no audio to truncate (${why}).`,
       { param: 'item_id', eventId },
     );
   }
@@ -51,22 +71,56 @@ export function truncateItem(
   if (event.audio_end_ms > Math.ceil(audio.ms)) {
     return new ProtocolError(
       'invalid_value',
-      `conversation.item.truncate: audio_end_ms: item "${event.item_id}" has ${Math.ceil(audio.ms)} ms of audio${audio.speaking ? ' so far' : ''}, shorter than ${event.audio_end_ms} ms.`,
+      `conversation.item.truncate: audio_end_ms: item "${id}" has ${Math.ceil(audio.ms)} ms of audio${audio.speaking ? ' so far' : ''}, shorter than ${event.audio_end_ms} ms.`,
       { param: 'audio_end_ms', eventId },
     );
   }
-  const heard = speech.heardUntil(event.item_id, event.audio_end_ms) ?? '';
-  speech.truncate(event.item_id, event.audio_end_ms);
-  const live = p.active?.speech === speech;
-  p.conversation.cutToHeard(event.item_id, heard);
+  const heard = audio.heard(event.audio_end_ms);
+  audio.cut(event.audio_end_ms);
+  p.conversation.cutToHeard(id, heard, event.audio_end_ms);
   p.send({
     type: 'conversation.item.truncated',
-    item_id: event.item_id,
+    item_id: id,
     content_index: event.content_index,
     audio_end_ms: event.audio_end_ms,
   });
   // What follows the cut is not to be heard: the reply stops there.
-  if (live && audio.speaking) p.stop();
+  if (audio.live && audio.speaking) p.stop();
   p.changed();
   return undefined;
+}
+
+/**
+ * Where a spoken item's audio is known: the running response's speech, the
+ * last response's, or the timing the conversation kept of an older reply.
+ */
+function spokenAudio(p: TruncateParts, id: string, live: boolean): SpokenAudio | undefined {
+  const speech = live ? p.active!.speech! : p.lastSpeech;
+  const audio = speech?.audioOf(id);
+  if (speech && audio) {
+    return {
+      ...audio,
+      live,
+      heard: (ms) => speech.heardUntil(id, ms) ?? '',
+      cut: (ms) => speech.truncate(id, ms),
+    };
+  }
+  const timing = p.conversation.spokenTiming(id);
+  if (!timing) return undefined;
+  return {
+    ms: timing.ms,
+    speaking: false,
+    live: false,
+    heard: (ms) => heardBy(timing, ms),
+    cut: () => undefined,
+  };
+}
+
+/** Whether an item is an assistant message that was spoken. */
+function spoken(item: Item): boolean {
+  return (
+    item.type === 'message' &&
+    item.role === 'assistant' &&
+    item.content.some((part) => part.type === 'output_audio')
+  );
 }

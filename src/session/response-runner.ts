@@ -208,7 +208,7 @@ export async function runResponse(
   if (summary && !outOfBand) {
     const kept = speech
       ? keepHeard(summary.messages, spokenItems, speech.truncations(), (id, spoken) =>
-          ctx.conversation.recordSpoken(id, spoken),
+          ctx.conversation.recordSpoken(id, spoken, speech.timingOf(id)),
         )
       : summary.messages;
     // A turn with client calls ends right after the round that made them: its last assistant message.

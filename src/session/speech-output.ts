@@ -9,6 +9,7 @@ import { createResampler, type Resampler } from '../voice/audio/resample.js';
 import { SpeechChunker } from '../voice/chunker.js';
 import type { TtsEvent, TtsProvider, TtsStream } from '../voice/types.js';
 import type { ServerEvent } from './events.js';
+import { timingOf, type SpokenTiming } from './spoken-timing.js';
 
 /** Where an item stands in its response. */
 export interface SpeechPlace {
@@ -226,6 +227,15 @@ export class SpeechOutput {
   truncate(itemId: string, audioEndMs: number): void {
     const item = this.#item(itemId);
     if (item) item.truncatedMs = audioEndMs;
+  }
+
+  /** An item's word timing as it stands, to keep once its response has ended. */
+  timingOf(itemId: string): SpokenTiming | undefined {
+    const item = this.#item(itemId);
+    const audio = this.audioOf(itemId);
+    if (!item || !audio) return undefined;
+    const words = item.segments.flatMap((s) => s.pieces);
+    return timingOf(words, item.audioStart !== null, this.#samplesPerMs, audio.ms);
   }
 
   /** What the listener heard of each item the client truncated (`conversation.item.truncate`). */

@@ -152,6 +152,105 @@ describe('conversation.item.truncate', () => {
     await c.close();
   });
 
+  it('cuts an older spoken reply, not only the last one, and the model reads the cut', async () => {
+    const c = await openVoiceSession(t);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    const first = ((await c.next('response.done')).response as Done).output[0]!;
+    c.send(userMessage('Thanks.'));
+    c.send({ type: 'response.create' });
+    const second = ((await c.next('response.done')).response as Done).output[0]!;
+    expect(second.content[0]!.transcript).toBe('Okay.');
+
+    c.send({
+      type: 'conversation.item.truncate',
+      item_id: first.id,
+      content_index: 0,
+      audio_end_ms: 300,
+    });
+    expect(await c.next('conversation.item.truncated')).toMatchObject({
+      item_id: first.id,
+      audio_end_ms: 300,
+    });
+    c.send({ type: 'conversation.item.retrieve', item_id: first.id });
+    expect((await c.next('conversation.item.retrieved')).item).toMatchObject({
+      status: 'incomplete',
+      content: [{ type: 'output_audio', transcript: 'One two three four' }],
+    });
+    c.send(userMessage('Go on.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+      { role: 'user', content: 'Count to ten.' },
+      { role: 'assistant', content: 'One two three four' },
+      { role: 'user', content: 'Thanks.' },
+      { role: 'assistant', content: 'Okay.' },
+      { role: 'user', content: 'Go on.' },
+    ]);
+    await c.close();
+  });
+
+  it('cuts the reply the user spoke over while the next response already runs, which goes on', async () => {
+    const c = await openVoiceSession(t);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    const first = ((await c.next('response.done')).response as Done).output[0]!;
+    c.send(userMessage('Count again.'));
+    c.send({ type: 'response.create' });
+    // The next reply is speaking: the client now says how much of the first it played.
+    const speaking = await c.next('response.output_audio.delta');
+    expect(speaking.item_id).not.toBe(first.id);
+    c.send({
+      type: 'conversation.item.truncate',
+      item_id: first.id,
+      content_index: 0,
+      audio_end_ms: 200,
+    });
+    expect((await c.next('conversation.item.truncated')).item_id).toBe(first.id);
+    const next = (await c.next('response.done')).response as Done & { status: string };
+    expect(next.status).toBe('completed');
+    expect(next.output[0]!.content[0]!.transcript).toBe(COUNT);
+
+    c.send(userMessage('Go on.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    expect(lastChat(t.simulator).messages.slice(1, 3)).toEqual([
+      { role: 'user', content: 'Count to ten.' },
+      { role: 'assistant', content: 'One two three' },
+    ]);
+    await c.close();
+  });
+
+  it('refuses to cut an older reply past its audio, and past an earlier cut', async () => {
+    const c = await openVoiceSession(t);
+    c.send(userMessage('Count to ten.'));
+    c.send({ type: 'response.create' });
+    const first = ((await c.next('response.done')).response as Done).output[0]!;
+    c.send(userMessage('Thanks.'));
+    c.send({ type: 'response.create' });
+    await c.next('response.done');
+    const cut = (audio_end_ms: number, event_id: string) =>
+      c.send({
+        type: 'conversation.item.truncate',
+        item_id: first.id,
+        content_index: 0,
+        audio_end_ms,
+        event_id,
+      });
+
+    cut(999_999, 'too-long');
+    const long = await nextError(c, 'invalid_value');
+    expect(long).toMatchObject({ param: 'audio_end_ms', event_id: 'too-long' });
+    expect(long.message).toMatch(/has \d+ ms of audio, shorter than 999999 ms/);
+    cut(300, 'first-cut');
+    await c.next('conversation.item.truncated');
+    cut(600, 'longer-cut');
+    const again = await nextError(c, 'invalid_value');
+    expect(again).toMatchObject({ param: 'audio_end_ms', event_id: 'longer-cut' });
+    expect(again.message).toMatch(/has 300 ms of audio, shorter than 600 ms/);
+    await c.close();
+  });
+
   it("answers an unknown item with OpenAI's item_truncate_invalid_item_id", async () => {
     const c = await openVoiceSession(t);
     c.send({
