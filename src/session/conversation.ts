@@ -467,8 +467,10 @@ export class Conversation {
   }
 
   /**
-   * `conversation.item.delete`: only messages outside responses, and not while
-   * one runs. `live` says the item is one of the running response's.
+   * `conversation.item.delete`: messages, a response's assistant messages
+   * too (the model's message loses their words, and keeps its tool calls),
+   * but not tool calls or their results, and nothing while a response runs.
+   * `live` says the item is one of the running response's.
    */
   delete(
     itemId: string,
@@ -476,15 +478,30 @@ export class Conversation {
     eventId: string | null,
     live = false,
   ): ProtocolError | undefined {
-    if (!live && !this.#history.find(itemId))
-      return itemNotFound('conversation.item.delete', itemId, eventId);
-    if (responding || !this.#history.delete(itemId)) {
-      return new ProtocolError(
+    const item = this.#history.find(itemId);
+    if (!live && !item) return itemNotFound('conversation.item.delete', itemId, eventId);
+    const refuse = (why: string) =>
+      new ProtocolError(
         'item_not_deletable',
-        `conversation.item.delete: item "${itemId}" is part of a response (or one is running); only messages outside responses can be deleted, so tool calls stay paired with their results.`,
+        `conversation.item.delete: item "${itemId}" ${why}.`,
         { param: 'item_id', eventId },
       );
+    if (responding) {
+      return refuse(
+        `${live ? 'is part of the running response' : 'cannot go while a response runs'}; delete it once response.done has come`,
+      );
     }
+    if (!this.#history.delete(itemId) && !this.#history.deleteReply(itemId)) {
+      return refuse(
+        item?.type === 'message'
+          ? 'is part of a response whose message is not its words alone (prompt-based tools write their calls into it, and a reply cut off by a server restart keeps its items), so deleting it would lose calls'
+          : `is a ${item?.type ?? 'response'} item; a tool call and its result stay paired, so neither can be deleted`,
+      );
+    }
+    // A later cut of its round's other items no longer counts its words.
+    const round = this.#spoken.get(itemId)?.round;
+    if (round) round.items = round.items.filter((e) => e.item.id !== itemId);
+    this.#spoken.delete(itemId);
     this.#o.send({ type: 'conversation.item.deleted', item_id: itemId });
     return undefined;
   }
@@ -596,15 +613,19 @@ export class Conversation {
     return this.#history.trim(budgetTokens, reservedTokens, through);
   }
 
-  /** A response's messages and items join history; its client calls await output. */
+  /**
+   * A response's messages and items join history; its client calls await
+   * output. `replies`: the message that holds each message item's words.
+   */
   addResponse(
     group: HistoryGroup,
     messages: readonly ChatMessage[],
     items: readonly Item[],
     clientCalls: ReadonlyArray<{ id: string; name: string }>,
     owner: ChatMessage | undefined,
+    replies?: ReadonlyMap<string, ChatMessage | null>,
   ): void {
-    this.#history.addItems(group, items, messages);
+    this.#history.addItems(group, items, messages, replies);
     for (const call of clientCalls) this.#pending.set(call.id, { name: call.name, owner });
   }
 

@@ -44,6 +44,13 @@ export class History {
   #groups: HistoryGroup[] = [];
   /** Messages that stand for exactly one item (client messages, the greeting): deletable. */
   #single = new Map<string, ChatMessage>();
+  /**
+   * A response's assistant message items and the model's message that holds
+   * their words (null: one the model never wrote, a tool's filler line).
+   * Deletable when no response runs: the message loses their words, and
+   * keeps its tool calls.
+   */
+  #replies = new Map<string, ChatMessage | null>();
   /** Every item by id, and the call ids in history: look-ups stay O(1) however long it grows. */
   #byId = new Map<string, Item>();
   #callIds = new Set<string>();
@@ -65,9 +72,10 @@ export class History {
   /**
    * Where the messages of {@link #single} are ({@link toState}), kept while
    * the history only grows at its ends; undefined after a change that may
-   * move them (a deletion, a trim, results put between messages).
+   * move them (a deletion, a trim, results put between messages, a reply's
+   * items added).
    */
-  #places: HistoryState['singles'] | undefined = [];
+  #places: Places | undefined = { singles: [], replies: [] };
 
   /**
    * Checks every cached group JSON against a fresh serialisation: a
@@ -93,6 +101,12 @@ export class History {
       const message = state.groups[s.group]?.messages[s.message];
       if (message) history.#single.set(s.item, message);
     }
+    // Older states have none: their replies' items stay as they are.
+    for (const r of state.replies ?? []) {
+      if (!history.#byId.has(r.item)) continue;
+      const message = r.message === null ? null : state.groups[r.group]?.messages[r.message];
+      if (message !== undefined) history.#replies.set(r.item, message);
+    }
     return history;
   }
 
@@ -111,11 +125,28 @@ export class History {
     return this.#callIds.has(callId);
   }
 
-  /** Adds a response's items and messages to a group. */
-  addItems(group: HistoryGroup, items: readonly Item[], messages: readonly ChatMessage[]): void {
+  /**
+   * Adds a response's items and messages to a group; `replies` says which
+   * message holds each of its message items' words (see {@link deleteReply}).
+   */
+  addItems(
+    group: HistoryGroup,
+    items: readonly Item[],
+    messages: readonly ChatMessage[],
+    replies?: ReadonlyMap<string, ChatMessage | null>,
+  ): void {
     group.items.push(...items);
     group.messages.push(...messages);
     this.#indexGroup(group, items, messages);
+    if (!replies?.size) return;
+    const at = this.#groups.lastIndexOf(group);
+    for (const [item, message] of replies) {
+      this.#replies.set(item, message);
+      // Known places stay known: the group only grew at its end.
+      const index = message === null ? -1 : group.messages.indexOf(message);
+      this.#places?.replies.push({ item, group: at, message: index === -1 ? null : index });
+    }
+    if (at === -1) this.#places = undefined;
   }
 
   /** An item of history was changed in place: its group (and its messages, for requests) is serialised again. */
@@ -193,13 +224,15 @@ export class History {
       }
     }
     places ??= this.#places = this.#findPlaces();
-    return { groups: this.#groups, singles: places };
+    const state: HistoryState = { groups: this.#groups, singles: places.singles };
+    if (places.replies.length > 0) state.replies = places.replies;
+    return state;
   }
 
-  /** Every message of {@link #single} by place, worked out from the groups. */
-  #findPlaces(): HistoryState['singles'] {
-    const singles: HistoryState['singles'] = [];
-    if (this.#single.size === 0) return singles;
+  /** Every message of {@link #single} and {@link #replies} by place, worked out from the groups. */
+  #findPlaces(): Places {
+    const places: Places = { singles: [], replies: [] };
+    if (this.#single.size === 0 && this.#replies.size === 0) return places;
     const numbers = new Map<HistoryGroup, number>();
     for (const [i, g] of this.#groups.entries()) numbers.set(g, i);
     for (const [item, message] of this.#single) {
@@ -207,9 +240,17 @@ export class History {
       const group = g && numbers.get(g);
       if (g === undefined || group === undefined) continue;
       const at = g.messages.indexOf(message);
-      if (at !== -1) singles.push({ item, group, message: at });
+      if (at !== -1) places.singles.push({ item, group, message: at });
     }
-    return singles;
+    for (const [item, message] of this.#replies) {
+      const g = this.#groupOf.get(item);
+      const group = g && numbers.get(g);
+      if (g === undefined || group === undefined) continue;
+      // A message no longer in the group (nothing of it was heard) holds nothing the model reads.
+      const at = message === null ? -1 : g.messages.indexOf(message);
+      places.replies.push({ item, group, message: at === -1 ? null : at });
+    }
+    return places;
   }
 
   /** Where a message is: its group and index. */
@@ -279,7 +320,7 @@ export class History {
     const at =
       this.#groups.at(-1) === group ? this.#groups.length - 1 : this.#groups.indexOf(group);
     if (at === -1) this.#places = undefined;
-    else places.push({ item: item.id, group: at, message: group.messages.length - 1 });
+    else places.singles.push({ item: item.id, group: at, message: group.messages.length - 1 });
   }
 
   /**
@@ -421,12 +462,55 @@ export class History {
     return false;
   }
 
+  /**
+   * Deletes an assistant message item of a response: the model's message
+   * that holds its words loses them — it leaves history when nothing else is
+   * left in it, and keeps its tool calls (with their results) when it made
+   * some. Returns false when the item is not such an item, or its message is
+   * not its words alone (prompt-based tools write their calls into it).
+   */
+  deleteReply(id: string): boolean {
+    const message = this.#replies.get(id);
+    const g = this.#groupOf.get(id);
+    if (message === undefined || g === undefined) return false;
+    this.#places = undefined;
+    const [item] = g.items.splice(
+      g.items.findIndex((it) => it.id === id),
+      1,
+    );
+    this.#replies.delete(id);
+    this.#json.delete(g);
+    const at = message === null ? -1 : g.messages.indexOf(message);
+    if (message?.role === 'assistant' && at !== -1) {
+      // The message's other items (its round's text on both sides of a call) keep their words.
+      const rest = g.items.filter((it) => this.#replies.get(it.id) === message);
+      const calls = message.tool_calls !== undefined || message.function_call !== undefined;
+      if (rest.length === 0 && !calls) {
+        g.messages.splice(at, 1);
+        this.#unindexGroup([item!], [message]);
+      } else {
+        const words = rest.map(wordsOf).filter((w) => w !== '');
+        const spoken = rest.some(
+          (it) => it.type === 'message' && it.content[0]?.type === 'output_audio',
+        );
+        message.content = words.length > 0 ? words.join(spoken ? ' ' : '') : null;
+        this.#unindexGroup([item!], []);
+        keepMessageJson(message, JSON.stringify(message));
+        this.#weighAnew(message);
+      }
+    } else this.#unindexGroup([item!], []);
+    if (g.items.length === 0 && g.messages.length === 0)
+      this.#groups.splice(this.#groups.indexOf(g), 1);
+    return true;
+  }
+
   /** Removes everything; returns the items that were there. */
   clear(): Item[] {
     const items = this.items;
     this.#groups = [];
-    this.#places = [];
+    this.#places = { singles: [], replies: [] };
     this.#single.clear();
+    this.#replies.clear();
     this.#byId.clear();
     this.#groupOf.clear();
     this.#callIds.clear();
@@ -456,6 +540,7 @@ export class History {
       for (const m of g.messages) total -= this.#weigh(m);
       for (const item of g.items) {
         this.#single.delete(item.id);
+        this.#replies.delete(item.id);
         droppedIds.push(item.id);
       }
       this.#unindexGroup(g.items, g.messages);
@@ -489,6 +574,21 @@ export class History {
     }
     return fresh;
   }
+}
+
+/** Where the messages of single items and of replies' items are (see {@link HistoryState}). */
+interface Places {
+  singles: HistoryState['singles'];
+  replies: NonNullable<HistoryState['replies']>;
+}
+
+/** The words of a message item: its text, or its transcript when spoken. */
+function wordsOf(item: Item): string {
+  if (item.type !== 'message') return '';
+  const part = item.content[0];
+  if (part?.type === 'output_text') return part.text;
+  if (part?.type === 'output_audio') return part.transcript ?? '';
+  return '';
 }
 
 /**

@@ -206,6 +206,8 @@ export async function runResponse(
 
   // History: the turn's messages and the items that stand for them.
   if (summary && !outOfBand) {
+    // Which message holds each item's words, found before they are cut to what was heard.
+    const replies = out.replies(summary.messages);
     const kept = speech
       ? keepHeard(summary.messages, spokenItems, speech.truncations(), (id, spoken) =>
           ctx.conversation.recordSpoken(id, spoken, speech.timingOf(id)),
@@ -213,7 +215,7 @@ export async function runResponse(
       : summary.messages;
     // A turn with client calls ends right after the round that made them: its last assistant message.
     const owner = summary.messages.findLast((m) => m.role === 'assistant');
-    ctx.conversation.addResponse(group, kept, out.items, summary.clientCalls, owner);
+    ctx.conversation.addResponse(group, kept, out.items, summary.clientCalls, owner, replies);
   }
   const ttftMs = firstDeltaAt === null ? null : firstDeltaAt - receivedAt;
   const first = summary?.rounds[0];

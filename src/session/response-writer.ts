@@ -23,7 +23,7 @@ import type {
 import type { HistoryGroup } from './history.js';
 import { messageItem, newId, round } from './items.js';
 import type { SpeechOutput, SpokenItem } from './speech-output.js';
-import { heardSoFar, type SpokenStretch } from './voice-output.js';
+import { byRound, heardSoFar, type SpokenStretch } from './voice-output.js';
 
 /** Where an item stands in a response, as output events give it. */
 interface ItemPlace {
@@ -101,6 +101,8 @@ export class ResponseWriter {
   /** Spoken replies: text becomes speech, and items end when their audio has played. */
   readonly #speech: SpeechOutput | undefined;
   readonly #spoken: Array<Promise<SpokenEntry>> = [];
+  /** The tool filler lines spoken: items the model never wrote. */
+  readonly #fillers: string[] = [];
 
   constructor(
     responseId: string,
@@ -135,6 +137,7 @@ export class ResponseWriter {
     if (!speech || this.#text) return;
     const item = messageItem('assistant', [], undefined, 'in_progress');
     this.#added(item);
+    this.#fillers.push(item.id);
     const at = this.#at(item);
     this.#send({
       type: 'response.content_part.added',
@@ -147,6 +150,29 @@ export class ResponseWriter {
         .say(at, cleanForSpeech(text))
         .then((spoken) => this.#spokenDone(item, at, spoken, 'completed', -1, '')),
     );
+  }
+
+  /**
+   * Which of the turn's messages holds the words of each of its message
+   * items, matched round by round as the model wrote them (null: a filler
+   * line, which the model never wrote). An item whose round's message is
+   * not its words alone (prompt-based tools write their calls into it) is
+   * left out. Read before history cuts the messages to what was heard.
+   */
+  replies(messages: readonly ChatMessage[]): Map<string, ChatMessage | null> {
+    const replies = new Map<string, ChatMessage | null>();
+    for (const id of this.#fillers) replies.set(id, null);
+    let from = 0;
+    for (const list of byRound(this.#stretches)) {
+      const raw = list.map((s) => s.text).join('');
+      const at = messages.findIndex(
+        (m, i) => i >= from && m.role === 'assistant' && m.content === raw,
+      );
+      if (at === -1) continue;
+      for (const s of list) replies.set(s.item.id, messages[at]!);
+      from = at + 1;
+    }
+    return replies;
   }
 
   /**

@@ -51,6 +51,12 @@ export interface HistoryState {
   groups: Array<{ items: Item[]; messages: ChatMessage[] }>;
   /** Items that stand for exactly one message (deletable), with that message's place. */
   singles: Array<{ item: string } & MessagePlace>;
+  /**
+   * A response's assistant message items (deletable when no response runs),
+   * with the place of the model's message that holds their words; `message`
+   * null: one the model does not read. Absent: none (older states have none).
+   */
+  replies?: Array<{ item: string; group: number; message: number | null }>;
 }
 
 /** The conversation: history, client calls awaiting output, the greeting. */

@@ -219,7 +219,7 @@ export function heardSoFar(
 }
 
 /** Spoken pieces gathered by round, the rounds in the order they first came. */
-function byRound<T extends { round: number }>(pieces: readonly T[]): T[][] {
+export function byRound<T extends { round: number }>(pieces: readonly T[]): T[][] {
   const rounds = new Map<number, T[]>();
   for (const p of pieces) {
     const list = rounds.get(p.round);

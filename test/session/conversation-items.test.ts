@@ -246,17 +246,35 @@ describe('conversation items', () => {
     await c.close();
   });
 
-  it('refuses to delete an item of a response, so calls stay paired with results', async () => {
+  it("deletes a finished reply's messages, but not its call or result, which stay paired", async () => {
     const c = await openSession(t, 'character=weather');
     const events = await turn(c, 'Celsius, please.');
     const output = doneOf(events).output as Array<{ id: string; type: string }>;
-    for (const item of output) {
+    expect(output.map((i) => i.type)).toEqual(['message', 'mcp_call', 'message']);
+    const call = output[1]!.id;
+    c.send({ type: 'conversation.item.delete', item_id: call });
+    const refused = await nextError(c, 'item_not_deletable');
+    expect(refused.param).toBe('item_id');
+    expect(refused.message).toMatch(/mcp_call item; a tool call and its result stay paired/);
+    for (const item of [output[0]!, output[2]!]) {
       c.send({ type: 'conversation.item.delete', item_id: item.id });
-      expect((await nextError(c, 'item_not_deletable')).param).toBe('item_id');
+      expect((await c.next('conversation.item.deleted')).item_id).toBe(item.id);
     }
+    c.send({ type: 'conversation.item.retrieve', item_id: output[2]!.id });
+    await nextError(c, 'item_not_found');
     c.send({ type: 'conversation.item.delete', item_id: 'item_nope' });
     await nextError(c, 'item_delete_invalid_item_id');
     await stillWorks(c);
+    // The round's call keeps its result; the words around it are gone.
+    const sent = outline(lastChat(t.simulator).messages).slice(1);
+    expect(sent).toEqual([
+      'assistant: Hi! Ask me about the weather anywhere.',
+      'user: Celsius, please.',
+      expect.stringMatching(/^assistant: \[get_current_weather\([\w-]+\)\]$/),
+      expect.stringMatching(/^tool\([\w-]+\): \{"location"/),
+      'user: Hello there!',
+    ]);
+    expect(lastChat(t.simulator).messages[3]).toMatchObject({ role: 'assistant', content: null });
     await c.close();
   });
 

@@ -3,6 +3,7 @@ import type { ChatMessage } from '../../src/llm/chunk.js';
 import { estimateTokens } from '../../src/llm/token-estimate.js';
 import { History, parseGroup } from '../../src/session/history.js';
 import type { Item } from '../../src/session/events.js';
+import type { HistoryState } from '../../src/session/session-state.js';
 
 const text = (id: string, role: 'user' | 'assistant', body: string): Item => ({
   id,
@@ -241,6 +242,50 @@ describe('History.delete and lastItemId', () => {
     expect(h.delete('a1')).toBe(false);
     expect(h.delete('nope')).toBe(false);
     expect(h.items).toHaveLength(4);
+  });
+
+  it("deletes a reply's message item: its words leave the model's message, its calls stay", () => {
+    const h = new History();
+    const g = h.startGroup();
+    h.addMessageItem(g, text('u1', 'user', 'hi'), { role: 'user', content: 'hi' });
+    // One round's words on both sides of its call, its result, then the last words.
+    const round: ChatMessage = { ...toolCalls('call_1'), content: 'Let me see. Right.' };
+    const last: ChatMessage = { role: 'assistant', content: 'It is noon.' };
+    h.addItems(
+      g,
+      [
+        text('w1', 'assistant', 'Let me see. '),
+        callItem('c1', 'call_1'),
+        text('w2', 'assistant', 'Right.'),
+        outputItem('o1', 'call_1', '12:00'),
+        text('w3', 'assistant', 'It is noon.'),
+        text('f1', 'assistant', 'One moment…'),
+      ],
+      [round, { role: 'tool', tool_call_id: 'call_1', content: '12:00' }, last],
+      new Map([
+        ['w1', round],
+        ['w2', round],
+        ['w3', last],
+        ['f1', null],
+      ]),
+    );
+    expect(h.delete('w1')).toBe(false);
+    expect(h.deleteReply('c1')).toBe(false);
+    expect(h.deleteReply('o1')).toBe(false);
+    expect(h.deleteReply('w1')).toBe(true);
+    expect(round.content).toBe('Right.');
+    expect(h.deleteReply('w3')).toBe(true);
+    expect(h.deleteReply('f1')).toBe(true);
+    // A restored history knows the rest, and deletes them the same way.
+    const restored = History.fromState(JSON.parse(JSON.stringify(h.toState())) as HistoryState);
+    expect(restored.deleteReply('w2')).toBe(true);
+    expect(restored.items.map((i) => i.id)).toEqual(['u1', 'c1', 'o1']);
+    expect(restored.trim(10_000, 0).messages).toEqual([
+      { role: 'user', content: 'hi' },
+      { ...toolCalls('call_1'), content: null },
+      { role: 'tool', tool_call_id: 'call_1', content: '12:00' },
+    ]);
+    expect(restored.toState().replies).toBeUndefined();
   });
 
   it('removes a group left empty by a delete', () => {

@@ -113,6 +113,29 @@ describe('response lifecycle', () => {
     await c.close();
   });
 
+  it("refuses to delete a finished reply's message while the next response runs, and deletes it after", async () => {
+    const c = await openSession(t, 'character=plain');
+    const first = (doneOf(await turn(c, 'Hi.')).output as Array<{ id: string }>)[0]!.id;
+    t.simulator.setLatency({ tokensPerSec: 20 });
+    say(c, 'Tell me a story.');
+    await c.next('response.output_item.added');
+    c.send({ type: 'conversation.item.delete', event_id: 'evt_del', item_id: first });
+    const error = await nextError(c, 'item_not_deletable');
+    expect(error).toMatchObject({ param: 'item_id', event_id: 'evt_del' });
+    expect(error.message).toMatch(/cannot go while a response runs/);
+    c.send({ type: 'response.cancel' });
+    await c.untilDone();
+    t.simulator.setLatency({});
+
+    c.send({ type: 'conversation.item.delete', item_id: first });
+    expect((await c.next('conversation.item.deleted')).item_id).toBe(first);
+    await turn(c, 'Go on.');
+    const sent = lastChat(t.simulator).messages.map((m) => `${m.role}: ${String(m.content)}`);
+    // The greeting, then the first exchange without its reply.
+    expect(sent.slice(2, 4)).toEqual(['user: Hi.', 'user: Tell me a story.']);
+    await c.close();
+  });
+
   it('estimates the usage of a response cut before the server counted it', async () => {
     // OpenAI counts once, in a last chunk that a cut stream never gets.
     t.simulator.setProfile('openai');

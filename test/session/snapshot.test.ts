@@ -220,6 +220,50 @@ describe('session snapshots', () => {
     restored.close();
   });
 
+  it("keeps a deleted reply's message deleted, and a restored session deletes its replies' messages too", async () => {
+    const original = await open('weather');
+    await play(original, userTurn('Celsius, please.'));
+    const items = original.snapshot().conversation.history.groups.flatMap((g) => g.items);
+    // The greeting, the user's message, then the reply's words, its call and its last words.
+    const [checking, call, last] = items.slice(2).map((i) => i.id);
+    expect(items.slice(2).map((i) => i.type)).toEqual(['message', 'mcp_call', 'message']);
+    await play(original, [{ type: 'conversation.item.delete', item_id: last! }]);
+    const snapshot = JSON.parse(JSON.stringify(original.snapshot())) as SessionState;
+
+    const sent: ServerEvent[] = [];
+    const restored = await restoreSession(snapshot, options(sent));
+    restored.start();
+    const ids = (state: SessionState) =>
+      state.conversation.history.groups.flatMap((g) => g.items.map((i) => i.id));
+    expect(ids(restored.snapshot())).not.toContain(last);
+    await play(restored, [
+      { type: 'conversation.item.delete', item_id: checking! },
+      { type: 'conversation.item.delete', item_id: call! },
+    ]);
+    expect(sent.filter((e) => e.type === 'conversation.item.deleted')).toEqual([
+      { type: 'conversation.item.deleted', item_id: checking },
+    ]);
+    expect(sent.find((e) => e.type === 'error')).toMatchObject({
+      error: { code: 'item_not_deletable' },
+    });
+    const before = chatBodies(parts.sim).length;
+    await play(restored, userTurn('Thanks!'));
+    const messages = chatBodies(parts.sim)[before]!.messages;
+    expect(JSON.stringify(messages)).not.toMatch(/Checking Glasgow|in Glasgow right now/);
+    // The call keeps its result.
+    expect(messages.slice(2, 5)).toMatchObject([
+      { role: 'user', content: 'Celsius, please.' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ function: { name: 'get_current_weather' } }],
+      },
+      { role: 'tool' },
+    ]);
+    original.close();
+    restored.close();
+  });
+
   it('tells its listener after each change that matters, once per response and never per delta', async () => {
     let calls = 0;
     const sent: ServerEvent[] = [];
