@@ -94,6 +94,11 @@ export class VoiceInput {
    * each with whether turn detection answers it by itself.
    */
   readonly #transcribing = new Set<{ answered: boolean; added: Promise<boolean> }>();
+  /**
+   * The conversation's newest item when the last utterance came out without
+   * words: while it is still the newest, nothing was said since.
+   */
+  #wordlessAfter: string | null | undefined;
   /** The input clock when the last response ended: `idle_timeout_ms` counts from here. */
   #idleFrom: number | undefined;
   #closed = false;
@@ -257,11 +262,17 @@ export class VoiceInput {
    * without words). Undefined when there is nothing to wait for, or when one
    * of them gets an answer of its own (server VAD's `create_response`):
    * that answer waits for the client's response, so the client's cannot
-   * wait for it. Resolves to whether any of them had words.
+   * wait for it. Resolves to whether any of them had words; false at once
+   * when the last utterance, transcribed already, had none and nothing joined
+   * the conversation since (the same answer however fast the transcript came).
    */
   transcribed(): Promise<boolean> | undefined {
     const pending = [...this.#transcribing];
-    if (pending.length === 0 || pending.some((p) => p.answered)) return undefined;
+    if (pending.length === 0) {
+      const nothingSince = this.#wordlessAfter === this.#o.conversation.newestItemId();
+      return this.#wordlessAfter !== undefined && nothingSince ? Promise.resolve(false) : undefined;
+    }
+    if (pending.some((p) => p.answered)) return undefined;
     return Promise.all(pending.map((p) => p.added)).then((words) => words.includes(true));
   }
 
@@ -436,6 +447,7 @@ export class VoiceInput {
       // Nothing was understood: no message for the model, and no answer to nothing.
       this.#o.log().info('utterance without words');
       this.#o.metrics?.wordless.inc({ provider: this.#o.kit.stt?.name ?? 'none' });
+      this.#wordlessAfter = conversation.newestItemId();
       send({ type: 'conversation.item.deleted', item_id: u.itemId });
       return;
     }

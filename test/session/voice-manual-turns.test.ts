@@ -7,7 +7,7 @@ import { createScriptedStt, type ScriptedStt } from '../../src/testing/index.js'
 import { sendAudio, silence, speech } from '../helpers/audio.js';
 import type { TestServer } from '../helpers/server.js';
 import { metricValue, scrape } from '../helpers/http.js';
-import { chatBodies, lastChat, nextError } from '../helpers/session.js';
+import { chatBodies, lastChat, nextError, userMessage } from '../helpers/session.js';
 import {
   audioMs,
   barrier,
@@ -278,6 +278,27 @@ describe('a response.create after speech without words', () => {
     expect(
       metricValue(metrics, 'troupe_stt_utterances_without_words_total'),
     ).toBeGreaterThanOrEqual(1);
+    await c.close();
+  });
+
+  it('is answered the same when the transcript came before the response.create', async () => {
+    const c = await openVoiceSession(s, 'character=quiet', {
+      output_modalities: ['text'],
+      audio: { input: { turn_detection: null } },
+    });
+    const requests = chatBodies(s.simulator).length;
+    await speak(c, 'mumble');
+    c.send({ type: 'input_audio_buffer.commit' });
+    await c.next('conversation.item.deleted');
+    c.send({ type: 'response.create' });
+    const done = (await c.next('response.done')).response as Record<string, unknown>;
+    expect(done).toMatchObject({ output: [], metadata: { troupe: 'nothing_heard' } });
+    expect(chatBodies(s.simulator).length).toBe(requests);
+    // Once something joins the conversation, a response answers it.
+    c.send(userMessage('Hello there!'));
+    c.send({ type: 'response.create' });
+    const answered = (await c.next('response.done')).response as { output: unknown[] };
+    expect(answered.output).toHaveLength(1);
     await c.close();
   });
 });
