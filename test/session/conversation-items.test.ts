@@ -261,7 +261,7 @@ describe('conversation items', () => {
       expect((await c.next('conversation.item.deleted')).item_id).toBe(item.id);
     }
     c.send({ type: 'conversation.item.retrieve', item_id: output[2]!.id });
-    await nextError(c, 'item_not_found');
+    await nextError(c, 'item_retrieve_invalid_item_id');
     c.send({ type: 'conversation.item.delete', item_id: 'item_nope' });
     await nextError(c, 'item_delete_invalid_item_id');
     await stillWorks(c);
