@@ -13,6 +13,7 @@ import type {
   Item,
   MessageItem,
   ResponseObject,
+  ResponseUsage,
 } from './events.js';
 
 let itemCounter = 0;
@@ -165,8 +166,36 @@ export function conversationId(sessionId: string): string {
 }
 
 /**
+ * A response's `usage` from the LLM's counts, in OpenAI's shape: every token a
+ * text token. Without counts (a response the LLM had no part in, or whose
+ * request never reached it) every count is 0.
+ */
+export function responseUsage(
+  counts: { prompt_tokens: number; completion_tokens: number; total_tokens: number } = {
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    total_tokens: 0,
+  },
+): ResponseUsage {
+  return {
+    total_tokens: counts.total_tokens,
+    input_tokens: counts.prompt_tokens,
+    output_tokens: counts.completion_tokens,
+    input_token_details: {
+      text_tokens: counts.prompt_tokens,
+      audio_tokens: 0,
+      image_tokens: 0,
+      cached_tokens: 0,
+      cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+    },
+    output_token_details: { text_tokens: counts.completion_tokens, audio_tokens: 0 },
+  };
+}
+
+/**
  * A response without the LLM (the greeting, a spoken progress line) as
- * `response.done` ends it: cancelled when something stopped it, with why.
+ * `response.done` ends it: cancelled when something stopped it, with why;
+ * its usage all zeros, as no tokens were used.
  */
 export function endedResponse(
   base: ResponseObject,
@@ -178,6 +207,7 @@ export function endedResponse(
     status: stoppedBy ? 'cancelled' : 'completed',
     status_details: stoppedBy ? { type: 'cancelled', reason: stoppedBy } : null,
     output,
+    usage: responseUsage(),
   };
 }
 

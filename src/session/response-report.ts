@@ -9,7 +9,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { ToolCallMode, ToolResult } from '../tools/types.js';
 import type { Logger } from 'pino';
 import type { Item, ResponseObject, ResponseRound, ServerEvent, VoiceTimings } from './events.js';
-import { inProgressResponse, newId, round } from './items.js';
+import { inProgressResponse, newId, responseUsage, round } from './items.js';
 
 /** What a finished response reports. */
 export interface ResponseOutcome {
@@ -31,27 +31,14 @@ export interface ResponseOutcome {
 /** The `response.done` response of a conversation response. */
 export function doneResponse(o: ResponseOutcome): ResponseObject {
   const { summary } = o;
-  const usage = summary?.usage;
   return {
     ...o.base,
     status: o.status,
     status_details: statusDetails(o.status, summary?.reason, o.failure, o.stoppedBy),
     output: o.items,
-    usage: usage
-      ? {
-          total_tokens: usage.total_tokens,
-          input_tokens: usage.prompt_tokens,
-          output_tokens: usage.completion_tokens,
-          input_token_details: {
-            text_tokens: usage.prompt_tokens,
-            audio_tokens: 0,
-            image_tokens: 0,
-            cached_tokens: 0,
-            cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
-          },
-          output_token_details: { text_tokens: usage.completion_tokens, audio_tokens: 0 },
-        }
-      : null,
+    // Zeros when no request got an answer (the LLM down from the start): every
+    // response.done carries a usage object, as the Realtime schema has it.
+    usage: responseUsage(summary?.usage),
     troupe: {
       character: o.character.id,
       variant: o.variant,
@@ -192,7 +179,10 @@ export function answerEmpty(
 ): undefined {
   const base = inProgressResponse(id, o.modalities, metadata, o.conversation);
   o.send({ type: 'response.created', response: base });
-  o.send({ type: 'response.done', response: { ...base, status: 'completed' } });
+  o.send({
+    type: 'response.done',
+    response: { ...base, status: 'completed', usage: responseUsage() },
+  });
   o.log.info({ response: id, ...metadata }, why);
   return undefined;
 }

@@ -63,6 +63,21 @@ export function doneOf(events: readonly Received[]): Record<string, unknown> & {
   return done!.response as ReturnType<typeof doneOf>;
 }
 
+/** The `usage` of a response no tokens went into (a greeting, an empty answer): zeros, in the usual shape. */
+export const NO_USAGE = {
+  total_tokens: 0,
+  input_tokens: 0,
+  output_tokens: 0,
+  input_token_details: {
+    text_tokens: 0,
+    audio_tokens: 0,
+    image_tokens: 0,
+    cached_tokens: 0,
+    cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 },
+  },
+  output_token_details: { text_tokens: 0, audio_tokens: 0 },
+};
+
 /** The text deltas of a turn's events, joined. */
 export function textOf(
   events: readonly Received[],

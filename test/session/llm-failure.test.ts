@@ -8,6 +8,7 @@ import {
   doneOf,
   lastChat,
   nextError,
+  NO_USAGE,
   openSession,
   textOf,
   turn,
@@ -151,7 +152,8 @@ describe('when the LLM is down from the start', () => {
       expect(doneOf(await c.untilDone())).toMatchObject({
         status: 'failed',
         status_details: { type: 'failed', error: { code: 'llm_unavailable' } },
-        usage: null,
+        // No request got an answer: nothing counted, in the shape of every response's usage.
+        usage: NO_USAGE,
         troupe: { llm_requests: 0 },
       });
     }

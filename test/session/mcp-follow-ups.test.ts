@@ -10,7 +10,14 @@ import type { Item, McpCallItem, ResponseObject, ServerEvent } from '../../src/s
 import { McpFollowUps } from '../../src/session/mcp-follow-ups.js';
 import type { TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { chatBodies, doneOf, openSession, turn, userMessage } from '../helpers/session.js';
+import {
+  chatBodies,
+  doneOf,
+  NO_USAGE,
+  openSession,
+  turn,
+  userMessage,
+} from '../helpers/session.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -41,6 +48,7 @@ describe('a response.create after tool calls the reply answered', () => {
       status: 'completed',
       output: [],
       metadata: { troupe: 'answered', answered_by: answered.id },
+      usage: NO_USAGE,
     });
     expect(chatBodies(t.simulator).length).toBe(asked);
     // Only that one: asked again, the model answers.

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { character } from '../helpers/characters.js';
 import type { TestServer } from '../helpers/server.js';
-import { lastChat, openSession } from '../helpers/session.js';
+import { lastChat, NO_USAGE, openSession } from '../helpers/session.js';
 import {
   audioMs,
   barrier,
@@ -53,9 +53,12 @@ describe('the greeting', () => {
       id: string;
       status: string;
       output: Array<Record<string, unknown>>;
+      usage: unknown;
     };
     expect(done.id).toBe((created.response as { id: string }).id);
     expect(done.status).toBe('completed');
+    // No tokens went into it, and its usage says so in the shape of every response's.
+    expect(done.usage).toEqual(NO_USAGE);
     expect(done.output).toHaveLength(1);
     expect(done.output[0]).toMatchObject({ id: greetingId, role: 'assistant' });
     expect(spokenText(events, greetingId)).toBe(GREETING);
