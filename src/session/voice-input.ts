@@ -413,6 +413,9 @@ export class VoiceInput {
     inConversation: (words: boolean) => void,
   ): Promise<void> {
     const { send, conversation } = this.#o;
+    // `transcript: null` until the transcript exists: what OpenAI's API sends
+    // in its own conversation.item.added (beta: .created), though its typings
+    // say `transcript?: string`; clients built against it expect the null.
     const item = messageItem(
       'user',
       [{ type: 'input_audio', transcript: null }],

@@ -128,7 +128,13 @@ describe('a server VAD turn', () => {
       if ('item_id' in e) expect(e.item_id, e.type).toBe(itemId);
     }
     const added = events[at[3]!]!.item as Record<string, unknown>;
-    expect(added).toMatchObject({ id: itemId, role: 'user', status: 'in_progress' });
+    // Announced before its transcript exists with `transcript: null`, as OpenAI's API announces it.
+    expect(added).toMatchObject({
+      id: itemId,
+      role: 'user',
+      status: 'in_progress',
+      content: [{ type: 'input_audio', transcript: null }],
+    });
     expect(events[at[4]!]!.delta).toBe(HEARD);
     expect(events[at[5]!]!.transcript).toBe(HEARD);
     const userItem = events[at[6]!]!.item as Record<string, unknown>;
