@@ -382,7 +382,8 @@ export interface SessionObject {
   output_modalities: Array<'text' | 'audio'>;
   tools: ClientTool[];
   tool_choice: ToolChoice;
-  temperature: number | null;
+  /** The temperature the LLM is sent (the session's, else the character's); absent when neither sets one. */
+  temperature?: number;
   max_output_tokens: number | 'inf';
   audio: {
     input: {

@@ -240,7 +240,8 @@ export class SessionConfig {
       output_modalities: s.outputModalities,
       tools: s.tools,
       tool_choice: s.toolChoice,
-      temperature: s.temperature ?? character.llm.temperature ?? null,
+      // The temperature the LLM is sent; none (the LLM server's own default) leaves it out.
+      ...temperatureOf(s.temperature ?? character.llm.temperature),
       max_output_tokens: s.maxOutputTokens,
       audio: {
         input: {
@@ -290,6 +291,11 @@ export class SessionConfig {
     const { warning } = this.resolvedVoice(character);
     return warning === undefined ? {} : { voice_warning: warning };
   }
+}
+
+/** `{temperature}` when there is one, else nothing: the schema has no null for it. */
+function temperatureOf(t: number | null | undefined): { temperature?: number } {
+  return t === null || t === undefined ? {} : { temperature: t };
 }
 
 function checkToolChoice(

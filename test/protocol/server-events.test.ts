@@ -31,7 +31,6 @@ const session: SessionObject = {
   output_modalities: ['text'],
   tools: [],
   tool_choice: 'auto',
-  temperature: null,
   max_output_tokens: 'inf',
   audio: {
     input: {

@@ -23,7 +23,6 @@ const session: SessionObject = {
   output_modalities: ['audio'],
   tools: [],
   tool_choice: 'auto',
-  temperature: null,
   max_output_tokens: 'inf',
   audio: {
     input: {

@@ -90,6 +90,9 @@ describe('session.update', () => {
 
   it('passes temperature and max_output_tokens to the model, and response.create overrides them', async () => {
     const c = await openSession(t, 'character=plain');
+    // Neither the session nor the character sets one: the LLM server's default, which Troupe cannot name.
+    const created = c.events.find((e) => e.type === 'session.created')!;
+    expect(created.session).not.toHaveProperty('temperature');
     c.send({ type: 'session.update', session: { temperature: 0.3, max_output_tokens: 123 } });
     expect((await c.next('session.updated')).session).toMatchObject({
       temperature: 0.3,

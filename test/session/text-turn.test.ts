@@ -245,4 +245,13 @@ describe('the openai-beta dialect', () => {
     expect(response.output[0]).toMatchObject({ content: [{ type: 'text' }] });
     await c.close();
   });
+
+  it('shows a temperature only when one is set: beta has no null for it', async () => {
+    const c = await connect(`${t.wsUrl}?character=weather&dialect=openai-beta`);
+    const created = await c.next('session.created');
+    expect(created.session).not.toHaveProperty('temperature');
+    c.send({ type: 'session.update', session: { temperature: 0.7 } });
+    expect((await c.next('session.updated')).session).toMatchObject({ temperature: 0.7 });
+    await c.close();
+  });
 });
