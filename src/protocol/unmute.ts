@@ -267,7 +267,7 @@ function createDebugDict() {
       switch (event.type) {
         case 'session.created':
         case 'session.updated':
-          voice = event.session.audio.output.voice;
+          voice = event.session.audio.output.voice ?? null;
           return;
         case 'input_audio_buffer.speech_started':
           state = 'user_speaking';

@@ -392,7 +392,8 @@ export interface SessionObject {
       transcription: TranscriptionSettings | null;
       noise_reduction: NoiseReduction | null;
     };
-    output: { format: AudioFormat; voice: string | null; speed: number };
+    /** `voice`: the voice that speaks; absent on a server without TTS (or whose engine does not say). */
+    output: { format: AudioFormat; voice?: string; speed: number };
   };
   truncation: Truncation;
   include: Array<'item.input_audio_transcription.logprobs'>;

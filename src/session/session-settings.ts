@@ -260,7 +260,8 @@ export class SessionConfig {
         },
         output: {
           format: formatObject(s.outputEncoding),
-          voice: this.ttsVoice(character) ?? null,
+          // What speaks: the engine's default when neither client nor character names a voice.
+          ...voiceOf(this.ttsVoice(character) ?? this.#kit?.tts?.defaultVoice),
           speed: ga.speed,
         },
       },
@@ -291,6 +292,11 @@ export class SessionConfig {
     const { warning } = this.resolvedVoice(character);
     return warning === undefined ? {} : { voice_warning: warning };
   }
+}
+
+/** `{voice}` when there is one (none: a server without TTS, or an engine that does not say). */
+function voiceOf(voice: string | undefined): { voice?: string } {
+  return voice === undefined ? {} : { voice };
 }
 
 /** `{temperature}` when there is one, else nothing: the schema has no null for it. */

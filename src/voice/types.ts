@@ -132,6 +132,12 @@ export interface TtsProvider {
   readonly segmentUnit?: SegmentUnit;
   /** Whose voice names it takes, for `resolveVoice` (voices.ts); unset = names are passed as they are. */
   readonly voiceEngine?: VoiceEngine;
+  /**
+   * The voice it speaks with when a stream names none (its configured voice,
+   * else its own default), as sessions show it; unset when the engine's
+   * server picks without saying which (Kyutai without a configured voice).
+   */
+  readonly defaultVoice?: string | undefined;
   open(options: TtsOpenOptions): TtsStream;
   health(signal?: AbortSignal): Promise<ProviderHealth>;
   /** Starts what the first reply would otherwise wait for; optional (see {@link SttProvider.warm}). */

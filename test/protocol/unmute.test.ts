@@ -31,7 +31,7 @@ const session: SessionObject = {
       transcription: null,
       noise_reduction: null,
     },
-    output: { format: { type: 'audio/ogg', rate: 24000 }, voice: null, speed: 1 },
+    output: { format: { type: 'audio/ogg', rate: 24000 }, speed: 1 },
   },
   truncation: 'auto',
   include: [],

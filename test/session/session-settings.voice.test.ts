@@ -3,6 +3,7 @@
  * voices, an unknown one falling back with a warning in the session object.
  */
 import { describe, expect, it } from 'vitest';
+import type { CharacterOpening } from '../../src/characters/conversation.js';
 import type { LoadedCharacter } from '../../src/characters/types.js';
 import { SessionConfig, defaultSettings } from '../../src/session/session-settings.js';
 import type { SessionVoice } from '../../src/session/voice-settings.js';
@@ -10,12 +11,22 @@ import type { TtsProvider } from '../../src/voice/types.js';
 
 const kit = {
   stt: null,
-  tts: { name: 'flite', voiceEngine: 'flite' } as unknown as TtsProvider,
+  tts: { name: 'flite', voiceEngine: 'flite', defaultVoice: 'rms' } as unknown as TtsProvider,
   vad: {},
   settings: {},
 } as unknown as SessionVoice;
 
 const character = { voice: { flite: 'rms:0.9' } } as unknown as LoadedCharacter;
+
+/** A character that names no voice, and what it opens with. */
+const voiceless = {
+  id: 'quiet',
+  name: 'Quiet',
+  voice: {},
+  llm: {},
+  toolNames: [],
+} as unknown as LoadedCharacter;
+const opening = { variant: 'default', systemPrompt: 'Be brief.' } as CharacterOpening;
 
 function configWith(voice: string | null): SessionConfig {
   const state = defaultSettings(kit);
@@ -39,5 +50,17 @@ describe('SessionConfig voices', () => {
     const r = configWith('no-such-voice').resolvedVoice(character);
     expect(r.voice).toBe('rms:0.9');
     expect(r.warning).toContain('no-such-voice');
+  });
+
+  it("shows the engine's default voice when neither the client nor the character names one", () => {
+    const shown = configWith(null).sessionObject('sess_1', voiceless, opening, {});
+    // What speaks is the engine's default, and the session says which.
+    expect(shown.audio.output.voice).toBe('rms');
+  });
+
+  it('shows no voice on a server without text-to-speech', () => {
+    const config = new SessionConfig(defaultSettings(undefined), undefined);
+    const shown = config.sessionObject('sess_1', voiceless, opening, {});
+    expect(shown.audio.output).not.toHaveProperty('voice');
   });
 });

@@ -117,6 +117,11 @@ export class EspeakTts implements TtsProvider {
   readonly voiceEngine = 'espeak';
   readonly #pool: SynthPool;
   readonly #voice: string;
+
+  /** The voice used when a stream names none. */
+  get defaultVoice(): string {
+    return this.#voice;
+  }
   readonly #log: TtsLogger | undefined;
 
   constructor(options: EspeakTtsOptions = {}) {

@@ -118,6 +118,11 @@ export class FliteTts implements TtsProvider {
   readonly voiceEngine = 'flite';
   readonly #pool: SynthPool;
   readonly #voice: string;
+
+  /** The voice used when a stream names none. */
+  get defaultVoice(): string {
+    return this.#voice;
+  }
   readonly #rate: number;
   readonly #log: TtsLogger | undefined;
 

@@ -82,6 +82,11 @@ export class KyutaiTts implements TtsProvider {
   readonly segmentUnit = 'word';
   readonly #settings: Settings;
 
+  /** The configured voice; without one the server picks its own, unnamed here. */
+  get defaultVoice(): string | undefined {
+    return this.#settings.voice;
+  }
+
   constructor(options: KyutaiTtsOptions) {
     const base = options.url.replace(/\/+$/u, '');
     this.#settings = {

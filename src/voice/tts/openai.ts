@@ -111,6 +111,11 @@ export class OpenAiTts implements TtsProvider {
   readonly voiceEngine: 'openai' | 'kokoro' | 'piper';
   readonly #settings: Settings;
 
+  /** The voice sent when a stream names none. */
+  get defaultVoice(): string {
+    return this.#settings.voice;
+  }
+
   constructor(options: OpenAiTtsOptions) {
     const baseURL = options.baseURL.replace(/\/+$/u, '');
     this.sampleRate = options.sampleRate ?? OPENAI_TTS_SAMPLE_RATE_HZ;

@@ -19,6 +19,25 @@ describe('createTtsProvider', () => {
     await Promise.all([flite?.close(), espeak?.close(), openai?.close(), kyutai?.close()]);
   });
 
+  it('names the voice each engine speaks with when a stream names none', async () => {
+    const flite = createTtsProvider({ provider: 'flite', workers: 1 });
+    const espeak = createTtsProvider({ provider: 'espeak', voice: 'en-gb', workers: 1 });
+    const openai = createTtsProvider({ provider: 'openai', baseURL: 'http://127.0.0.1:1/v1' });
+    const kyutai = createTtsProvider({ provider: 'kyutai', baseURL: 'ws://127.0.0.1:1' });
+    const named = createTtsProvider({
+      provider: 'kyutai',
+      baseURL: 'ws://127.0.0.1:1',
+      voice: 'expresso/ex03.wav',
+    });
+    expect(flite?.defaultVoice).toBe('rms');
+    expect(espeak?.defaultVoice).toBe('en-gb');
+    expect(openai?.defaultVoice).toBe('alloy');
+    // Kyutai's server picks its own voice, which it does not name.
+    expect(kyutai?.defaultVoice).toBeUndefined();
+    expect(named?.defaultVoice).toBe('expresso/ex03.wav');
+    await Promise.all([flite, espeak, openai, kyutai, named].map((p) => p?.close()));
+  });
+
   it('says what to set when a remote engine has no base URL', () => {
     expect(() => createTtsProvider({ provider: 'openai' })).toThrow(ConfigError);
     expect(() => createTtsProvider({ provider: 'kyutai', baseURL: ' ' })).toThrow(
