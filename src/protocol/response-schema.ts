@@ -84,6 +84,8 @@ export const responseSchema = z
     prompt: promptSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),
     reasoning: reasoningSchema.optional(),
+    // Beta name of audio.output.format.
+    output_audio_format: audioFormat.optional(),
   })
   .superRefine(sameUnderBothNames(BETA_NAMES))
   .transform((r): ResponseOptions => {
@@ -105,7 +107,8 @@ export const responseSchema = z
     if (r.tools !== undefined) out.tools = r.tools;
     const voice = r.audio?.output?.voice ?? r.voice;
     if (voice !== undefined) out.voice = voice;
-    if (r.audio?.output?.format !== undefined) out.output_audio_format = r.audio.output.format;
+    const format = r.audio?.output?.format ?? r.output_audio_format;
+    if (format !== undefined) out.output_audio_format = format;
     if (r.prompt !== undefined) out.prompt = r.prompt;
     if (r.parallel_tool_calls !== undefined) out.parallel_tool_calls = r.parallel_tool_calls;
     if (r.reasoning !== undefined) out.reasoning = r.reasoning;

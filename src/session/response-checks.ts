@@ -12,6 +12,7 @@ import { audioUnsupported } from './items.js';
 import { unknownCall } from './item-checks.js';
 import { inputMessages } from './response-input.js';
 import { MAX_OUT_OF_BAND_RESPONSES, type ResponseKind } from './response-queue.js';
+import { formatRateProblem } from './voice-settings.js';
 
 /** What a response is checked against. */
 export interface ResponseCheckContext {
@@ -80,6 +81,8 @@ export function checkResponse(
       );
     }
   }
+  const formatProblem = r.output_audio_format && formatRateProblem(r.output_audio_format);
+  if (formatProblem) return invalid('response.audio.output.format.rate', formatProblem);
   const clash = r.tools?.find((t) => character.toolNames.includes(t.name));
   if (clash) {
     return invalid(

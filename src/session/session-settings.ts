@@ -17,6 +17,7 @@ import type { SettingsState, TurnSettings } from './session-state.js';
 import {
   ENCODING_OF_FORMAT,
   FORMAT_OF_ENCODING,
+  formatRateProblem,
   type AudioEncoding,
   type SessionVoice,
   type VoiceSettings,
@@ -372,26 +373,12 @@ function checkAudioUpdate(
     ['output_audio_format', 'session.audio.output.format'],
   ] as const) {
     const f = u[key];
-    if (!f) continue;
-    const rate = FORMAT_RATES[f.type];
-    if (rate === undefined) continue;
-    if (f.rate !== undefined && f.rate !== rate) {
-      return err(
-        'invalid_value',
-        `session.update: ${param}.rate: ${f.type} is taken at ${rate} Hz only, got ${f.rate}; resample on the client.`,
-        `${param}.rate`,
-      );
-    }
+    const problem = f && formatRateProblem(f);
+    if (problem)
+      return err('invalid_value', `session.update: ${param}.rate: ${problem}`, `${param}.rate`);
   }
   return undefined;
 }
-
-/** The one rate each raw format is taken at (Ogg/Opus says its own rate in its header). */
-const FORMAT_RATES: Partial<Record<AudioFormat['type'], number>> = {
-  'audio/pcm': 24000,
-  'audio/pcmu': 8000,
-  'audio/pcma': 8000,
-};
 
 function formatObject(encoding: AudioEncoding): AudioFormat {
   return { ...FORMAT_OF_ENCODING[encoding] };

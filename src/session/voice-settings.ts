@@ -32,6 +32,25 @@ export const ENCODING_OF_FORMAT: Readonly<Record<AudioFormat['type'], AudioEncod
   'audio/ogg': 'ogg_opus',
 };
 
+/** The one rate each raw format is taken at (Ogg/Opus says its own rate in its header). */
+const FORMAT_RATES: Partial<Record<AudioFormat['type'], number>> = {
+  'audio/pcm': 24000,
+  'audio/pcmu': 8000,
+  'audio/pcma': 8000,
+};
+
+/**
+ * Why a session's or a response's audio format is refused (a rate the
+ * format is not taken at), or undefined when it is taken.
+ *
+ * @example formatRateProblem({ type: 'audio/pcmu', rate: 16000 }) // 'audio/pcmu is taken at 8000 Hz only, …'
+ */
+export function formatRateProblem(f: AudioFormat): string | undefined {
+  const rate = FORMAT_RATES[f.type];
+  if (rate === undefined || f.rate === undefined || f.rate === rate) return undefined;
+  return `${f.type} is taken at ${rate} Hz only, got ${f.rate}; resample on the client.`;
+}
+
 /** Speech settings from config. */
 export interface VoiceSettings {
   /** Server VAD defaults. */

@@ -109,11 +109,21 @@ describe('parseClientEvent: events it takes', () => {
   it('takes beta response options as aliases', () => {
     const event = parse({
       type: 'response.create',
-      response: { modalities: ['text'], max_response_output_tokens: 7 },
+      response: {
+        modalities: ['text'],
+        max_response_output_tokens: 7,
+        voice: 'echo',
+        output_audio_format: 'g711_ulaw',
+      },
     });
     expect(event).toEqual({
       type: 'response.create',
-      response: { output_modalities: ['text'], max_output_tokens: 7 },
+      response: {
+        output_modalities: ['text'],
+        max_output_tokens: 7,
+        voice: 'echo',
+        output_audio_format: { type: 'audio/pcmu' },
+      },
     });
   });
 
@@ -303,6 +313,11 @@ describe('parseClientEvent: what it refuses and how it says so', () => {
     [
       { type: 'session.update', session: { input_audio_format: 'mp3' } },
       'session.input_audio_format',
+      'got "mp3"',
+    ],
+    [
+      { type: 'response.create', response: { output_audio_format: 'mp3' } },
+      'response.output_audio_format',
       'got "mp3"',
     ],
     [

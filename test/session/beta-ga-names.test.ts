@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.js';
-import { nextError, openSession } from '../helpers/session.js';
+import { doneOf, nextError, openSession, userMessage } from '../helpers/session.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -42,6 +42,28 @@ describe('a value under both its beta and GA names', () => {
     });
     const updated = await c.next('session.updated');
     expect(updated.session).toMatchObject({ max_output_tokens: 100 });
+    await c.close();
+  });
+});
+
+describe("beta's response.output_audio_format", () => {
+  it('is taken as response.audio.output.format, checked as the session format is', async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send(userMessage('Hello there!'));
+    c.send({ type: 'response.create', response: { output_audio_format: 'pcm16' } });
+    expect(doneOf(await c.untilDone()).status).toBe('completed');
+
+    c.send({
+      type: 'response.create',
+      event_id: 'evt_rate',
+      response: { audio: { output: { format: { type: 'audio/pcmu', rate: 16000 } } } },
+    });
+    const error = await nextError(c, 'invalid_value');
+    expect(error).toMatchObject({
+      param: 'response.audio.output.format.rate',
+      event_id: 'evt_rate',
+    });
+    expect(error.message).toContain('audio/pcmu is taken at 8000 Hz only, got 16000');
     await c.close();
   });
 });
