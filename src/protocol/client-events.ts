@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import { ProtocolError } from '../errors.js';
 import type { ClientEvent, ClientEventType } from '../session/events.js';
-import { eventId } from './field-schemas.js';
+import { eventId, nullAsUnset } from './field-schemas.js';
 import { describeIssue } from './issue-description.js';
 import { item, itemId } from './item-schemas.js';
 import { responseSchema } from './response-schema.js';
@@ -50,7 +50,7 @@ const SCHEMAS = {
   'response.create': z.strictObject({
     type: z.literal('response.create'),
     event_id: eventId,
-    response: responseSchema.optional(),
+    response: nullAsUnset(responseSchema),
   }),
   'response.cancel': z.strictObject({
     type: z.literal('response.cancel'),

@@ -8,6 +8,19 @@ import type { AudioFormat, ClientTool } from '../session/events.js';
 import { FORMAT_OF_ENCODING } from '../session/voice-settings.js';
 import { toolSchemaProblem } from './tool-parameters.js';
 
+/**
+ * An optional field that takes `null` as not set, as OpenAI's API does:
+ * clients built on typed models send null for a field they set to none
+ * (LiveKit's `response.create {response: {instructions: null}}`). Only for
+ * fields whose null means nothing of its own (not `turn_detection`, where
+ * null turns the server VAD off).
+ *
+ * @example z.strictObject({ instructions: nullAsUnset(z.string()) }).parse({ instructions: null }) // { instructions: undefined }
+ */
+export function nullAsUnset<T extends z.ZodType>(schema: T) {
+  return schema.nullish().transform((v) => v ?? undefined);
+}
+
 /** An event's optional `event_id`. */
 export const eventId = z.string().max(256).optional();
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import type { ContentPart } from '../session/events.js';
-import { functionName } from './field-schemas.js';
+import { functionName, nullAsUnset } from './field-schemas.js';
 
 const text = z.string();
 
@@ -30,11 +30,11 @@ const contentPart = z.union([
         });
       }
     }),
-    detail: z.enum(['auto', 'low', 'high']).optional(),
+    detail: nullAsUnset(z.enum(['auto', 'low', 'high'])),
   }),
   z.strictObject({
     type: z.literal('input_audio'),
-    audio: z.string().optional(),
+    audio: nullAsUnset(z.string()),
     transcript: z.string().nullable().optional(),
   }),
   z
@@ -43,7 +43,7 @@ const contentPart = z.union([
   z
     .strictObject({
       type: z.enum(['output_audio', 'audio']),
-      audio: z.string().optional(),
+      audio: nullAsUnset(z.string()),
       transcript: z.string().nullable().optional(),
     })
     .transform((p): ContentPart => ({ ...p, type: 'output_audio' })),
@@ -66,9 +66,9 @@ const newItemId = itemId
 
 const messageItem = z.strictObject({
   type: z.literal('message'),
-  id: newItemId.optional(),
-  object: z.literal('realtime.item').optional(),
-  status: z.string().optional(),
+  id: nullAsUnset(newItemId),
+  object: nullAsUnset(z.literal('realtime.item')),
+  status: nullAsUnset(z.string()),
   role: z.enum(['user', 'assistant', 'system']),
   content: z
     .array(contentPart)
@@ -78,20 +78,20 @@ const messageItem = z.strictObject({
 
 const functionCallOutputItem = z.strictObject({
   type: z.literal('function_call_output'),
-  id: newItemId.optional(),
-  object: z.literal('realtime.item').optional(),
+  id: nullAsUnset(newItemId),
+  object: nullAsUnset(z.literal('realtime.item')),
   call_id: z.string().min(1),
   output: z.string(),
-  status: z.string().optional(),
+  status: nullAsUnset(z.string()),
 });
 
 /** GA: a call the client records as made; `arguments` must be JSON (the model reads it back). */
 const functionCallItem = z.strictObject({
   type: z.literal('function_call'),
-  id: newItemId.optional(),
-  object: z.literal('realtime.item').optional(),
-  status: z.string().optional(),
-  call_id: z.string().min(1).max(128).optional(),
+  id: nullAsUnset(newItemId),
+  object: nullAsUnset(z.literal('realtime.item')),
+  status: nullAsUnset(z.string()),
+  call_id: nullAsUnset(z.string().min(1).max(128)),
   name: functionName,
   arguments: z.string().refine(isJsonObjectText, { error: 'expected a JSON object as text' }),
 });

@@ -10,6 +10,7 @@ import {
   BETA_NAMES,
   maxTokens,
   modalities,
+  nullAsUnset,
   sameUnderBothNames,
   temperature,
   toolChoice,
@@ -26,19 +27,22 @@ export const MAX_METADATA_KEY_CHARS = 64;
 /** Longest `response.metadata` value, in characters. */
 export const MAX_METADATA_VALUE_CHARS = 512;
 
-/** `response.create.response`, as {@link ResponseOptions}. */
+/**
+ * `response.create.response`, as {@link ResponseOptions}. A field sent as
+ * null is not set (`prompt: null` clears the prompt, as GA has it).
+ */
 export const responseSchema = z
   .strictObject({
-    instructions: z.string().optional(),
-    output_modalities: modalities.optional(),
-    modalities: modalities.optional(),
-    tool_choice: toolChoice.optional(),
-    temperature: temperature.optional(),
-    max_output_tokens: maxTokens.optional(),
-    max_response_output_tokens: maxTokens.optional(),
-    metadata: z
-      .record(z.string(), z.string())
-      .superRefine((m, ctx) => {
+    instructions: nullAsUnset(z.string()),
+    output_modalities: nullAsUnset(modalities),
+    modalities: nullAsUnset(modalities),
+    tool_choice: nullAsUnset(toolChoice),
+    temperature: nullAsUnset(temperature),
+    max_output_tokens: nullAsUnset(maxTokens),
+    max_response_output_tokens: nullAsUnset(maxTokens),
+    // GA: null = no metadata, as when it is not set.
+    metadata: nullAsUnset(
+      z.record(z.string(), z.string()).superRefine((m, ctx) => {
         const keys = Object.keys(m);
         if (keys.length > MAX_METADATA_PAIRS) {
           ctx.addIssue({
@@ -63,29 +67,29 @@ export const responseSchema = z
             message: `expected a value of at most ${MAX_METADATA_VALUE_CHARS} characters`,
           });
         }
-      })
-      .optional(),
-    conversation: z
-      .enum(['auto', 'none'], {
+      }),
+    ),
+    conversation: nullAsUnset(
+      z.enum(['auto', 'none'], {
         error:
           'expected "auto" (the session\'s conversation) or "none" (an out-of-band response); a session has one conversation',
-      })
-      .optional(),
-    input: z.array(inputItem).max(1_000).optional(),
-    tools: z.array(toolEntry).max(128).optional(),
-    voice: voiceSchema.optional(),
-    audio: z
-      .strictObject({
-        output: z
-          .strictObject({ format: audioFormat.optional(), voice: voiceSchema.optional() })
-          .optional(),
-      })
-      .optional(),
+      }),
+    ),
+    input: nullAsUnset(z.array(inputItem).max(1_000)),
+    tools: nullAsUnset(z.array(toolEntry).max(128)),
+    voice: nullAsUnset(voiceSchema),
+    audio: nullAsUnset(
+      z.strictObject({
+        output: nullAsUnset(
+          z.strictObject({ format: nullAsUnset(audioFormat), voice: nullAsUnset(voiceSchema) }),
+        ),
+      }),
+    ),
     prompt: promptSchema.optional(),
-    parallel_tool_calls: z.boolean().optional(),
-    reasoning: reasoningSchema.optional(),
+    parallel_tool_calls: nullAsUnset(z.boolean()),
+    reasoning: nullAsUnset(reasoningSchema),
     // Beta name of audio.output.format.
-    output_audio_format: audioFormat.optional(),
+    output_audio_format: nullAsUnset(audioFormat),
   })
   .superRefine(sameUnderBothNames(BETA_NAMES))
   .transform((r): ResponseOptions => {

@@ -11,6 +11,7 @@ import {
   BETA_NAMES,
   maxTokens,
   modalities,
+  nullAsUnset,
   sameUnderBothNames,
   temperature,
   toolChoice,
@@ -34,59 +35,64 @@ const turnDetection = turnDetectionSchema;
 
 /** GA settings taken as typed values (see ga-values.ts), and read-only fields a client may echo back. */
 const accepted = {
-  model: z.string().max(256).optional(),
+  model: nullAsUnset(z.string().max(256)),
   tracing: tracingSchema.optional(),
-  include: includeSchema.optional(),
+  include: nullAsUnset(includeSchema),
   prompt: promptSchema.optional(),
-  truncation: truncationSchema.optional(),
-  parallel_tool_calls: z.boolean().optional(),
-  reasoning: reasoningSchema.optional(),
+  truncation: nullAsUnset(truncationSchema),
+  parallel_tool_calls: nullAsUnset(z.boolean()),
+  reasoning: nullAsUnset(reasoningSchema),
   // Beta names.
   input_audio_transcription: transcriptionSchema.optional(),
   input_audio_noise_reduction: noiseReductionSchema.optional(),
-  speed: speedSchema.optional(),
+  speed: nullAsUnset(speedSchema),
   // Read-only fields of session.created that clients send back unchanged.
-  id: z.string().optional(),
-  object: z.string().optional(),
+  id: nullAsUnset(z.string()),
+  object: nullAsUnset(z.string()),
   expires_at: z.unknown().optional(),
   client_secret: z.unknown().optional(),
 };
 
-/** `session.update.session`, as a {@link SessionUpdate}. */
+/**
+ * `session.update.session`, as a {@link SessionUpdate}. A field sent as null
+ * is not set, but for those whose null means something: `turn_detection`
+ * (off), `transcription`, `noise_reduction` (none), `tracing`, `prompt`.
+ */
 export const sessionSchema = z
   .strictObject({
-    type: z
-      .literal('realtime', {
+    type: nullAsUnset(
+      z.literal('realtime', {
         error: 'expected "realtime" (transcription sessions are not offered)',
-      })
-      .optional(),
-    character: z.string().min(1).optional(),
-    instructions: z.string().optional(),
-    voice: z.string().max(256).optional(),
-    tools: z.array(toolEntry).max(128).optional(),
-    tool_choice: toolChoice.optional(),
-    output_modalities: modalities.optional(),
-    audio: z
-      .strictObject({
-        input: z
-          .strictObject({
-            format: audioFormat.optional(),
+      }),
+    ),
+    character: nullAsUnset(z.string().min(1)),
+    instructions: nullAsUnset(z.string()),
+    voice: nullAsUnset(z.string().max(256)),
+    tools: nullAsUnset(z.array(toolEntry).max(128)),
+    tool_choice: nullAsUnset(toolChoice),
+    output_modalities: nullAsUnset(modalities),
+    audio: nullAsUnset(
+      z.strictObject({
+        input: nullAsUnset(
+          z.strictObject({
+            format: nullAsUnset(audioFormat),
+            // null means something here: no turn detection, no transcription, no noise reduction.
             turn_detection: turnDetection.optional(),
             transcription: transcriptionSchema.optional(),
             noise_reduction: noiseReductionSchema.optional(),
-          })
-          .optional(),
-        output: z
-          .strictObject({
-            format: audioFormat.optional(),
-            voice: voiceSchema.optional(),
-            speed: speedSchema.optional(),
-          })
-          .optional(),
-      })
-      .optional(),
-    temperature: temperature.optional(),
-    max_output_tokens: maxTokens.optional(),
+          }),
+        ),
+        output: nullAsUnset(
+          z.strictObject({
+            format: nullAsUnset(audioFormat),
+            voice: nullAsUnset(voiceSchema),
+            speed: nullAsUnset(speedSchema),
+          }),
+        ),
+      }),
+    ),
+    temperature: nullAsUnset(temperature),
+    max_output_tokens: nullAsUnset(maxTokens),
     allow_recording: z.boolean().optional(),
     // Troupe's own settings; what session.created shows besides is read-only and sent back unchanged.
     troupe: z
@@ -99,11 +105,11 @@ export const sessionSchema = z
       })
       .optional(),
     // Beta names.
-    modalities: modalities.optional(),
-    input_audio_format: audioFormat.optional(),
-    output_audio_format: audioFormat.optional(),
+    modalities: nullAsUnset(modalities),
+    input_audio_format: nullAsUnset(audioFormat),
+    output_audio_format: nullAsUnset(audioFormat),
     turn_detection: turnDetection.optional(),
-    max_response_output_tokens: maxTokens.optional(),
+    max_response_output_tokens: nullAsUnset(maxTokens),
     ...accepted,
   })
   .superRefine(sameUnderBothNames(BETA_NAMES))

@@ -155,6 +155,123 @@ describe('parseClientEvent: events it takes', () => {
     });
   });
 
+  it("takes null as not set for a response's options, as LiveKit sends them", () => {
+    expect(
+      parse({
+        type: 'response.create',
+        response: { instructions: null, metadata: { client_event_id: 'e1' } },
+      }),
+    ).toEqual({ type: 'response.create', response: { metadata: { client_event_id: 'e1' } } });
+    const nulls = {
+      instructions: null,
+      output_modalities: null,
+      modalities: null,
+      tool_choice: null,
+      temperature: null,
+      max_output_tokens: null,
+      max_response_output_tokens: null,
+      metadata: null,
+      conversation: null,
+      input: null,
+      tools: null,
+      voice: null,
+      audio: { output: { format: null, voice: null } },
+      parallel_tool_calls: null,
+      reasoning: null,
+      output_audio_format: null,
+    };
+    expect(parse({ type: 'response.create', response: nulls })).toEqual({
+      type: 'response.create',
+      response: {},
+    });
+    expect(parse({ type: 'response.create', response: null })).toEqual({
+      type: 'response.create',
+    });
+  });
+
+  it("takes null as not set for a session's settings, but keeps the nulls that mean off", () => {
+    const event = parse({
+      type: 'session.update',
+      session: {
+        type: null,
+        model: null,
+        instructions: null,
+        voice: null,
+        tools: null,
+        tool_choice: null,
+        output_modalities: null,
+        temperature: null,
+        max_output_tokens: null,
+        modalities: null,
+        input_audio_format: null,
+        output_audio_format: null,
+        max_response_output_tokens: null,
+        include: null,
+        truncation: null,
+        parallel_tool_calls: null,
+        reasoning: null,
+        speed: null,
+        audio: {
+          input: { format: null, turn_detection: null, transcription: null, noise_reduction: null },
+          output: { format: null, voice: null, speed: null },
+        },
+        tracing: null,
+        prompt: null,
+      },
+    });
+    expect(event).toEqual({
+      type: 'session.update',
+      session: {
+        turn_detection: null,
+        input_audio_transcription: null,
+        input_audio_noise_reduction: null,
+        tracing: null,
+        prompt: null,
+      },
+    });
+  });
+
+  it("takes null as not set for an item's optional fields", () => {
+    const event = parse({
+      type: 'conversation.item.create',
+      previous_item_id: null,
+      item: {
+        type: 'message',
+        id: null,
+        object: null,
+        status: null,
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Hi' },
+          { type: 'input_audio', audio: null, transcript: 'Hello' },
+          { type: 'input_image', image_url: 'https://example.com/a.png', detail: null },
+        ],
+      },
+    });
+    expect(event).toEqual({
+      type: 'conversation.item.create',
+      previous_item_id: null,
+      item: {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Hi' },
+          { type: 'input_audio', transcript: 'Hello' },
+          { type: 'input_image', image_url: 'https://example.com/a.png' },
+        ],
+      },
+    });
+    expect(
+      parse({
+        type: 'conversation.item.create',
+        item: { type: 'function_call', call_id: null, name: 'f', arguments: '{}', status: null },
+      }),
+    ).toEqual({
+      type: 'conversation.item.create',
+      item: { type: 'function_call', name: 'f', arguments: '{}' },
+    });
+  });
+
   it('keeps the client event_id on the parsed event', () => {
     expect(parse({ type: 'response.create', event_id: 'evt_1' })).toEqual({
       type: 'response.create',

@@ -88,6 +88,39 @@ describe('session.update', () => {
     await c.close();
   });
 
+  it("takes a null option as not set: LiveKit's response.create {instructions: null} replies with the session's", async () => {
+    const c = await openSession(t, 'character=plain');
+    c.send({
+      type: 'session.update',
+      session: { instructions: 'You only speak in haiku.', temperature: 0.4 },
+    });
+    await c.next('session.updated');
+    // As LiveKit's plugin sends it (pydantic, an explicit None kept by exclude_unset).
+    c.send({ type: 'session.update', session: { instructions: null, temperature: null } });
+    expect((await c.next('session.updated')).session).toMatchObject({
+      instructions: 'You only speak in haiku.',
+      temperature: 0.4,
+    });
+    c.send(userMessage('Hello there!'));
+    c.send({
+      type: 'response.create',
+      event_id: 'response_create_1',
+      response: { instructions: null, metadata: { client_event_id: 'response_create_1' } },
+    });
+    const done = doneOf(await c.untilDone());
+    expect(done).toMatchObject({
+      status: 'completed',
+      metadata: { client_event_id: 'response_create_1' },
+    });
+    expect(c.events.some((e) => e.type === 'error')).toBe(false);
+    expect(lastChat(t.simulator)).toMatchObject({ temperature: 0.4 });
+    expect(lastChat(t.simulator).messages[0]).toEqual({
+      role: 'system',
+      content: 'You only speak in haiku.',
+    });
+    await c.close();
+  });
+
   it('passes temperature and max_output_tokens to the model, and response.create overrides them', async () => {
     const c = await openSession(t, 'character=plain');
     // Neither the session nor the character sets one: the LLM server's default, which Troupe cannot name.
