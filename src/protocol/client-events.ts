@@ -55,7 +55,7 @@ const SCHEMAS = {
   'response.cancel': z.strictObject({
     type: z.literal('response.cancel'),
     event_id: eventId,
-    response_id: z.string().optional(),
+    response_id: nullAsUnset(z.string()),
   }),
   'input_audio_buffer.append': z.strictObject({
     type: z.literal('input_audio_buffer.append'),

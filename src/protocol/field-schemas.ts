@@ -21,8 +21,8 @@ export function nullAsUnset<T extends z.ZodType>(schema: T) {
   return schema.nullish().transform((v) => v ?? undefined);
 }
 
-/** An event's optional `event_id`. */
-export const eventId = z.string().max(256).optional();
+/** An event's optional `event_id` (null: none, as typed clients send it). */
+export const eventId = nullAsUnset(z.string().max(256));
 
 /** `tool_choice`: a mode, or one function by name. */
 export const toolChoice = z.union([

@@ -187,6 +187,9 @@ describe('parseClientEvent: events it takes', () => {
     expect(parse({ type: 'response.create', response: null })).toEqual({
       type: 'response.create',
     });
+    expect(parse({ type: 'response.cancel', event_id: null, response_id: null })).toEqual({
+      type: 'response.cancel',
+    });
   });
 
   it("takes null as not set for a session's settings, but keeps the nulls that mean off", () => {
