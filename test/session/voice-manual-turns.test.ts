@@ -253,14 +253,20 @@ describe('a response.create after speech without words', () => {
   });
   afterAll(() => s?.close());
 
-  it('is answered empty, saying nothing was heard, without asking the model', async () => {
+  /** A push-to-talk session that said something without words, committed. */
+  async function mumbled() {
     const c = await openVoiceSession(s, 'character=quiet', {
       output_modalities: ['text'],
       audio: { input: { turn_detection: null } },
     });
-    const requests = chatBodies(s.simulator).length;
     await speak(c, 'mumble');
     c.send({ type: 'input_audio_buffer.commit' });
+    return c;
+  }
+
+  it('is answered empty, saying nothing was heard, without asking the model', async () => {
+    const c = await mumbled();
+    const requests = chatBodies(s.simulator).length;
     c.send({ type: 'response.create' });
     const committed = await c.next('input_audio_buffer.committed');
     const deleted = await c.next('conversation.item.deleted');
@@ -282,13 +288,8 @@ describe('a response.create after speech without words', () => {
   });
 
   it('is answered the same when the transcript came before the response.create', async () => {
-    const c = await openVoiceSession(s, 'character=quiet', {
-      output_modalities: ['text'],
-      audio: { input: { turn_detection: null } },
-    });
+    const c = await mumbled();
     const requests = chatBodies(s.simulator).length;
-    await speak(c, 'mumble');
-    c.send({ type: 'input_audio_buffer.commit' });
     await c.next('conversation.item.deleted');
     c.send({ type: 'response.create' });
     const done = (await c.next('response.done')).response as Record<string, unknown>;

@@ -33,22 +33,40 @@ type Done = {
   output: Array<{ id: string; status: string; content: Array<{ transcript: string }> }>;
 };
 
+/** Says `text` and waits for the spoken reply: its first item. */
+async function reply(c: TestClient, text: string): Promise<Done['output'][number]> {
+  c.send(userMessage(text));
+  c.send({ type: 'response.create' });
+  return ((await c.next('response.done')).response as Done).output[0]!;
+}
+
+/** Asks to cut `itemId`'s audio (its part 0) at `audioEndMs`. */
+function truncate(c: TestClient, itemId: string, audioEndMs: number, eventId?: string): void {
+  c.send({
+    type: 'conversation.item.truncate',
+    item_id: itemId,
+    content_index: 0,
+    audio_end_ms: audioEndMs,
+    ...(eventId ? { event_id: eventId } : {}),
+  });
+}
+
+/** Says "Go on." and returns what the model was sent for it, the system prompt left out. */
+async function modelReads(c: TestClient): Promise<unknown[]> {
+  c.send(userMessage('Go on.'));
+  c.send({ type: 'response.create' });
+  await c.next('response.done');
+  return lastChat(t.simulator).messages.slice(1);
+}
+
 describe('conversation.item.truncate', () => {
   it('after a spoken reply, cuts what the model is told to the words that played', async () => {
     const c = await openVoiceSession(t);
-    c.send(userMessage('Count to ten.'));
-    c.send({ type: 'response.create' });
-    const done = (await c.next('response.done')).response as Done;
-    const item = done.output[0]!;
+    const item = await reply(c, 'Count to ten.');
     expect(item.content[0]!.transcript).toBe(COUNT);
 
     // 300 ms at 20 ms a character: the words starting in the first 15 characters.
-    c.send({
-      type: 'conversation.item.truncate',
-      item_id: item.id,
-      content_index: 0,
-      audio_end_ms: 300,
-    });
+    truncate(c, item.id, 300);
     const truncated = await c.next('conversation.item.truncated');
     expect(truncated).toMatchObject({ item_id: item.id, content_index: 0, audio_end_ms: 300 });
     c.send({ type: 'conversation.item.retrieve', item_id: item.id });
@@ -59,10 +77,7 @@ describe('conversation.item.truncate', () => {
       content: [{ type: 'output_audio', transcript: 'One two three four' }],
     });
 
-    c.send(userMessage('Go on.'));
-    c.send({ type: 'response.create' });
-    await c.next('response.done');
-    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+    expect(await modelReads(c)).toEqual([
       { role: 'user', content: 'Count to ten.' },
       { role: 'assistant', content: 'One two three four' },
       { role: 'user', content: 'Go on.' },
@@ -104,10 +119,7 @@ describe('conversation.item.truncate', () => {
       expect(JSON.stringify(e), type).toContain('One two three');
       expect(JSON.stringify(e), type).not.toContain('four');
     }
-    c.send(userMessage('Go on.'));
-    c.send({ type: 'response.create' });
-    await c.next('response.done');
-    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+    expect(await modelReads(c)).toEqual([
       { role: 'user', content: 'Count to ten.' },
       { role: 'assistant', content: 'One two three' },
       { role: 'user', content: 'Go on.' },
@@ -117,10 +129,7 @@ describe('conversation.item.truncate', () => {
 
   it('refuses a part other than the audio, and more audio than was sent or kept', async () => {
     const c = await openVoiceSession(t);
-    c.send(userMessage('Count to ten.'));
-    c.send({ type: 'response.create' });
-    const done = (await c.next('response.done')).response as Done;
-    const id = done.output[0]!.id;
+    const { id } = await reply(c, 'Count to ten.');
     const cut = (content_index: number, audio_end_ms: number, event_id: string) =>
       c.send({
         type: 'conversation.item.truncate',
@@ -154,20 +163,11 @@ describe('conversation.item.truncate', () => {
 
   it('cuts an older spoken reply, not only the last one, and the model reads the cut', async () => {
     const c = await openVoiceSession(t);
-    c.send(userMessage('Count to ten.'));
-    c.send({ type: 'response.create' });
-    const first = ((await c.next('response.done')).response as Done).output[0]!;
-    c.send(userMessage('Thanks.'));
-    c.send({ type: 'response.create' });
-    const second = ((await c.next('response.done')).response as Done).output[0]!;
+    const first = await reply(c, 'Count to ten.');
+    const second = await reply(c, 'Thanks.');
     expect(second.content[0]!.transcript).toBe('Okay.');
 
-    c.send({
-      type: 'conversation.item.truncate',
-      item_id: first.id,
-      content_index: 0,
-      audio_end_ms: 300,
-    });
+    truncate(c, first.id, 300);
     expect(await c.next('conversation.item.truncated')).toMatchObject({
       item_id: first.id,
       audio_end_ms: 300,
@@ -177,10 +177,7 @@ describe('conversation.item.truncate', () => {
       status: 'incomplete',
       content: [{ type: 'output_audio', transcript: 'One two three four' }],
     });
-    c.send(userMessage('Go on.'));
-    c.send({ type: 'response.create' });
-    await c.next('response.done');
-    expect(lastChat(t.simulator).messages.slice(1)).toEqual([
+    expect(await modelReads(c)).toEqual([
       { role: 'user', content: 'Count to ten.' },
       { role: 'assistant', content: 'One two three four' },
       { role: 'user', content: 'Thanks.' },
@@ -192,29 +189,18 @@ describe('conversation.item.truncate', () => {
 
   it('cuts the reply the user spoke over while the next response already runs, which goes on', async () => {
     const c = await openVoiceSession(t);
-    c.send(userMessage('Count to ten.'));
-    c.send({ type: 'response.create' });
-    const first = ((await c.next('response.done')).response as Done).output[0]!;
+    const first = await reply(c, 'Count to ten.');
     c.send(userMessage('Count again.'));
     c.send({ type: 'response.create' });
     // The next reply is speaking: the client now says how much of the first it played.
     const speaking = await c.next('response.output_audio.delta');
     expect(speaking.item_id).not.toBe(first.id);
-    c.send({
-      type: 'conversation.item.truncate',
-      item_id: first.id,
-      content_index: 0,
-      audio_end_ms: 200,
-    });
+    truncate(c, first.id, 200);
     expect((await c.next('conversation.item.truncated')).item_id).toBe(first.id);
     const next = (await c.next('response.done')).response as Done & { status: string };
     expect(next.status).toBe('completed');
     expect(next.output[0]!.content[0]!.transcript).toBe(COUNT);
-
-    c.send(userMessage('Go on.'));
-    c.send({ type: 'response.create' });
-    await c.next('response.done');
-    expect(lastChat(t.simulator).messages.slice(1, 3)).toEqual([
+    expect((await modelReads(c)).slice(0, 2)).toEqual([
       { role: 'user', content: 'Count to ten.' },
       { role: 'assistant', content: 'One two three' },
     ]);
@@ -223,20 +209,9 @@ describe('conversation.item.truncate', () => {
 
   it('refuses to cut an older reply past its audio, and past an earlier cut', async () => {
     const c = await openVoiceSession(t);
-    c.send(userMessage('Count to ten.'));
-    c.send({ type: 'response.create' });
-    const first = ((await c.next('response.done')).response as Done).output[0]!;
-    c.send(userMessage('Thanks.'));
-    c.send({ type: 'response.create' });
-    await c.next('response.done');
-    const cut = (audio_end_ms: number, event_id: string) =>
-      c.send({
-        type: 'conversation.item.truncate',
-        item_id: first.id,
-        content_index: 0,
-        audio_end_ms,
-        event_id,
-      });
+    const first = await reply(c, 'Count to ten.');
+    await reply(c, 'Thanks.');
+    const cut = (audioEndMs: number, eventId: string) => truncate(c, first.id, audioEndMs, eventId);
 
     cut(999_999, 'too-long');
     const long = await nextError(c, 'invalid_value');
