@@ -68,6 +68,9 @@ export function sessionBackgroundCalls(o: SessionBackgroundOptions): BackgroundC
         durationMs: round(result.durationMs),
       };
       if (result.outcome === 'ok') o.log().info(fields, 'background tool call done');
+      // Stopped by the client (it closed, or the conversation was replaced): not a fault.
+      else if (result.outcome === 'cancelled')
+        o.log().info(fields, 'background tool call cancelled');
       else o.log().warn({ ...fields, err: result.error }, 'background tool call failed');
     },
     onDone: (done) => deliverOutcome(o, done),

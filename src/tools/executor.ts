@@ -374,6 +374,9 @@ function finishCall(
       { tool: call.name, callId: call.id, outcome, variant, durationMs: result.durationMs },
       extra.background ? 'background tool call started' : 'tool call done',
     );
+  } else if (outcome === 'cancelled') {
+    // A cancel, a barge-in or a close stopped it: the caller logs that once.
+    options.log.debug({ tool: call.name, callId: call.id, variant }, 'tool call cancelled');
   } else {
     // After the turn moves on: the first error a process serialises (its
     // stack, through source maps) costs tens of ms, and must not delay the

@@ -350,10 +350,13 @@ describe('a background tool in a text session', () => {
     await nextGate('search');
     await c.close();
     const line = await t.waitForLog(
-      'background tool call failed',
+      'background tool call cancelled',
       (l) => l.callId === started.call_id,
     );
-    expect(line).toMatchObject({ tool: 'search', outcome: 'cancelled' });
+    expect(line).toMatchObject({ tool: 'search', outcome: 'cancelled', level: 30 });
+    // A client's close is not a fault: nothing at warn about it.
+    const warned = t.logs().filter((l) => l.callId === started.call_id && Number(l.level) >= 40);
+    expect(warned).toEqual([]);
   });
 });
 

@@ -135,7 +135,7 @@ describe('a background call and a change of character', () => {
       0,
     );
     expect(done).toMatchObject({ outcome: 'cancelled', item_id: null });
-    await t.waitForLog('background tool call failed', (l) => l.callId === callId);
+    await t.waitForLog('background tool call cancelled', (l) => l.callId === callId);
     // Nothing joined the new conversation, and nothing was said for it.
     sayTo(c, 'Hello?');
     const next = await c.untilDone();
