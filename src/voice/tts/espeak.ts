@@ -117,12 +117,12 @@ export class EspeakTts implements TtsProvider {
   readonly voiceEngine = 'espeak';
   readonly #pool: SynthPool;
   readonly #voice: string;
+  readonly #log: TtsLogger | undefined;
 
   /** The voice used when a stream names none. */
   get defaultVoice(): string {
     return this.#voice;
   }
-  readonly #log: TtsLogger | undefined;
 
   constructor(options: EspeakTtsOptions = {}) {
     const workers = synthWorkers(PROVIDER, options.workers, MAX_ESPEAK_WORKERS);

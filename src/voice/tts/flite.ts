@@ -118,13 +118,13 @@ export class FliteTts implements TtsProvider {
   readonly voiceEngine = 'flite';
   readonly #pool: SynthPool;
   readonly #voice: string;
+  readonly #rate: number;
+  readonly #log: TtsLogger | undefined;
 
   /** The voice used when a stream names none. */
   get defaultVoice(): string {
     return this.#voice;
   }
-  readonly #rate: number;
-  readonly #log: TtsLogger | undefined;
 
   constructor(options: FliteTtsOptions = {}) {
     const workers = synthWorkers(PROVIDER, options.workers, MAX_FLITE_WORKERS);
