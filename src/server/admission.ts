@@ -70,16 +70,13 @@ export function pickSession(
   sessions: Config['sessions'],
   url: URL,
 ): ProtocolError | PickedSession {
-  const dialectParam = url.searchParams.get('dialect');
-  if (dialectParam !== null && !(DIALECTS as readonly string[]).includes(dialectParam)) {
-    return new ProtocolError(
-      'invalid_dialect',
-      `?dialect=${dialectParam} is not offered; use one of ${DIALECTS.join(', ')}.`,
-      { param: 'dialect' },
-    );
-  }
-  const compat = compatOf(url, sessions.compat);
-  if (compat instanceof ProtocolError) return compat;
+  const dialectParam = offeredParam(url, 'dialect', DIALECTS);
+  if (dialectParam instanceof ProtocolError) return dialectParam;
+  // ?compat=, else the path's, else the server's default.
+  const compatParam = offeredParam(url, 'compat', COMPAT_MODES);
+  if (compatParam instanceof ProtocolError) return compatParam;
+  const byPath = url.pathname === OPENAI_ONLY_PATH ? 'openai' : sessions.compat;
+  const compat = compatParam ?? byPath;
   const ids = registry.list().map((c) => c.id);
   // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
   const model = url.searchParams.get('model');
@@ -119,20 +116,26 @@ export function pickSession(
     character,
     compat,
     ...(variant ? { variant } : {}),
-    ...(dialectParam !== null ? { dialect: dialectParam as Dialect } : {}),
+    ...(dialectParam !== null ? { dialect: dialectParam } : {}),
     ...(metadata ? { metadata } : {}),
   };
 }
 
-/** The mode a connection asked for: `?compat=`, else its path's, else the server's default. */
-function compatOf(url: URL, byDefault: CompatMode): CompatMode | ProtocolError {
-  const asked = url.searchParams.get('compat');
-  if (asked === null) return url.pathname === OPENAI_ONLY_PATH ? 'openai' : byDefault;
-  if ((COMPAT_MODES as readonly string[]).includes(asked)) return asked as CompatMode;
+/**
+ * A query parameter that takes one of `values`: the one given, null when
+ * absent, or an `invalid_<name>` error naming those offered.
+ */
+function offeredParam<T extends string>(
+  url: URL,
+  name: string,
+  values: readonly T[],
+): T | null | ProtocolError {
+  const given = url.searchParams.get(name);
+  if (given === null || (values as readonly string[]).includes(given)) return given as T | null;
   return new ProtocolError(
-    'invalid_compat',
-    `?compat=${asked.slice(0, 40)} is not offered; use one of ${COMPAT_MODES.join(', ')}.`,
-    { param: 'compat' },
+    `invalid_${name}`,
+    `?${name}=${given.slice(0, 40)} is not offered; use one of ${values.join(', ')}.`,
+    { param: name },
   );
 }
 
