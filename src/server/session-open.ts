@@ -155,18 +155,17 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       if (resumed !== undefined && !(resumed instanceof ProtocolError)) return { session: resumed };
       const openai = fresh.openaiDefaults === true;
       const greeting = greetingParam(url, !openai);
-      const greetingOn = greeting instanceof ProtocolError ? !openai : greeting;
       const session = await createSession({
         ...common,
         id: fresh.id,
         character: fresh.character,
         ...(fresh.variant ? { variant: fresh.variant } : {}),
-        ...(greetingOn ? {} : { greeting: false }),
+        ...(greeting.on ? {} : { greeting: false }),
         ...(openai ? { spokenByDefault: true } : {}),
         metadata: fresh.metadata ?? {},
       });
       // One error goes out after session.created: a failed resume's, else a bad ?greeting='s.
-      const error = resumed ?? (greeting instanceof ProtocolError ? greeting : undefined);
+      const error = resumed ?? greeting.error;
       return { session, ...(error ? { resumeError: error } : {}) };
     },
     track(ws, session, id, auth, sessionLog, takenOver) {
@@ -260,20 +259,20 @@ export function overloadRefusal(verdict: OverloadVerdict): {
  * `?greeting=0` (or `false`) turns the character's greeting off before the
  * session starts; `1`/`true` turns it on; none leaves `byDefault` (on, but
  * off in OpenAI's compatibility mode: OpenAI's API never speaks first).
- * Another value leaves the default and is answered with an error naming the
- * values taken.
+ * Another value leaves the default, with an error naming the values taken.
  */
-function greetingParam(url: URL, byDefault: boolean): boolean | ProtocolError {
+function greetingParam(url: URL, byDefault: boolean): { on: boolean; error?: ProtocolError } {
   const raw = url.searchParams.get('greeting');
-  if (raw === null) return byDefault;
-  if (raw === '1' || raw === 'true') return true;
-  if (raw === '0' || raw === 'false') return false;
+  if (raw === null) return { on: byDefault };
+  if (raw === '1' || raw === 'true') return { on: true };
+  if (raw === '0' || raw === 'false') return { on: false };
   const stays = byDefault ? 'the greeting stays on' : 'there is no greeting';
-  return new ProtocolError(
+  const error = new ProtocolError(
     'invalid_value',
     `?greeting=${raw.slice(0, 40)}: expected 0 or false (no greeting), 1 or true (the greeting); ${stays}.`,
     { param: 'greeting' },
   );
+  return { on: byDefault, error };
 }
 
 /**
