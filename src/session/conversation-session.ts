@@ -8,7 +8,7 @@ import type { CharacterOpening } from '../characters/conversation.js';
 import type { LoadedCharacter } from '../characters/types.js';
 import { ProtocolError } from '../errors.js';
 import { Conversation } from './conversation.js';
-import { SessionHandoffs, handoffFailed, swapCharacterState, visibleTo } from './handoff.js';
+import { SessionHandoffs, handoffFailed, swapCharacterState } from './handoff.js';
 import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
@@ -360,7 +360,6 @@ export class ConversationSession implements Session {
 
   #responseContext(): ResponseContext {
     const o = this.#o;
-    const handoffs = this.#handoffs;
     return {
       sessionId: this.id,
       send: o.send,
@@ -378,22 +377,12 @@ export class ConversationSession implements Session {
       nextTurn: () => ++this.#state.turns,
       shareHistory: this.#shareHistory,
       changed: this.#changed,
-      handoffs: {
-        toolset: (character, base, outOfBand) => handoffs.toolset(character, base, outOfBand),
-        get requested() {
-          return handoffs.requested;
-        },
-        // After a handoff the character serving sees only calls of the tools it is offered.
-        view: (messages) =>
-          this.#state.characterStates === undefined
-            ? messages
-            : visibleTo(
-                messages,
-                this.#character,
-                this.#opening.toolset,
-                this.#config.current.tools,
-              ),
-      },
+      handoffs: this.#handoffs.forResponses(() => ({
+        character: this.#character,
+        toolset: this.#opening.toolset,
+        clientTools: this.#config.current.tools,
+        handedOff: this.#state.characterStates !== undefined,
+      })),
       background: this.#background,
     };
   }

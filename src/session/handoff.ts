@@ -30,6 +30,26 @@ export interface SessionHandoffsOptions {
   maxPerTurn?: number;
 }
 
+/** The character serving a session, as a response's view of history needs it. */
+export interface ServingCharacter {
+  character: LoadedCharacter;
+  toolset: Toolset;
+  /** The client's own tools (`session.update`): their calls stay in view. */
+  clientTools: readonly { name: string }[];
+  /** Whether the conversation was handed off since it began. */
+  handedOff: boolean;
+}
+
+/** What a response asks of a session's handoffs. */
+export interface ResponseHandoffs {
+  /** Out of band, the transfer tools are offered but refuse (the character serving stays). */
+  toolset(character: LoadedCharacter, base: Toolset, outOfBand: boolean): Toolset;
+  /** Whether the model asked for a transfer this response (the turn ends after that round). */
+  requested(): boolean;
+  /** What the character serving now sees of history (all of it before any handoff). */
+  view(messages: ChatMessage[]): ChatMessage[];
+}
+
 /** The handoffs of one session. */
 export class SessionHandoffs {
   readonly #o: SessionHandoffsOptions;
@@ -79,6 +99,24 @@ export class SessionHandoffs {
       );
     }
     return withTransfers(base, transfers);
+  }
+
+  /**
+   * What a response asks of the handoffs: the tools offered, whether a
+   * transfer was asked, and what the character serving (`serving()`, read as
+   * each response runs) sees of history: all of it before any handoff, then
+   * only calls of the tools it is offered.
+   */
+  forResponses(serving: () => ServingCharacter): ResponseHandoffs {
+    return {
+      toolset: (character, base, outOfBand) => this.toolset(character, base, outOfBand),
+      requested: () => this.requested,
+      view: (messages) => {
+        const now = serving();
+        if (!now.handedOff) return messages;
+        return visibleTo(messages, now.character, now.toolset, now.clientTools);
+      },
+    };
   }
 
   /** The `transfer_to_<id>` tools `character` is offered now. */

@@ -13,6 +13,7 @@ import type { SessionMetrics } from '../metrics/index.js';
 import type { Toolset } from '../tools/library.js';
 import type { BackgroundStarter } from '../tools/executor.js';
 import type { Conversation } from './conversation.js';
+import type { ResponseHandoffs } from './handoff.js';
 import type { HistoryGroup } from './history.js';
 import type { ResponseOptions, ServerEvent } from './events.js';
 import { estimateTokens } from '../llm/token-estimate.js';
@@ -76,13 +77,7 @@ export interface ResponseContext {
    */
   changed: (settled?: boolean) => void;
   /** Transfers to other characters: the tools offered, what the model sees. */
-  handoffs?: {
-    /** Out of band, the transfer tools are offered but refuse (the character serving stays). */
-    toolset(character: LoadedCharacter, base: Toolset, outOfBand: boolean): Toolset;
-    readonly requested: boolean;
-    /** What the character serving now sees of history (all of it before any handoff). */
-    view(messages: ChatMessage[]): ChatMessage[];
-  };
+  handoffs?: ResponseHandoffs;
   /** Runs the character's `background: true` tools beside the conversation. */
   background?: BackgroundStarter;
 }
@@ -368,7 +363,7 @@ function turnOptions(
     request,
     // `response.tools` replace the session's client tools for this response.
     clientTools: (r.tools ?? s.tools).map(toDescription),
-    ...(ctx.handoffs ? { endTurn: () => ctx.handoffs!.requested } : {}),
+    ...(ctx.handoffs ? { endTurn: () => ctx.handoffs!.requested() } : {}),
     ...(ctx.background ? { background: ctx.background } : {}),
   };
 }
