@@ -13,7 +13,7 @@ import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
-import { McpFollowUps } from './mcp-follow-ups.js';
+import { FOLLOW_UP_ANSWER, McpFollowUps } from './mcp-follow-ups.js';
 import { answerEmpty } from './response-report.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import {
@@ -174,6 +174,7 @@ export class ConversationSession implements Session {
     clearTimeout(this.#restoredWait);
     this.#restoredWait = undefined;
     this.#conversation.announce();
+    this.#followUps.restored();
     const parked = this.#o.handover?.claim(this.id);
     resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }
@@ -296,7 +297,7 @@ export class ConversationSession implements Session {
           return this.#createResponse(event.response ?? {}, eventId, receivedAt);
         }
         return this.#answerEmpty(
-          { troupe: 'answered', answered_by: answeredBy },
+          { troupe: FOLLOW_UP_ANSWER, answered_by: answeredBy },
           'response.create after tool calls that were answered already: answered empty',
         );
       }

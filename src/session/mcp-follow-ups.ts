@@ -3,20 +3,22 @@
  * it sees done. OpenAI's Realtime API ends a response at a call of an MCP
  * tool and makes no response after it, so clients ask for one: the Agents
  * SDK (`@openai/agents-realtime`) does by default
- * (`automaticallyTriggerResponseForMcpToolCalls`), once the response under
- * way is done. Troupe runs its tools within the response and answers in it:
- * a response made for that request would say the answer again. This part
- * watches what the client is sent, as such a client does, and knows when a
+ * (`automaticallyTriggerResponseForMcpToolCalls`), one request for each
+ * `conversation.item.done` of an `mcp_call`, each sent once the response
+ * under way is done. Troupe runs its tools within the response and answers
+ * in it: a response made for such a request would say the answer again (over
+ * the user, when they cut the reply off by speaking). This part watches what
+ * the client is sent, as such a client does, and knows when a
  * `response.create` is that follow-up, already answered.
  */
 import type { ServerEvent } from './events.js';
 
 /** Follow-ups of one session's `mcp_call` items. */
 export class McpFollowUps {
-  /** An `mcp_call` was done since the last conversation response ended. */
-  #owed = false;
-  /** The response that answered the calls, while nothing came after it. */
-  #answeredBy: string | undefined;
+  /** The `mcp_call` items done since the last conversation response ended (or announced by a resume). */
+  #owed: string[] = [];
+  /** What answered each follow-up still to come, while nothing came after it (a response's id, or a resumed call's). */
+  #answers: string[] = [];
   /** A conversation response is under way. */
   #running = false;
   /** The user said something while it ran: that is the next response's to answer. */
@@ -30,24 +32,38 @@ export class McpFollowUps {
     };
   }
 
+  /**
+   * The conversation a resume restored was announced: its calls were
+   * answered before, and a client that asks for a follow-up to each (the
+   * Agents SDK does, for every `mcp_call` it sees done) gets empty ones.
+   */
+  restored(): void {
+    this.#answers = this.#owed;
+    this.#owed = [];
+  }
+
   #saw(event: ServerEvent): void {
     switch (event.type) {
       case 'conversation.item.done':
-        if (event.item.type === 'mcp_call') this.#owed = true;
+        if (event.item.type === 'mcp_call') this.#owed.push(event.item.id);
         return;
       case 'response.done': {
         const { response } = event;
-        // Out of band: not the conversation's.
-        if (response.conversation_id === null) return;
-        const answered = this.#owed && response.status === 'completed';
-        this.#answeredBy = answered && !this.#userSpokeMeanwhile ? response.id : undefined;
-        this.#owed = false;
+        // Out of band: not the conversation's; an empty answer to a follow-up: not a reply.
+        if (response.conversation_id === null || isFollowUpAnswer(response.metadata)) return;
+        // Cut off (the user spoke, or the client stopped it): the calls' follow-up would talk over them.
+        const ended = response.status === 'completed' || response.status === 'cancelled';
+        const answered = ended && !this.#userSpokeMeanwhile;
+        this.#answers = answered ? this.#owed.map(() => response.id) : [];
+        this.#owed = [];
         this.#running = false;
         return;
       }
       case 'response.created':
-        if (event.response.conversation_id === null) return;
-        this.#answeredBy = undefined;
+        if (event.response.conversation_id === null || isFollowUpAnswer(event.response.metadata)) {
+          return;
+        }
+        this.#answers = [];
         this.#running = true;
         this.#userSpokeMeanwhile = false;
         return;
@@ -56,11 +72,11 @@ export class McpFollowUps {
         if (this.#running && event.item.type === 'message' && event.item.role === 'user') {
           this.#userSpokeMeanwhile = true;
         }
-        this.#answeredBy = undefined;
+        this.#answers = [];
         return;
       case 'conversation.item.deleted':
       case 'conversation.item.truncated':
-        this.#answeredBy = undefined;
+        this.#answers = [];
         return;
       default:
         return;
@@ -68,14 +84,19 @@ export class McpFollowUps {
   }
 
   /**
-   * The response that already answered, when a `response.create` with no
-   * `response` of its own comes right after the calls' answer, nothing in
-   * between; it answers that one request only.
+   * What already answered, when a `response.create` with no `response` of
+   * its own comes right after the calls' answer, nothing in between; one
+   * request for each call is answered so.
    */
   answered(request: { response?: unknown }): string | undefined {
     if (request.response !== undefined) return undefined;
-    const by = this.#answeredBy;
-    this.#answeredBy = undefined;
-    return by;
+    return this.#answers.shift();
   }
+}
+
+/** The metadata of the empty response that answers a follow-up. */
+export const FOLLOW_UP_ANSWER = 'answered';
+
+function isFollowUpAnswer(metadata: Record<string, string> | null | undefined): boolean {
+  return metadata?.troupe === FOLLOW_UP_ANSWER;
 }

@@ -8,11 +8,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Item, McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
 import { McpFollowUps } from '../../src/session/mcp-follow-ups.js';
-import type { TestClient } from '../helpers/realtime-client.js';
+import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import {
   chatBodies,
   doneOf,
+  idOf,
   NO_USAGE,
   openSession,
   turn,
@@ -73,6 +74,67 @@ describe('a response.create after tool calls the reply answered', () => {
   });
 });
 
+describe('a response.create after tool calls, the reply cut off or the conversation resumed', () => {
+  let slow: TestServer;
+  beforeAll(async () => {
+    // 5 tokens a second: the reply after the tool is still under way when it is cut.
+    slow = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+  });
+  afterAll(() => slow.close());
+
+  /** Sends a bare `response.create`; the empty answer's `response.done`. */
+  async function followUp(c: TestClient): Promise<Done> {
+    c.send({ type: 'response.create' });
+    return (await c.next('response.done')).response as Done;
+  }
+
+  it('is answered empty after a reply cut off once its calls were done', async () => {
+    const c = await openSession(slow, 'character=weather');
+    c.send(userMessage('Celsius, please.'));
+    c.send({ type: 'response.create' });
+    const created = await c.next('response.created');
+    await c.next('conversation.item.done', isCall);
+    c.send({ type: 'response.cancel' });
+    const cut = (await c.next('response.done')).response as Done;
+    expect(cut).toMatchObject({ id: (created.response as { id: string }).id, status: 'cancelled' });
+    const asked = chatBodies(slow.simulator).length;
+    expect(await followUp(c)).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: cut.id },
+    });
+    expect(chatBodies(slow.simulator).length).toBe(asked);
+    await c.close();
+  });
+
+  it('is answered empty once for each call a resumed conversation announces', async () => {
+    const first = await connect(`${t.wsUrl}?character=weather`);
+    const created = await first.next('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    await turn(first, 'Celsius, please.');
+    await first.close();
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    const call = await again.next('conversation.item.done', isCall);
+    const asked = chatBodies(t.simulator).length;
+    expect(await followUp(again)).toMatchObject({
+      status: 'completed',
+      output: [],
+      metadata: { troupe: 'answered', answered_by: idOf(call) },
+    });
+    expect(chatBodies(t.simulator).length).toBe(asked);
+    // Asked again, the model answers.
+    again.send({ type: 'response.create' });
+    expect(doneOf(await again.untilDone()).metadata).toBeNull();
+    await again.close();
+  });
+});
+
+/** Whether an event carries an `mcp_call` item. */
+function isCall(event: Received): boolean {
+  return (event.item as { type?: unknown } | undefined)?.type === 'mcp_call';
+}
+
 describe('what the follow-ups watch', () => {
   const call = { type: 'mcp_call', id: 'item_1' } as McpCallItem;
   const response = (
@@ -101,9 +163,37 @@ describe('what the follow-ups watch', () => {
     expect(followUps.answered({})).toBeUndefined();
   });
 
-  it('names none after a response that was cut, or with no calls, or after anything new', () => {
+  it('names a response cut off after the calls: the follow-up would talk over the user', () => {
     const cut = seen([ran[0]!, { type: 'response.done', response: response('r', 'cancelled') }]);
+    expect(cut.answered({})).toBe('r');
     expect(cut.answered({})).toBeUndefined();
+  });
+
+  it('answers one follow-up per call, its own empty answers in between', () => {
+    const two = seen([
+      ran[0]!,
+      { ...ran[0]!, item: { ...call, id: 'item_2' } } as ServerEvent,
+      ran[1]!,
+    ]);
+    expect(two.answered({})).toBe('resp_1');
+    const empty = { ...response('resp_e', 'completed'), metadata: { troupe: 'answered' } };
+    const send = two.watch(() => {});
+    send({ type: 'response.created', response: { ...empty, status: 'in_progress' } });
+    send({ type: 'response.done', response: empty });
+    expect(two.answered({})).toBe('resp_1');
+    expect(two.answered({})).toBeUndefined();
+  });
+
+  it("names a resumed conversation's calls once it is announced", () => {
+    const followUps = seen([ran[0]!]);
+    followUps.restored();
+    expect(followUps.answered({})).toBe('item_1');
+    expect(followUps.answered({})).toBeUndefined();
+  });
+
+  it('names none after a response that failed, or with no calls, or after anything new', () => {
+    const failed = seen([ran[0]!, { type: 'response.done', response: response('r', 'failed') }]);
+    expect(failed.answered({})).toBeUndefined();
     expect(seen([ran[1]!]).answered({})).toBeUndefined();
     const added = seen([
       ...ran,
