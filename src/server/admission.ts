@@ -36,11 +36,16 @@ export interface PickedSession {
   metadata?: Record<string, unknown>;
 }
 
-/** Why a connection is refused: the close reason and the metric label. */
+/** Why a connection is refused: the close reason, the metric label and the `error` sent before the close. */
 export interface Denial {
   reason: string;
   label: string;
+  error: ProtocolError;
 }
+
+/** Where a connection may carry the token, as the refusals name them. */
+const TOKEN_CARRIERS =
+  '`Authorization: Bearer <token>`, the subprotocol `openai-insecure-api-key.<token>` (browsers) or `?token=<token>`';
 
 /** The origin and auth checks; undefined when the connection may proceed. */
 export function checkAccess(
@@ -54,13 +59,44 @@ export function checkAccess(
     origin !== undefined &&
     !originAllowed(origin, req.headers.host, limits.allowedOrigins, hosts)
   ) {
-    return { reason: `origin ${origin} not allowed`, label: 'origin' };
+    // `null`: a file:// page or a sandboxed frame, which no list can tell apart.
+    const fix =
+      origin === 'null'
+        ? 'serve the page over http(s) and add its origin to ALLOWED_ORIGINS'
+        : 'add the origin to ALLOWED_ORIGINS (or serve the page from this server)';
+    return {
+      reason: `origin ${origin} not allowed`,
+      label: 'origin',
+      error: new ProtocolError(
+        'origin_not_allowed',
+        `Pages of origin ${origin.slice(0, 200)} may not open sessions on this server; ${fix}.`,
+      ),
+    };
   }
   const token = limits.authToken;
   if (token === undefined) return undefined;
-  const given = presentedToken(req, url);
-  if (given === undefined) return { reason: 'authentication required', label: 'auth' };
-  if (!sameSecret(given, token)) return { reason: 'invalid token', label: 'auth' };
+  const given = presentedTokens(req, url);
+  if (given.length === 0) {
+    return {
+      reason: 'authentication required',
+      label: 'auth',
+      error: new ProtocolError(
+        'missing_api_key',
+        `This server needs its token (AUTH_TOKEN); send it as ${TOKEN_CARRIERS}.`,
+      ),
+    };
+  }
+  if (!given.some((t) => sameSecret(t.token, token))) {
+    const where = given.map((t) => t.via).join(' and ');
+    return {
+      reason: 'invalid token',
+      label: 'auth',
+      error: new ProtocolError(
+        'invalid_api_key',
+        `The token given (${where}) is not this server's token (AUTH_TOKEN).`,
+      ),
+    };
+  }
   return undefined;
 }
 
@@ -153,18 +189,30 @@ export function impliedDialect(req: IncomingMessage, url: URL): Dialect | undefi
     : undefined;
 }
 
-/** Bearer header, `openai-insecure-api-key.<token>` subprotocol, or `?token=`. */
-export function presentedToken(req: IncomingMessage, url: URL): string | undefined {
+/**
+ * Every token a connection carries: the Bearer header, the
+ * `openai-insecure-api-key.<token>` subprotocol and `?token=`. Any one that
+ * is the server's admits it: the SDKs send the subprotocol with whatever key
+ * they were given, beside a `?token=` in the URL.
+ */
+export function presentedTokens(
+  req: IncomingMessage,
+  url: URL,
+): Array<{ token: string; via: string }> {
+  const found: Array<{ token: string; via: string }> = [];
   // The scheme is case-insensitive (RFC 9110 §11.1).
   const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-  if (bearer) return bearer[1];
+  if (bearer) found.push({ token: bearer[1]!, via: 'the Authorization header' });
   const protocols = req.headers['sec-websocket-protocol'];
-  if (protocols) {
-    for (const p of protocols.split(',').map((s) => s.trim())) {
-      if (p.startsWith(KEY_PROTOCOL_PREFIX)) return p.slice(KEY_PROTOCOL_PREFIX.length);
+  for (const p of protocols ? protocols.split(',').map((s) => s.trim()) : []) {
+    if (p.startsWith(KEY_PROTOCOL_PREFIX)) {
+      found.push({ token: p.slice(KEY_PROTOCOL_PREFIX.length), via: 'the subprotocol' });
+      break;
     }
   }
-  return url.searchParams.get('token') ?? undefined;
+  const query = url.searchParams.get('token');
+  if (query !== null) found.push({ token: query, via: '?token=' });
+  return found;
 }
 
 function sameSecret(a: string, b: string): boolean {

@@ -26,7 +26,6 @@ import {
   checkAccess,
   impliedDialect,
   pickSession,
-  presentedToken,
   type PickedSession,
 } from './admission.js';
 import { requestUrl, unmuteRoute } from './http-routes.js';
@@ -341,7 +340,7 @@ function createAdmitter(
       return reject(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason, SHUTTING_DOWN.label);
     }
     const denied = checkAccess(limits, req, url);
-    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label);
+    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label, denied.error);
     const room = noRoom(ctx, connections, true, resuming(url));
     if (room) {
       return reject(ws, CLOSE.TRY_AGAIN, room.reason, room.label, room.error, room.extra);
@@ -419,7 +418,8 @@ function createConnectionOpener(
       ctx.onSessionsChanged?.();
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
-    const auth = limits.authToken === undefined ? undefined : presentedToken(req, url);
+    // Admitted: the client gave the server's token (resume records are bound to it).
+    const auth = limits.authToken;
     const common = sessionOptions(ctx, settings, handover, link.send, link.log, (settled) => {
       const tracker = link.resumeLink.tracker;
       tracker?.changed();

@@ -1,11 +1,17 @@
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricValue, scrape } from '../helpers/http.js';
-import { connect } from '../helpers/realtime-client.js';
+import { connect, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
 
 const TOKEN = 'auth-test-token';
+
+/** The `error` a refused client was sent before its close. */
+function errorOf(c: TestClient): { code: string; message: string } {
+  const error = c.events.find((e) => e.type === 'error');
+  return error?.error as { code: string; message: string };
+}
 
 describe('realtime auth with AUTH_TOKEN set', () => {
   let t: TestServer;
@@ -68,6 +74,15 @@ describe('realtime auth with AUTH_TOKEN set', () => {
       expect((await within(w.closed, 'the close of a client with a wrong token')).code).toBe(1008);
       expect(w.events.map((e) => e.type)).not.toContain('session.created');
     }
+    // Told before the close, as an `error` a browser's SDK shows (it cannot read the close).
+    expect(errorOf(c)).toMatchObject({ code: 'missing_api_key', message: /AUTH_TOKEN/ });
+    expect(errorOf(wrong[0]!)).toMatchObject({
+      code: 'invalid_api_key',
+      message:
+        "The token given (the Authorization header) is not this server's token (AUTH_TOKEN).",
+    });
+    expect(errorOf(wrong[2]!).message).toMatch(/\(the subprotocol\)/);
+    expect(JSON.stringify(wrong.map(errorOf))).not.toContain('nope');
     const after = metricValue(await scrape(t.url), 'troupe_connections_rejected_total', {
       reason: 'auth',
     });
@@ -87,6 +102,15 @@ describe('realtime auth with AUTH_TOKEN set', () => {
     const ok = await connect(`${t.wsUrl}?token=${TOKEN}`);
     await ok.next('session.created');
     await ok.close();
+  });
+
+  it("lets a client in when any token it carries is the server's", async () => {
+    // The SDKs send the subprotocol with whatever key they were given, beside the URL's token.
+    const c = await connect(`${t.wsUrl}?token=${TOKEN}`, {
+      protocols: ['realtime', 'openai-insecure-api-key.some-other-key'],
+    });
+    await c.next('session.created');
+    await c.close();
   });
 
   it('keeps the token out of the logs', () => {

@@ -10,11 +10,16 @@ async function expectAdmitted(url: string, origin?: string): Promise<void> {
   await c.close();
 }
 
+/** The close reason; the `error` sent before it, which says what to do, is checked too. */
 async function expectRefused(url: string, origin: string): Promise<string> {
   const c = await connect(url, { origin });
   const { code, reason } = await within(c.closed, `the close of a client from ${origin}`);
   expect(code).toBe(1008);
-  expect(c.events.map((e) => e.type)).not.toContain('session.created');
+  expect(c.events.map((e) => e.type)).toEqual(['error']);
+  expect(c.events[0]!.error).toMatchObject({
+    code: 'origin_not_allowed',
+    message: origin === 'null' ? /serve the page over http/ : /add the origin to ALLOWED_ORIGINS/,
+  });
   return reason;
 }
 
