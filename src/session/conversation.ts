@@ -494,7 +494,7 @@ export class Conversation {
     if (!this.#history.delete(itemId) && !this.#history.deleteReply(itemId)) {
       return refuse(
         item?.type === 'message'
-          ? 'is part of a response whose message is not its words alone (prompt-based tools write their calls into it, and a reply cut off by a server restart keeps its items), so deleting it would lose calls'
+          ? 'is part of a response whose message is not its words alone (prompt-based tools write their calls into it, a reply cut off by a server restart keeps its items, and a conversation last saved by an older release does not say which message holds a reply), so deleting it would lose calls'
           : `is a ${item?.type ?? 'response'} item; a tool call and its result stay paired, so neither can be deleted`,
       );
     }

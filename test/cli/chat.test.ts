@@ -230,7 +230,7 @@ describe('npm run chat against a running server', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(
         `could not connect to ${t.url.replace('http:', 'ws:')}/nope: the server answered ` +
-          'HTTP 404 Not Found: WebSocket endpoint is /v1/realtime ' +
+          'HTTP 404 Not Found: WebSocket endpoint is /v1/realtime (or /openai/v1/realtime) ' +
           '(check the URL path; the endpoint is usually /v1/realtime)\n',
       );
     },

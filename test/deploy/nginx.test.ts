@@ -6,6 +6,8 @@
  * other instance, with their conversation.
  */
 import { readFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_SCRIPT, startSimulator, type Simulator } from '../../src/testing/index.js';
 import { httpAnswer, metricValue, rawUpgrade, request, scrape } from '../helpers/http.js';
@@ -316,3 +318,47 @@ describe.runIf(needs('nginx'))('nginx in front of two instances, one of them ful
     );
   });
 });
+
+describe.runIf(needs('nginx'))(
+  'nginx in front of an instance of an older release and a new one',
+  () => {
+    let sim: Simulator;
+    let instance: Instance;
+    let old: Server;
+    let nginx: NginxProc;
+    const clients: TestClient[] = [];
+
+    beforeAll(async () => {
+      sim = await startSimulator({ script: DEMO_SCRIPT });
+      instance = await startInstance({ WORKERS: '1', LLM_BASE_URL: sim.url });
+      // As a release before OpenAI's compatibility path answers its upgrade.
+      old = createServer((_req, res) => res.writeHead(404).end());
+      old.on('upgrade', (_req, socket) =>
+        socket.end(
+          'HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\nWebSocket endpoint is /v1/realtime',
+        ),
+      );
+      await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
+      const { port } = old.address() as AddressInfo;
+      nginx = await startNginx([`127.0.0.1:${port}`, `127.0.0.1:${instance.port}`], 2);
+    });
+
+    afterAll(async () => {
+      for (const c of clients) await c.close();
+      await nginx?.close();
+      await instance?.stop();
+      await new Promise((resolve) => old?.close(resolve));
+      await sim?.close();
+    });
+
+    it("sends OpenAI's compatibility path on to the instance that has it", async () => {
+      // The old one holds no connections: least_conn picks it for each new one.
+      const compat = nginx.wsUrl.replace('/v1/realtime', '/openai/v1/realtime');
+      for (let i = 0; i < 4; i++) {
+        const client = await connect(`${compat}?character=plain`);
+        clients.push(client);
+        await client.next('session.created', undefined, 15_000);
+      }
+    });
+  },
+);
