@@ -238,7 +238,12 @@ export function createHttpHandler(ctx: RouteContext) {
       );
     }
     const path = url.pathname;
-    if (req.method === 'OPTIONS') return preflight(req, res, origin, crossOrigin);
+    const openaiOnly = openaiHttpOnly(path);
+    if (req.method === 'OPTIONS') return preflight(req, res, origin, crossOrigin, openaiOnly);
+    // OpenAI's HTTP side of the Realtime API (WebRTC calls, client secrets): told, not a bare 405.
+    if (openaiOnly !== undefined && req.method === 'POST') {
+      return json(res, 501, { error: { message: openaiOnly } }, false, cors);
+    }
     if (req.method !== 'GET' && !head) {
       return json(
         res,
@@ -305,6 +310,31 @@ export function createHttpHandler(ctx: RouteContext) {
   };
 }
 
+/** Where a client with OpenAI's defaults looks for the Realtime API over WebSocket. */
+const WEBSOCKET_HINT =
+  "connect a WebSocket to /v1/realtime instead (the Agents SDK in a browser: transport: new OpenAIRealtimeWebSocket({ useInsecureApiKey: true }); see docs/protocol.md, 'Browsers')";
+
+/**
+ * Why a POST to one of OpenAI's HTTP paths of the Realtime API is not
+ * served, or undefined for any other path: WebRTC calls (the Agents SDK's
+ * default transport in browsers posts its SDP offer there) and the
+ * ephemeral keys and sessions a backend mints for browsers.
+ */
+export function openaiHttpOnly(path: string): string | undefined {
+  const route = path.replace(/^\/openai(?=\/v1\/)/, '');
+  switch (route) {
+    case '/v1/realtime':
+    case '/v1/realtime/calls':
+      return `Troupe speaks the Realtime API over WebSocket only; WebRTC calls (POST ${path}) are not served: ${WEBSOCKET_HINT}.`;
+    case '/v1/realtime/client_secrets':
+    case '/v1/realtime/sessions':
+    case '/v1/realtime/transcription_sessions':
+      return `Troupe issues no client secrets or ephemeral keys (POST ${path}): a browser sends the server's token (AUTH_TOKEN) as its key, or reaches Troupe through a proxy of yours that admits your users; ${WEBSOCKET_HINT}.`;
+    default:
+      return undefined;
+  }
+}
+
 /**
  * `OPTIONS`: a CORS preflight (Origin and Access-Control-Request-Method)
  * is granted to allowed origins and refused with 403 to others; a plain
@@ -315,6 +345,7 @@ function preflight(
   res: ServerResponse,
   origin: string | undefined,
   allowed: boolean,
+  openaiOnly: string | undefined,
 ): void {
   const method = req.headers['access-control-request-method'];
   if (origin === undefined || method === undefined) {
@@ -336,7 +367,8 @@ function preflight(
   }
   const headers: Record<string, string> = {
     'access-control-allow-origin': origin,
-    'access-control-allow-methods': 'GET, HEAD',
+    // A POST to OpenAI's HTTP paths is let through to read why it is not served.
+    'access-control-allow-methods': openaiOnly === undefined ? 'GET, HEAD' : 'GET, HEAD, POST',
     'access-control-max-age': String(PREFLIGHT_MAX_AGE_S),
     vary: 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers',
   };

@@ -163,7 +163,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
     // Unmute's production frontend dials /api/v1/realtime on its own origin;
     // Pipecat and LiveKit Agents may dial /openai/v1/realtime (OpenAI's events only).
     if (url.pathname !== OPENAI_ONLY_PATH && unmuteRoute(url.pathname) !== '/v1/realtime') {
-      return refuseUpgrade(socket, '404 Not Found', 'WebSocket endpoint is /v1/realtime (or /openai/v1/realtime)');
+      return refuseUpgrade(
+        socket,
+        '404 Not Found',
+        'WebSocket endpoint is /v1/realtime (or /openai/v1/realtime)',
+      );
     }
     if (req.headers['x-forwarded-for'] !== undefined) {
       // Through a load balancer: a 503 before the handshake lets it try

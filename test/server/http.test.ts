@@ -132,6 +132,36 @@ describe('HTTP routes', () => {
     }
   });
 
+  it("tells a POST to OpenAI's WebRTC and client-secret paths what to use instead", async () => {
+    // The Agents SDK's default transport in a browser posts its SDP offer here.
+    for (const path of ['/v1/realtime/calls', '/v1/realtime', '/openai/v1/realtime/calls']) {
+      const res = await request(`${t.url}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/sdp' },
+      });
+      expect(res.status, path).toBe(501);
+      expect(res.json<{ error: { message: string } }>().error.message, path).toMatch(
+        /over WebSocket only; WebRTC calls .* are not served: connect a WebSocket to \/v1\/realtime/,
+      );
+    }
+    const secrets = await request(`${t.url}/v1/realtime/client_secrets`, { method: 'POST' });
+    expect(secrets.status).toBe(501);
+    expect(secrets.json<{ error: { message: string } }>().error.message).toMatch(
+      /issues no client secrets .* the server's token \(AUTH_TOKEN\)/,
+    );
+    // A page may read the answer: its preflight lets the POST through.
+    const preflight = await request(`${t.url}/v1/realtime/calls`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: t.url,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type',
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers['access-control-allow-methods']).toBe('GET, HEAD, POST');
+  });
+
   it('answers an unknown path with a JSON 404 that lists the routes', async () => {
     const res = await request(`${t.url}/nope`);
     expect(res.status).toBe(404);
