@@ -70,6 +70,8 @@ export class ConversationSession implements Session {
   readonly #backgroundOptions: SessionBackgroundOptions;
   /** A restored session's snapshot: the background calls it listed as running. */
   readonly #resumed: SessionState['background'] | undefined;
+  /** The calls of a reply a restored snapshot holds cut (its client may ask to go on from them). */
+  readonly #cutCalls: ReadonlySet<string>;
   /** Background outcomes in history that no response has started since (the follow-up tells them). */
   #untold = 0;
   /** A restored session's announcement, waiting for the client's first event (or its timer). */
@@ -106,6 +108,7 @@ export class ConversationSession implements Session {
     );
     this.#conversation.setTurnSettings(opening.turn);
     this.#resumed = state.conversation ? (state.background ?? []) : undefined;
+    this.#cutCalls = new Set(state.conversation?.reply?.items.map((item) => item.id));
     delete state.background;
     if (!state.conversation && state.settings.greeting !== false) {
       this.#conversation.addGreeting(character);
@@ -174,7 +177,7 @@ export class ConversationSession implements Session {
     clearTimeout(this.#restoredWait);
     this.#restoredWait = undefined;
     this.#conversation.announce();
-    this.#followUps.restored();
+    this.#followUps.restored(this.#cutCalls);
     const parked = this.#o.handover?.claim(this.id);
     resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }

@@ -23,6 +23,10 @@ export class McpFollowUps {
   #running = false;
   /** The user said something while it ran: that is the next response's to answer. */
   #userSpokeMeanwhile = false;
+  /** Follow-ups still to come for the calls of a resumed reply that was cut (see {@link restored}). */
+  #cutLeft = 0;
+  /** The response now running was made by the first of those: it answers the rest. */
+  #goesOn = false;
 
   /** `send`, with what it sends watched. */
   watch(send: (event: ServerEvent) => void): (event: ServerEvent) => void {
@@ -33,12 +37,16 @@ export class McpFollowUps {
   }
 
   /**
-   * The conversation a resume restored was announced: its calls were
-   * answered before, and a client that asks for a follow-up to each (the
-   * Agents SDK does, for every `mcp_call` it sees done) gets empty ones.
+   * The conversation a resume restored was announced. A client may ask for
+   * a follow-up to each call it saw (the Agents SDK does, for every
+   * `mcp_call` it sees done): the calls of finished replies were answered
+   * in them, so those requests get empty responses; the calls of a reply
+   * that was cut (`cut`, its items' ids) were not, so the first request for
+   * them makes a response, which answers the rest.
    */
-  restored(): void {
-    this.#answers = this.#owed;
+  restored(cut: ReadonlySet<string>): void {
+    this.#answers = this.#owed.filter((id) => !cut.has(id));
+    this.#cutLeft = this.#owed.length - this.#answers.length;
     this.#owed = [];
   }
 
@@ -55,6 +63,11 @@ export class McpFollowUps {
         const ended = response.status === 'completed' || response.status === 'cancelled';
         const answered = ended && !this.#userSpokeMeanwhile;
         this.#answers = answered ? this.#owed.map(() => response.id) : [];
+        if (this.#goesOn) {
+          if (answered) for (let i = 0; i < this.#cutLeft; i++) this.#answers.push(response.id);
+          this.#cutLeft = 0;
+          this.#goesOn = false;
+        }
         this.#owed = [];
         this.#running = false;
         return;
@@ -73,10 +86,13 @@ export class McpFollowUps {
           this.#userSpokeMeanwhile = true;
         }
         this.#answers = [];
+        // Not the items of the response that makes a cut reply anew.
+        if (!this.#running) this.#cutLeft = 0;
         return;
       case 'conversation.item.deleted':
       case 'conversation.item.truncated':
         this.#answers = [];
+        this.#cutLeft = 0;
         return;
       default:
         return;
@@ -90,7 +106,12 @@ export class McpFollowUps {
    */
   answered(request: { response?: unknown }): string | undefined {
     if (request.response !== undefined) return undefined;
-    return this.#answers.shift();
+    const by = this.#answers.shift();
+    if (by !== undefined || this.#cutLeft === 0) return by;
+    // The first follow-up of a cut reply's calls: the reply is made anew.
+    this.#cutLeft--;
+    this.#goesOn = true;
+    return undefined;
   }
 }
 

@@ -186,8 +186,31 @@ describe('what the follow-ups watch', () => {
 
   it("names a resumed conversation's calls once it is announced", () => {
     const followUps = seen([ran[0]!]);
-    followUps.restored();
+    followUps.restored(new Set());
     expect(followUps.answered({})).toBe('item_1');
+    expect(followUps.answered({})).toBeUndefined();
+  });
+
+  it('lets the first follow-up of a resumed reply that was cut make a response, which answers the rest', () => {
+    const done = (id: string): ServerEvent => ({
+      type: 'conversation.item.done',
+      previous_item_id: null,
+      item: { ...call, id },
+    });
+    const followUps = seen([done('item_old'), done('item_cut1'), done('item_cut2')]);
+    followUps.restored(new Set(['item_cut1', 'item_cut2', 'item_text']));
+    expect(followUps.answered({})).toBe('item_old');
+    expect(followUps.answered({})).toBeUndefined();
+    const send = followUps.watch(() => {});
+    send({ type: 'response.created', response: response('resp_on', 'in_progress') });
+    const reply = { type: 'message', role: 'assistant', id: 'item_on', content: [] };
+    send({
+      type: 'conversation.item.added',
+      previous_item_id: null,
+      item: reply as unknown as Item,
+    });
+    send({ type: 'response.done', response: response('resp_on', 'completed') });
+    expect(followUps.answered({})).toBe('resp_on');
     expect(followUps.answered({})).toBeUndefined();
   });
 
