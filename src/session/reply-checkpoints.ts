@@ -31,11 +31,18 @@ export interface ReplyWatch {
   /** The reply's first text: the timer starts. */
   begin(): void;
   /**
-   * A round's calls start, one of them ends, or the round has its results:
-   * written at the end of this turn of the event loop (once the calls have
-   * started, or the next round's request is out), and the timer starts.
+   * A round's calls start, or the round has its results: written at the end
+   * of this turn of the event loop (once the calls have started, or the next
+   * round's request is out), and the timer starts.
    */
   toolsRan(): void;
+  /**
+   * A call ended: written now, before the client's socket sends its
+   * `response.mcp_call.completed` (its frames leave at the end of this
+   * tick), so a process killed as the client reads that the tool ran
+   * leaves the store with its result: the model does not run it again.
+   */
+  toolEnded(): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -59,7 +66,7 @@ export interface ReplyWatchOptions {
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   if (o.everyMs <= 0) {
     const none = (): void => {};
-    return { onStart: none, begin: none, toolsRan: none, stop: none };
+    return { onStart: none, begin: none, toolsRan: none, toolEnded: none, stop: none };
   }
   let turn: TurnProgress | undefined;
   // While a call streams or awaits the client, the reply cannot be cut: the last one stands.
@@ -105,6 +112,11 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
     },
     begin,
     toolsRan,
+    toolEnded: () => {
+      if (stopped) return;
+      begin();
+      tell(true);
+    },
     stop: () => {
       stopped = true;
       clearInterval(timer);

@@ -182,8 +182,10 @@ export async function runResponse(
         if (speech) fillers.apply(e, response.controller.signal);
         if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
-        const tools = e.type === 'tool_call.done' || e.type === 'tool.result';
-        if (tools || (e.type === 'round.end' && e.toolCalls > 0)) watch.toolsRan();
+        if (e.type === 'tool.result') watch.toolEnded();
+        else if (e.type === 'tool_call.done' || (e.type === 'round.end' && e.toolCalls > 0)) {
+          watch.toolsRan();
+        }
       }
     }
     fillers.clear();

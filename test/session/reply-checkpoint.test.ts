@@ -245,6 +245,25 @@ describe('a reply under way in the snapshot', () => {
     restored.close();
   });
 
+  it("a call's result is written before the client's socket sends that the call completed", async () => {
+    const rec = new Recorder();
+    // A socket sends what a tick wrote at the end of it (a process.nextTick, the frame writer's).
+    const sentAt: Array<{ settled: boolean }> = [];
+    const send = rec.send;
+    rec.send = (event) => {
+      send(event);
+      if (event.type !== 'response.mcp_call.completed') return;
+      const asked = rec.changes.length;
+      process.nextTick(() => sentAt.push({ settled: rec.changes.slice(asked).includes(true) }));
+    };
+    const session = await open(rec, 60_000, 'weather');
+    await session.handle(line(WEATHER_STORY_LINE));
+    await session.handle({ type: 'response.create' });
+    await session.idle();
+    expect(sentAt).toEqual([{ settled: true }]);
+    session.close();
+  });
+
   it('is gone once the reply ends: history has it once', async () => {
     const rec = new Recorder();
     const session = await open(rec);
