@@ -375,7 +375,7 @@ function workerStates(router: WorkerRouter, live: Map<Worker, number>): WorkerSt
       ...base,
       status: refusing === 'shutting_down' ? 'shutting_down' : 'ok',
       sessions,
-      ...(refusing === 'full' || refusing === 'overloaded' ? { refusing } : {}),
+      ...(refusing !== undefined && refusing !== 'shutting_down' ? { refusing } : {}),
     };
   });
 }

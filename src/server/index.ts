@@ -27,7 +27,7 @@ import {
   type ResumeStore,
 } from './resume-store.js';
 import { createServerVoice, type ServerVoice } from './voice.js';
-import { CLOSE, createRealtime, type RealtimeEndpoint } from './realtime.js';
+import { CLOSE, createRealtime, type RealtimeEndpoint, type Refusing } from './realtime.js';
 
 export { CLOSE } from './realtime.js';
 export { createLogger } from './logger.js';
@@ -82,8 +82,8 @@ export interface WorkerState {
   status: 'ok' | 'shutting_down' | 'starting' | 'unresponsive';
   /** Open sessions, when it has reported. */
   sessions?: number;
-  /** Why it would refuse a new session now, if it would. */
-  refusing?: 'full' | 'overloaded';
+  /** Why it would refuse a new session now, if it would (`busy`: not a resume). */
+  refusing?: Exclude<Refusing, 'shutting_down'>;
 }
 
 /** A running server. */
@@ -348,7 +348,7 @@ async function readiness(
 ): Promise<Readiness> {
   if (!cluster) {
     const refusing = realtime.refusing();
-    return refusing ? { ready: false, reason: refusing } : { ready: true };
+    return refusing && refusing !== 'busy' ? { ready: false, reason: refusing } : { ready: true };
   }
   let workers: WorkerState[];
   try {
@@ -357,7 +357,10 @@ async function readiness(
     // The primary is gone or stuck: it hands out no connections, so the instance takes none.
     return { ready: false, reason: (err as Error).message };
   }
-  if (workers.some((w) => w.status === 'ok' && w.refusing === undefined)) return { ready: true };
+  // Busy (event loop, CPU) is not "not ready": resumes are let in, and a
+  // probe that took a crash's survivors out would turn their clients away.
+  const takes = (w: WorkerState): boolean => w.refusing === undefined || w.refusing === 'busy';
+  if (workers.some((w) => w.status === 'ok' && takes(w))) return { ready: true };
   const reasons = new Set(workers.map((w) => w.refusing ?? w.status));
   return { ready: false, reason: [...reasons].join(', ') || 'no workers' };
 }

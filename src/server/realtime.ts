@@ -70,7 +70,7 @@ export interface RealtimeEndpoint {
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void;
   readonly active: number;
   /** Why a new session would be refused now, if it would (not logged, not counted). */
-  refusing(): 'full' | 'overloaded' | 'shutting_down' | undefined;
+  refusing(): Refusing | undefined;
   /** Stops taking connections; new ones are closed with 1001. */
   stopAccepting(): void;
   /**
@@ -207,7 +207,11 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
       return connections.size;
     },
     refusing() {
-      return accepting ? noRoom(ctx, connections, false)?.label : SHUTTING_DOWN.label;
+      if (!accepting) return SHUTTING_DOWN.label;
+      const room = noRoom(ctx, connections, false);
+      // Busy (event loop, CPU): a resume is still let in.
+      if (room?.label === 'overloaded' && room.resumable) return 'busy';
+      return room?.label;
     },
     stopAccepting() {
       accepting = false;
@@ -247,9 +251,18 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
 }
 
 /** Why a new session is turned away, and when to try again. */
+/**
+ * Why a new session would be refused now: `busy` is overloaded by the event
+ * loop or CPU, which a resume is let past (so a readiness probe must not
+ * take the instance out for it); `overloaded` is past its memory limits.
+ */
+export type Refusing = 'full' | 'overloaded' | 'busy' | 'shutting_down';
+
 interface Refusal {
   /** The `troupe_connections_rejected_total` reason. */
   label: 'full' | 'overloaded' | 'shutting_down';
+  /** Overloaded, but a resume would be let in (the event loop or CPU is busy). */
+  resumable?: boolean;
   /** The close reason, or the 503's text. */
   reason: string;
   retryAfterMs: number;
@@ -298,6 +311,7 @@ function noRoom(
   return {
     label: 'overloaded',
     retryAfterMs: overloaded.retryAfterMs,
+    resumable: BUSY_REASONS.has(overloaded.reason),
     ...overloadRefusal(overloaded),
   };
 }

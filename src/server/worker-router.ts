@@ -15,6 +15,7 @@
  * `MAX_SESSIONS` per worker, a full worker refused clients while another
  * had room, and an overloaded one was handed as many as an idle one.
  */
+import type { Refusing } from './realtime.js';
 import type { Worker } from 'node:cluster';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from 'pino';
@@ -53,6 +54,7 @@ const SLOW_WEIGHT = 1e5;
 const REFUSING_WEIGHT = {
   full: 1e6,
   overloaded: 1e6,
+  busy: 1e6,
   shutting_down: 1e9,
 } as const;
 
@@ -70,7 +72,7 @@ export interface WorkerRoom {
    */
   open?: number;
   /** Why it would refuse a new session now; absent when it would take one. */
-  refusing?: 'full' | 'overloaded' | 'shutting_down';
+  refusing?: Refusing;
 }
 
 /** Options of {@link openWorkerRouter}. */

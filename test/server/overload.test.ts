@@ -3,7 +3,7 @@ import type { Gauge } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createOverloadMonitor, type OverloadMonitor } from '../../src/server/overload.js';
 import { overloadRefusal } from '../../src/server/session-open.js';
-import { metricValue, scrape } from '../helpers/http.js';
+import { metricValue, request, scrape } from '../helpers/http.js';
 import { connect } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -251,6 +251,22 @@ describe('overload refusal', () => {
     await back.next('conversation.item.added', undefined, 60_000);
     expect(back.events.filter((e) => e.type === 'error')).toEqual([]);
     await back.close();
+    // Nor by a readiness probe: busy is not "not ready", or a load balancer
+    // that checks it would turn the resumes away that the server lets in.
+    const ready = await within(
+      (async () => {
+        for (;;) {
+          const answer = await request(`${t!.url}/health/ready`);
+          if (t!.server.refusing === 'busy') return answer;
+        }
+      })(),
+      'a readiness answer while busy',
+      30_000,
+    );
+    expect({ status: ready.status, body: ready.json() }).toEqual({
+      status: 200,
+      body: { ready: true },
+    });
     busy.stop();
     const { code, reason } = await c.closed;
     expect(code).toBe(1013);
