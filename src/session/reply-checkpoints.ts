@@ -18,6 +18,7 @@
  * reads that they may have done their work, and those that ended as they
  * ended.
  */
+import type { TurnEvent } from '../llm/turn-runner.js';
 import type { TurnProgress } from '../llm/turn-state.js';
 import type { Item, McpCallItem } from './events.js';
 import type { HistoryGroup } from './history.js';
@@ -31,18 +32,16 @@ export interface ReplyWatch {
   /** The reply's first text: the timer starts. */
   begin(): void;
   /**
-   * A round's calls start, or the round has its results: written at the end
-   * of this turn of the event loop (once the calls have started, or the next
-   * round's request is out), and the timer starts.
-   */
-  toolsRan(): void;
-  /**
-   * A call ended: written now, before the client's socket sends its
+   * A turn's event, after the writer sent its own. A call that ended is
+   * written now, before the client's socket sends its
    * `response.mcp_call.completed` (its frames leave at the end of this
    * tick), so a process killed as the client reads that the tool ran
-   * leaves the store with its result: the model does not run it again.
+   * leaves the store with its result: the model does not run it again. A
+   * round's calls starting, and its end, are written at the end of this
+   * turn of the event loop (once the calls have started, or the next
+   * round's request is out). Either starts the timer.
    */
-  toolEnded(): void;
+  turnEvent(e: TurnEvent): void;
   /** History takes the reply (or it ends): no more checkpoints. */
   stop(): void;
 }
@@ -66,7 +65,7 @@ export interface ReplyWatchOptions {
 export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   if (o.everyMs <= 0) {
     const none = (): void => {};
-    return { onStart: none, begin: none, toolsRan: none, toolEnded: none, stop: none };
+    return { onStart: none, begin: none, turnEvent: none, stop: none };
   }
   let turn: TurnProgress | undefined;
   // While a call streams or awaits the client, the reply cannot be cut: the last one stands.
@@ -96,7 +95,7 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
   };
   let soon = false;
   // After this turn of the event loop: the calls start first, or the next
-  // round's request goes out. Calls that end at once make one write.
+  // round's request goes out. Calls that start together make one write.
   const toolsRan = (): void => {
     if (stopped || soon) return;
     begin();
@@ -111,11 +110,13 @@ export function watchReply(o: ReplyWatchOptions): ReplyWatch {
       turn = t;
     },
     begin,
-    toolsRan,
-    toolEnded: () => {
-      if (stopped) return;
-      begin();
-      tell(true);
+    turnEvent: (e) => {
+      if (e.type === 'tool.result' && !stopped) {
+        begin();
+        tell(true);
+      } else if (e.type === 'tool_call.done' || (e.type === 'round.end' && e.toolCalls > 0)) {
+        toolsRan();
+      }
     },
     stop: () => {
       stopped = true;

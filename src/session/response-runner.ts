@@ -182,10 +182,7 @@ export async function runResponse(
         if (speech) fillers.apply(e, response.controller.signal);
         if (e.type === 'round.start' && e.round === 0) requestAt = performance.now();
         out.apply(e);
-        if (e.type === 'tool.result') watch.toolEnded();
-        else if (e.type === 'tool_call.done' || (e.type === 'round.end' && e.toolCalls > 0)) {
-          watch.toolsRan();
-        }
+        watch.turnEvent(e);
       }
     }
     fillers.clear();
