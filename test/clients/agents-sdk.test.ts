@@ -187,6 +187,33 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(client.errors).toEqual([]);
   });
 
+  it('resumed after a reply with a character tool, makes no reply nobody asked for', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    client.session.sendMessage("What's the weather in Glasgow?");
+    await client.historyWhere('the first reply', (h) => hasReply(h, 'celsius or fahrenheit'));
+    client.session.sendMessage('Celsius, please.');
+    await client.historyWhere('the reply after the tool', (h) => hasReply(h, '°C and'));
+    const created = await client.nextReceived('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    client.close();
+    const asked = chatBodies(t.simulator).length;
+
+    // The SDK asks for a response for each mcp_call it sees done, the resumed one too.
+    client = await connectSdk(t, clockAgent([]), `character=weather&resume=${token}`);
+    const call = await client.nextReceived(
+      'conversation.item.done',
+      (e) => (e.item as { type: string }).type === 'mcp_call',
+    );
+    const done = await client.nextReceived('response.done');
+    expect(done.response).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: (call.item as { id: string }).id },
+    });
+    expect(chatBodies(t.simulator).length).toBe(asked);
+    expect(serverErrors(client)).toEqual([]);
+    expect(client.errors).toEqual([]);
+  });
+
   it('hears a background tool start and its result told later, answering neither', async () => {
     client = await connectSdk(t, clockAgent([]), 'character=travel-agent');
     client.session.sendMessage('Find flights from London to Lisbon next Friday.');
