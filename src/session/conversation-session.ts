@@ -13,7 +13,7 @@ import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
-import { FOLLOW_UP_ANSWER, McpFollowUps } from './mcp-follow-ups.js';
+import { cutReplyCalls, FOLLOW_UP_ANSWER, McpFollowUps } from './mcp-follow-ups.js';
 import { answerEmpty } from './response-report.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import {
@@ -70,8 +70,6 @@ export class ConversationSession implements Session {
   readonly #backgroundOptions: SessionBackgroundOptions;
   /** A restored session's snapshot: the background calls it listed as running. */
   readonly #resumed: SessionState['background'] | undefined;
-  /** The calls of a reply a restored snapshot holds cut (its client may ask to go on from them). */
-  readonly #cutCalls: ReadonlySet<string>;
   /** Background outcomes in history that no response has started since (the follow-up tells them). */
   #untold = 0;
   /** A restored session's announcement, waiting for the client's first event (or its timer). */
@@ -108,7 +106,6 @@ export class ConversationSession implements Session {
     );
     this.#conversation.setTurnSettings(opening.turn);
     this.#resumed = state.conversation ? (state.background ?? []) : undefined;
-    this.#cutCalls = new Set(state.conversation?.reply?.items.map((item) => item.id));
     delete state.background;
     if (!state.conversation && state.settings.greeting !== false) {
       this.#conversation.addGreeting(character);
@@ -177,7 +174,7 @@ export class ConversationSession implements Session {
     clearTimeout(this.#restoredWait);
     this.#restoredWait = undefined;
     this.#conversation.announce();
-    this.#followUps.restored(this.#cutCalls);
+    this.#followUps.restored(cutReplyCalls(this.#conversation.items));
     const parked = this.#o.handover?.claim(this.id);
     resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }

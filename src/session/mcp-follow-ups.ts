@@ -11,7 +11,7 @@
  * the client is sent, as such a client does, and knows when a
  * `response.create` is that follow-up, already answered.
  */
-import type { ServerEvent } from './events.js';
+import type { Item, ServerEvent } from './events.js';
 
 /** Follow-ups of one session's `mcp_call` items. */
 export class McpFollowUps {
@@ -27,6 +27,8 @@ export class McpFollowUps {
   #cutLeft = 0;
   /** The response now running was made by the first of those: it answers the rest. */
   #goesOn = false;
+  /** The items of the last conversation response: the client may cut them (truncate) and ask on. */
+  #replyItems = new Set<string>();
 
   /** `send`, with what it sends watched. */
   watch(send: (event: ServerEvent) => void): (event: ServerEvent) => void {
@@ -41,8 +43,8 @@ export class McpFollowUps {
    * a follow-up to each call it saw (the Agents SDK does, for every
    * `mcp_call` it sees done): the calls of finished replies were answered
    * in them, so those requests get empty responses; the calls of a reply
-   * that was cut (`cut`, its items' ids) were not, so the first request for
-   * them makes a response, which answers the rest.
+   * that was cut (`cut`: {@link cutReplyCalls}) were not, so the first
+   * request for them makes a response, which answers the rest.
    */
   restored(cut: ReadonlySet<string>): void {
     this.#answers = this.#owed.filter((id) => !cut.has(id));
@@ -79,6 +81,7 @@ export class McpFollowUps {
         this.#answers = [];
         this.#running = true;
         this.#userSpokeMeanwhile = false;
+        this.#replyItems.clear();
         return;
       // Anything added, taken out or cut after the answer: a request now asks for a new reply.
       case 'conversation.item.added':
@@ -86,11 +89,18 @@ export class McpFollowUps {
           this.#userSpokeMeanwhile = true;
         }
         this.#answers = [];
+        if (this.#running) this.#replyItems.add(event.item.id);
         // Not the items of the response that makes a cut reply anew.
-        if (!this.#running) this.#cutLeft = 0;
+        else this.#cutLeft = 0;
+        return;
+      case 'conversation.item.truncated':
+        // The reply's own audio, cut where the user stopped hearing it (the
+        // SDK truncates it as it asks for the follow-up): nothing new.
+        if (this.#replyItems.has(event.item_id)) return;
+        this.#answers = [];
+        this.#cutLeft = 0;
         return;
       case 'conversation.item.deleted':
-      case 'conversation.item.truncated':
         this.#answers = [];
         this.#cutLeft = 0;
         return;
@@ -120,4 +130,25 @@ export const FOLLOW_UP_ANSWER = 'answered';
 
 function isFollowUpAnswer(metadata: Record<string, string> | null | undefined): boolean {
   return metadata?.troupe === FOLLOW_UP_ANSWER;
+}
+
+/**
+ * The calls of a reply that was cut off after them: the `mcp_call` items
+ * since the user's last message, when the conversation ends with one of
+ * them or with an `incomplete` assistant message (the reply after the calls
+ * cut short, by a dropped connection or a stopped process). None otherwise.
+ */
+export function cutReplyCalls(items: readonly Item[]): Set<string> {
+  const calls = new Set<string>();
+  const last = items.at(-1);
+  const cut =
+    last?.type === 'mcp_call' ||
+    (last?.type === 'message' && last.role === 'assistant' && last.status === 'incomplete');
+  if (!cut) return calls;
+  for (let i = items.length - 1; i >= 0; i--) {
+    const item = items[i]!;
+    if (item.type === 'message' && item.role === 'user') break;
+    if (item.type === 'mcp_call') calls.add(item.id);
+  }
+  return calls;
 }

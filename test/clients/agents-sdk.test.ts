@@ -8,7 +8,13 @@ import { RealtimeAgent, tool, type RealtimeItem } from '@openai/agents-realtime'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { DEMO_SCRIPT, type SimScript } from '../../src/testing/index.js';
-import { connectSdk, hasReply, itemText, type SdkClient } from '../helpers/agents-sdk.js';
+import {
+  connectSdk,
+  hasReply,
+  itemText,
+  type SdkClient,
+  type WireEvent,
+} from '../helpers/agents-sdk.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { chatBodies } from '../helpers/session.js';
 import { fakeVoice } from '../helpers/voice.js';
@@ -212,6 +218,41 @@ describe('the Agents SDK RealtimeSession with its default config', () => {
     expect(chatBodies(t.simulator).length).toBe(asked);
     expect(serverErrors(client)).toEqual([]);
     expect(client.errors).toEqual([]);
+  });
+
+  it('cuts off the spoken reply after a character tool and gets no second reply for its follow-up', async () => {
+    client = await connectSdk(t, clockAgent([]), 'character=weather');
+    client.session.sendMessage("What's the weather in Glasgow?");
+    await client.historyWhere('the first reply', (h) => hasReply(h, 'celsius or fahrenheit'));
+    const asked = chatBodies(t.simulator).length;
+    const from = client.received.length;
+    const since = (e: WireEvent): boolean => client!.received.indexOf(e) >= from;
+    client.session.sendMessage('Celsius, please.');
+    const call = await client.nextReceived(
+      'conversation.item.done',
+      (e) => since(e) && (e.item as { type: string }).type === 'mcp_call',
+    );
+    // Its words after the tool are playing; the user talks over them: the
+    // SDK cancels, truncates the reply's audio and asks for the follow-up.
+    await client.nextReceived(
+      'response.output_audio.delta',
+      (e) => client!.received.indexOf(e) > client!.received.indexOf(call),
+    );
+    client.session.interrupt();
+    const cut = await client.nextReceived('response.done', since);
+    expect(cut.response).toMatchObject({ status: 'cancelled' });
+    const followUp = await client.nextReceived(
+      'response.done',
+      (e) => client!.received.indexOf(e) > client!.received.indexOf(cut),
+    );
+    expect(followUp.response).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: (cut.response as { id: string }).id },
+    });
+    expect(client.sent.map((e) => e.type)).toContain('conversation.item.truncate');
+    // The round that called the tool and the one after it; not a third.
+    expect(chatBodies(t.simulator).length).toBe(asked + 2);
+    expect(serverErrors(client)).toEqual([]);
   });
 
   it('hears a background tool start and its result told later, answering neither', async () => {

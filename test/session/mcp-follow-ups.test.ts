@@ -7,9 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Item, McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
-import { McpFollowUps } from '../../src/session/mcp-follow-ups.js';
+import { cutReplyCalls, McpFollowUps } from '../../src/session/mcp-follow-ups.js';
 import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { fakeVoice } from '../helpers/voice.js';
 import {
   chatBodies,
   doneOf,
@@ -76,11 +77,17 @@ describe('a response.create after tool calls the reply answered', () => {
 
 describe('a response.create after tool calls, the reply cut off or the conversation resumed', () => {
   let slow: TestServer;
+  let spoken: TestServer;
   beforeAll(async () => {
     // 5 tokens a second: the reply after the tool is still under way when it is cut.
     slow = await startTestServer({ simulator: { latency: { tokensPerSec: 5 } } });
+    // Spoken replies play in real time: the reply after the tool is still playing when cut.
+    spoken = await startTestServer({ voice: await fakeVoice() });
   });
-  afterAll(() => slow.close());
+  afterAll(async () => {
+    await slow.close();
+    await spoken.close();
+  });
 
   /** Sends a bare `response.create`; the empty answer's `response.done`. */
   async function followUp(c: TestClient): Promise<Done> {
@@ -104,6 +111,59 @@ describe('a response.create after tool calls, the reply cut off or the conversat
     });
     expect(chatBodies(slow.simulator).length).toBe(asked);
     await c.close();
+  });
+
+  it('is answered empty after a spoken reply cut off, its audio truncated, as the SDK does at barge-in', async () => {
+    const c = await openSession(spoken, 'character=weather');
+    c.send({ type: 'session.update', session: { output_modalities: ['audio'] } });
+    await c.next('session.updated');
+    c.send(userMessage('Celsius, please.'));
+    c.send({ type: 'response.create' });
+    await c.next('conversation.item.done', isCall);
+    const playing = await c.next('response.output_audio.delta');
+    c.send({ type: 'response.cancel' });
+    const cut = (await c.next('response.done')).response as Done;
+    expect(cut.status).toBe('cancelled');
+    // The SDK truncates what the user heard; the truncate lands after the response ended.
+    c.send({
+      type: 'conversation.item.truncate',
+      item_id: playing.item_id,
+      content_index: 0,
+      audio_end_ms: 0,
+    });
+    await c.next('conversation.item.truncated');
+    const asked = chatBodies(spoken.simulator).length;
+    expect(await followUp(c)).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: cut.id },
+    });
+    expect(chatBodies(spoken.simulator).length).toBe(asked);
+    await c.close();
+  });
+
+  it('goes on from a reply the dropped connection cut after its call, once resumed', async () => {
+    const first = await connect(`${slow.wsUrl}?character=weather`);
+    const created = await first.next('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    first.send(userMessage('Celsius, please.'));
+    first.send({ type: 'response.create' });
+    await first.next('conversation.item.done', isCall);
+    await first.next('response.output_text.delta');
+    await first.close();
+
+    const again = await connect(`${slow.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.done', isCall);
+    const reply = await again.next(
+      'conversation.item.done',
+      (e) => (e.item as { role?: string }).role === 'assistant',
+    );
+    expect(reply.item).toMatchObject({ status: 'incomplete' });
+    const asked = chatBodies(slow.simulator).length;
+    again.send({ type: 'response.create' });
+    expect(doneOf(await again.untilDone()).metadata).toBeNull();
+    expect(chatBodies(slow.simulator).length).toBe(asked + 1);
+    await again.close();
   });
 
   it('is answered empty once for each call a resumed conversation announces', async () => {
@@ -182,6 +242,17 @@ describe('what the follow-ups watch', () => {
     send({ type: 'response.done', response: empty });
     expect(two.answered({})).toBe('resp_1');
     expect(two.answered({})).toBeUndefined();
+  });
+
+  it('finds the calls of a reply cut after them: the conversation ends with them or an incomplete answer', () => {
+    const user = { type: 'message', role: 'user', id: 'u', content: [] } as unknown as Item;
+    const answer = (status: string) =>
+      ({ type: 'message', role: 'assistant', id: 'a', status, content: [] }) as unknown as Item;
+    const old = { ...call, id: 'old' };
+    expect(cutReplyCalls([old, user, call, answer('incomplete')])).toEqual(new Set(['item_1']));
+    expect(cutReplyCalls([user, call])).toEqual(new Set(['item_1']));
+    expect(cutReplyCalls([user, call, answer('completed')])).toEqual(new Set());
+    expect(cutReplyCalls([call, user, answer('incomplete')])).toEqual(new Set());
   });
 
   it("names a resumed conversation's calls once it is announced", () => {
