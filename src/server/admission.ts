@@ -63,7 +63,9 @@ export function checkAccess(
     const fix =
       origin === 'null'
         ? 'serve the page over http(s) and add its origin to ALLOWED_ORIGINS'
-        : 'add the origin to ALLOWED_ORIGINS (or serve the page from this server)';
+        : sameHost(origin, req.headers.host)
+          ? `this server does not answer to the host ${req.headers.host!.slice(0, 200)}: add it to ALLOWED_HOSTS`
+          : 'add the origin to ALLOWED_ORIGINS (or serve the page from this server)';
     return {
       reason: `origin ${origin} not allowed`,
       label: 'origin',
@@ -219,4 +221,13 @@ function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Whether a page of `origin` was served by the host the request names (a same-origin page). */
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
 }

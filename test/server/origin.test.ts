@@ -11,14 +11,23 @@ async function expectAdmitted(url: string, origin?: string): Promise<void> {
 }
 
 /** The close reason; the `error` sent before it, which says what to do, is checked too. */
-async function expectRefused(url: string, origin: string): Promise<string> {
-  const c = await connect(url, { origin });
+async function expectRefused(
+  url: string,
+  origin: string,
+  headers: Record<string, string> = {},
+): Promise<string> {
+  const c = await connect(url, { origin, headers });
   const { code, reason } = await within(c.closed, `the close of a client from ${origin}`);
   expect(code).toBe(1008);
   expect(c.events.map((e) => e.type)).toEqual(['error']);
   expect(c.events[0]!.error).toMatchObject({
     code: 'origin_not_allowed',
-    message: origin === 'null' ? /serve the page over http/ : /add the origin to ALLOWED_ORIGINS/,
+    message:
+      origin === 'null'
+        ? /serve the page over http/
+        : headers.Host !== undefined
+          ? /does not answer to the host .*: add it to ALLOWED_HOSTS/
+          : /add the origin to ALLOWED_ORIGINS/,
   });
   return reason;
 }
@@ -46,9 +55,11 @@ describe('origin check with ALLOWED_ORIGINS unset', () => {
     await expectRefused(t.wsUrl, 'http://127.0.0.1:1');
     // Sandboxed frames and file:// pages send the opaque origin `null`.
     await expectRefused(t.wsUrl, 'null');
+    // A page served under a host name the server does not answer to (DNS rebinding, or a LAN name).
+    await expectRefused(t.wsUrl, 'http://rebound.example:8080', { Host: 'rebound.example:8080' });
     expect(
       metricValue(await scrape(t.url), 'troupe_connections_rejected_total', { reason: 'origin' }),
-    ).toBe(3);
+    ).toBe(4);
   });
 });
 
