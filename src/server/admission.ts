@@ -13,6 +13,7 @@ import { DIALECTS, type Dialect } from '../protocol/index.js';
 import { COMPAT_MODES, type CompatMode } from '../protocol/openai-only.js';
 import { metadataParam } from '../protocol/session-metadata.js';
 import { originAllowed } from './http-routes.js';
+import { checkClientSecret, CLIENT_SECRET_PREFIX, secretKey } from './client-secrets.js';
 import { CLOSE } from './socket-close.js';
 
 /**
@@ -88,18 +89,51 @@ export function checkAccess(
       ),
     };
   }
-  if (!given.some((t) => sameSecret(t.token, token))) {
-    const where = given.map((t) => t.via).join(' and ');
-    return {
-      reason: 'invalid token',
-      label: 'auth',
-      error: new ProtocolError(
-        'invalid_api_key',
-        `The token given (${where}) is not this server's token (AUTH_TOKEN).`,
-      ),
-    };
+  if (given.some((t) => sameSecret(t.token, token))) return undefined;
+  const secret = given.find((t) => t.token.startsWith(CLIENT_SECRET_PREFIX));
+  if (secret !== undefined) {
+    const check = checkClientSecret(secretKey(token), secret.token);
+    if (check.ok) return undefined;
+    if (check.why === 'expired') {
+      const at = new Date(check.expiredAt * 1000).toISOString();
+      return {
+        reason: 'client secret expired',
+        label: 'auth',
+        error: new ProtocolError(
+          'invalid_api_key',
+          `The client secret given (${secret.via}) expired at ${at}; mint another (POST /v1/realtime/client_secrets).`,
+        ),
+      };
+    }
   }
-  return undefined;
+  const where = given.map((t) => t.via).join(' and ');
+  return {
+    reason: 'invalid token',
+    label: 'auth',
+    error: new ProtocolError(
+      'invalid_api_key',
+      `The token given (${where}) is neither this server's token (AUTH_TOKEN) nor a client secret it minted.`,
+    ),
+  };
+}
+
+/**
+ * The character a connection's client secret picks (its `session.model`,
+ * when that is a character's id), unless the URL names one with `?character=`.
+ */
+export function secretCharacter(
+  limits: Config['server'],
+  req: IncomingMessage,
+  url: URL,
+  registry: CharacterRegistry,
+): string | undefined {
+  if (limits.authToken === undefined || url.searchParams.has('character')) return undefined;
+  const secret = presentedTokens(req, url).find((t) => t.token.startsWith(CLIENT_SECRET_PREFIX));
+  if (secret === undefined) return undefined;
+  const check = checkClientSecret(secretKey(limits.authToken), secret.token);
+  return check.ok && check.model !== undefined && registry.get(check.model)
+    ? check.model
+    : undefined;
 }
 
 /** The character, variant, dialect and metadata a connection asks for, or why it cannot have them. */

@@ -16,6 +16,7 @@ import type { Metrics } from '../metrics/index.js';
 import { unmuteVoiceList, type UnmuteVoice } from '../protocol/index.js';
 import type { SttProvider, TtsProvider } from '../voice/types.js';
 import type { ServerLlm } from './llm.js';
+import { answerMint } from './client-secrets.js';
 import { serveUnmuteFrontend } from './unmute-frontend.js';
 
 /** The web client's folder (served at `/`). */
@@ -82,6 +83,12 @@ export interface RouteContext {
   healthExtras?: () => Promise<{ degraded: boolean; fields: Record<string, unknown> }>;
   /** The `/metrics` text, when it is not this registry's alone (every worker's, aggregated). */
   metricsText?: (waitMs?: number) => Promise<string>;
+  /**
+   * `AUTH_TOKEN`: it mints client secrets (`POST /v1/realtime/client_secrets`),
+   * and their signing key is made from it.
+   * @defaultValue unset: no keys are checked, and none are minted
+   */
+  authToken?: string;
   /**
    * `/health/ready`: whether the instance takes a new session now, and if
    * not why (full, overloaded, shutting down).
@@ -239,8 +246,15 @@ export function createHttpHandler(ctx: RouteContext) {
     }
     const path = url.pathname;
     const openaiOnly = openaiHttpOnly(path);
-    if (req.method === 'OPTIONS') return preflight(req, res, origin, crossOrigin, openaiOnly);
-    // OpenAI's HTTP side of the Realtime API (WebRTC calls, client secrets): told, not a bare 405.
+    const minting = isMintPath(path);
+    if (req.method === 'OPTIONS') {
+      return preflight(req, res, origin, crossOrigin, openaiOnly !== undefined || minting);
+    }
+    if (minting && req.method === 'POST') {
+      const answer = await answerMint(req, ctx.authToken);
+      return json(res, answer.status, answer.body, false, { ...cors, 'cache-control': 'no-store' });
+    }
+    // OpenAI's HTTP side of the Realtime API (WebRTC calls, sessions): told, not a bare 405.
     if (openaiOnly !== undefined && req.method === 'POST') {
       return json(res, 501, { error: { message: openaiOnly } }, false, cors);
     }
@@ -312,7 +326,7 @@ export function createHttpHandler(ctx: RouteContext) {
 
 /** Where a client with OpenAI's defaults looks for the Realtime API over WebSocket. */
 const WEBSOCKET_HINT =
-  "connect a WebSocket to /v1/realtime instead (the Agents SDK in a browser: transport: new OpenAIRealtimeWebSocket({ useInsecureApiKey: true }); see docs/protocol.md, 'Browsers')";
+  "connect a WebSocket to /v1/realtime instead (the Agents SDK in a browser: transport 'websocket' with a client secret from POST /v1/realtime/client_secrets as its key; see docs/protocol.md, 'Browsers')";
 
 /**
  * Why a POST to one of OpenAI's HTTP paths of the Realtime API is not
@@ -326,13 +340,17 @@ export function openaiHttpOnly(path: string): string | undefined {
     case '/v1/realtime':
     case '/v1/realtime/calls':
       return `Troupe speaks the Realtime API over WebSocket only; WebRTC calls (POST ${path}) are not served: ${WEBSOCKET_HINT}.`;
-    case '/v1/realtime/client_secrets':
     case '/v1/realtime/sessions':
     case '/v1/realtime/transcription_sessions':
-      return `Troupe issues no client secrets or ephemeral keys (POST ${path}): a browser sends the server's token (AUTH_TOKEN) as its key, or reaches Troupe through a proxy of yours that admits your users; ${WEBSOCKET_HINT}.`;
+      return `Troupe makes no sessions over HTTP (POST ${path}): mint a client secret (POST /v1/realtime/client_secrets) for a browser, and ${WEBSOCKET_HINT}.`;
     default:
       return undefined;
   }
+}
+
+/** `POST /v1/realtime/client_secrets` (or under `/openai`): a key for a browser. */
+function isMintPath(path: string): boolean {
+  return path === '/v1/realtime/client_secrets' || path === '/openai/v1/realtime/client_secrets';
 }
 
 /**
@@ -345,7 +363,7 @@ function preflight(
   res: ServerResponse,
   origin: string | undefined,
   allowed: boolean,
-  openaiOnly: string | undefined,
+  posts: boolean,
 ): void {
   const method = req.headers['access-control-request-method'];
   if (origin === undefined || method === undefined) {
@@ -367,8 +385,8 @@ function preflight(
   }
   const headers: Record<string, string> = {
     'access-control-allow-origin': origin,
-    // A POST to OpenAI's HTTP paths is let through to read why it is not served.
-    'access-control-allow-methods': openaiOnly === undefined ? 'GET, HEAD' : 'GET, HEAD, POST',
+    // OpenAI's HTTP paths take a POST (a client secret), or answer it with why they do not.
+    'access-control-allow-methods': posts ? 'GET, HEAD, POST' : 'GET, HEAD',
     'access-control-max-age': String(PREFLIGHT_MAX_AGE_S),
     vary: 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers',
   };

@@ -186,6 +186,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
     allowedOrigins: config.server.allowedOrigins,
+    ...(config.server.authToken === undefined ? {} : { authToken: config.server.authToken }),
     hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
     healthCacheMs: config.server.healthCacheMs,
     healthExtras: () => scale.health(options.cluster),

@@ -26,6 +26,7 @@ import {
   checkAccess,
   impliedDialect,
   pickSession,
+  secretCharacter,
   type PickedSession,
 } from './admission.js';
 import { requestUrl, unmuteRoute } from './http-routes.js';
@@ -363,6 +364,9 @@ function createAdmitter(
     if (room) {
       return reject(ws, CLOSE.TRY_AGAIN, room.reason, room.label, room.error, room.extra);
     }
+    // A client secret minted for a character picks it (unless ?character= says).
+    const character = secretCharacter(limits, req, url, ctx.registry);
+    if (character !== undefined) url.searchParams.set('character', character);
     const picked = pickSession(ctx.registry, config.sessions, url);
     if (picked instanceof ProtocolError) {
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);

@@ -79,7 +79,7 @@ describe('realtime auth with AUTH_TOKEN set', () => {
     expect(errorOf(wrong[0]!)).toMatchObject({
       code: 'invalid_api_key',
       message:
-        "The token given (the Authorization header) is not this server's token (AUTH_TOKEN).",
+        "The token given (the Authorization header) is neither this server's token (AUTH_TOKEN) nor a client secret it minted.",
     });
     expect(errorOf(wrong[2]!).message).toMatch(/\(the subprotocol\)/);
     expect(JSON.stringify(wrong.map(errorOf))).not.toContain('nope');

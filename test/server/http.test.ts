@@ -132,7 +132,7 @@ describe('HTTP routes', () => {
     }
   });
 
-  it("tells a POST to OpenAI's WebRTC and client-secret paths what to use instead", async () => {
+  it("tells a POST to OpenAI's WebRTC and session paths what to use instead", async () => {
     // The Agents SDK's default transport in a browser posts its SDP offer here.
     for (const path of ['/v1/realtime/calls', '/v1/realtime', '/openai/v1/realtime/calls']) {
       const res = await request(`${t.url}${path}`, {
@@ -144,11 +144,15 @@ describe('HTTP routes', () => {
         /over WebSocket only; WebRTC calls .* are not served: connect a WebSocket to \/v1\/realtime/,
       );
     }
-    const secrets = await request(`${t.url}/v1/realtime/client_secrets`, { method: 'POST' });
-    expect(secrets.status).toBe(501);
-    expect(secrets.json<{ error: { message: string } }>().error.message).toMatch(
-      /issues no client secrets .* the server's token \(AUTH_TOKEN\)/,
+    const sessions = await request(`${t.url}/v1/realtime/sessions`, { method: 'POST' });
+    expect(sessions.status).toBe(501);
+    expect(sessions.json<{ error: { message: string } }>().error.message).toMatch(
+      /makes no sessions over HTTP .* mint a client secret \(POST \/v1\/realtime\/client_secrets\)/,
     );
+    // Without AUTH_TOKEN no key is checked: minting one is refused, saying so.
+    const mint = await request(`${t.url}/v1/realtime/client_secrets`, { method: 'POST' });
+    expect(mint.status).toBe(400);
+    expect(mint.json()).toMatchObject({ error: { code: 'no_auth_token' } });
     // A page may read the answer: its preflight lets the POST through.
     const preflight = await request(`${t.url}/v1/realtime/calls`, {
       method: 'OPTIONS',
