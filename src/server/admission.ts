@@ -3,7 +3,6 @@
  * realtime endpoint (origin, auth token) and what the URL and headers ask
  * for (character, variant, dialect, metadata).
  */
-import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { CharacterRegistry } from '../characters/registry.js';
 import type { LoadedCharacter } from '../characters/types.js';
@@ -13,7 +12,13 @@ import { DIALECTS, type Dialect } from '../protocol/index.js';
 import { COMPAT_MODES, type CompatMode } from '../protocol/openai-only.js';
 import { metadataParam } from '../protocol/session-metadata.js';
 import { originAllowed } from './http-routes.js';
-import { checkClientSecret, CLIENT_SECRET_PREFIX, secretKey } from './client-secrets.js';
+import {
+  bearerToken,
+  checkClientSecret,
+  CLIENT_SECRET_PREFIX,
+  sameSecret,
+  secretKey,
+} from './client-secrets.js';
 import { CLOSE } from './socket-close.js';
 
 /**
@@ -236,9 +241,8 @@ export function presentedTokens(
   url: URL,
 ): Array<{ token: string; via: string }> {
   const found: Array<{ token: string; via: string }> = [];
-  // The scheme is case-insensitive (RFC 9110 §11.1).
-  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-  if (bearer) found.push({ token: bearer[1]!, via: 'the Authorization header' });
+  const bearer = bearerToken(req);
+  if (bearer !== undefined) found.push({ token: bearer, via: 'the Authorization header' });
   const protocols = req.headers['sec-websocket-protocol'];
   for (const p of protocols ? protocols.split(',').map((s) => s.trim()) : []) {
     if (p.startsWith(KEY_PROTOCOL_PREFIX)) {
@@ -249,12 +253,6 @@ export function presentedTokens(
   const query = url.searchParams.get('token');
   if (query !== null) found.push({ token: query, via: '?token=' });
   return found;
-}
-
-function sameSecret(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }
 
 /** Whether a page of `origin` was served by the host the request names (a same-origin page). */

@@ -149,21 +149,24 @@ export async function answerMint(
       'This server has no AUTH_TOKEN, so it checks no keys: a page connects with any key (the Agents SDK takes any ek_… string in a browser). Set AUTH_TOKEN to mint client secrets.',
     );
   }
-  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
-  if (bearer === undefined || !sameText(bearer, authToken)) {
+  const bearer = bearerToken(req);
+  if (bearer === undefined || !sameSecret(bearer, authToken)) {
     return fail(
       401,
       bearer === undefined ? 'missing_api_key' : 'invalid_api_key',
       "Client secrets are minted with the server's token (AUTH_TOKEN) as `Authorization: Bearer <token>`, by your backend, never by a page.",
     );
   }
-  let text = '';
+  const chunks: Buffer[] = [];
+  let bytes = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
-    text += chunk.toString('utf8');
-    if (text.length > MAX_BODY_BYTES) {
+    bytes += chunk.length;
+    if (bytes > MAX_BODY_BYTES) {
       return fail(413, 'body_too_large', `The body is over ${MAX_BODY_BYTES} bytes.`);
     }
+    chunks.push(chunk);
   }
+  const text = Buffer.concat(chunks).toString('utf8');
   let body: unknown;
   try {
     body = text.trim() === '' ? undefined : JSON.parse(text);
@@ -175,7 +178,13 @@ export async function answerMint(
   return { status: 200, body: minted };
 }
 
-function sameText(a: string, b: string): boolean {
+/** The token of an `Authorization: Bearer …` header (the scheme in any case, RFC 9110 §11.1). */
+export function bearerToken(req: IncomingMessage): string | undefined {
+  return /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+}
+
+/** Whether two secrets are the same, in time that does not tell where they differ. */
+export function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
