@@ -251,7 +251,6 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
   };
 }
 
-/** Why a new session is turned away, and when to try again. */
 /**
  * Why a new session would be refused now: `busy` is overloaded by the event
  * loop or CPU, which a resume is let past (so a readiness probe must not
@@ -259,6 +258,7 @@ export function createRealtime(ctx: RealtimeContext): RealtimeEndpoint {
  */
 export type Refusing = 'full' | 'overloaded' | 'busy' | 'shutting_down';
 
+/** Why a new session is turned away, and when to try again. */
 interface Refusal {
   /** The `troupe_connections_rejected_total` reason. */
   label: 'full' | 'overloaded' | 'shutting_down';
