@@ -51,7 +51,7 @@ export interface Denial {
 
 /** Where a connection may carry the token, as the refusals name them. */
 const TOKEN_CARRIERS =
-  '`Authorization: Bearer <token>`, the subprotocol `openai-insecure-api-key.<token>` (browsers) or `?token=<token>`';
+  '`Authorization: Bearer <key>`, the subprotocol `openai-insecure-api-key.<key>` (browsers) or `?token=<key>`';
 
 /** The origin and auth checks; undefined when the connection may proceed. */
 export function checkAccess(
@@ -90,7 +90,7 @@ export function checkAccess(
       label: 'auth',
       error: new ProtocolError(
         'missing_api_key',
-        `This server needs its token (AUTH_TOKEN); send it as ${TOKEN_CARRIERS}.`,
+        `This server needs a key: a client secret minted with its token (POST /v1/realtime/client_secrets, from your backend; a page should not hold the token), or the token (AUTH_TOKEN) itself; send it as ${TOKEN_CARRIERS}.`,
       ),
     };
   }

@@ -572,7 +572,7 @@ function notFound(
     404,
     {
       error: {
-        message: `No route ${path}. Routes: GET /, /health, /health/live, /health/ready, /metrics, /v1/characters, /v1/health, /v1/voices; WebSocket /v1/realtime, /openai/v1/realtime.`,
+        message: `No route ${path}. Routes: GET /, /health, /health/live, /health/ready, /metrics, /v1/characters, /v1/health, /v1/voices; POST /v1/realtime/client_secrets; WebSocket /v1/realtime, /openai/v1/realtime.`,
       },
     },
     head,
