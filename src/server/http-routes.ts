@@ -11,7 +11,11 @@ import { hostname } from 'node:os';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { CharacterRegistry } from '../characters/registry.js';
-import { DEFAULT_HEALTH_CACHE_MS, DEFAULT_HEALTH_TIMEOUT_MS } from '../config/index.js';
+import {
+  DEFAULT_HEALTH_CACHE_MS,
+  DEFAULT_HEALTH_TIMEOUT_MS,
+  type Config,
+} from '../config/index.js';
 import type { Metrics } from '../metrics/index.js';
 import { unmuteVoiceList, type UnmuteVoice } from '../protocol/index.js';
 import type { SttProvider, TtsProvider } from '../voice/types.js';
@@ -95,6 +99,22 @@ export interface RouteContext {
    * @defaultValue always ready
    */
   ready?: () => Promise<Readiness>;
+}
+
+/** What the routes take from the server's settings: origins, hosts, the token, caches, Unmute's build. */
+export function routeSettings(
+  server: Config['server'],
+): Pick<
+  RouteContext,
+  'allowedOrigins' | 'authToken' | 'hosts' | 'healthCacheMs' | 'unmuteFrontendDir'
+> {
+  return {
+    allowedOrigins: server.allowedOrigins,
+    ...(server.authToken === undefined ? {} : { authToken: server.authToken }),
+    hosts: { allowed: server.allowedHosts, listening: server.host },
+    healthCacheMs: server.healthCacheMs,
+    ...(server.unmuteFrontendDir ? { unmuteFrontendDir: server.unmuteFrontendDir } : {}),
+  };
 }
 
 /** `GET /health/ready`'s answer (200 when ready, else 503). */

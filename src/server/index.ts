@@ -15,7 +15,7 @@ import {
 import { ConfigError, redactUrl } from '../errors.js';
 import type { LlmClient } from '../llm/client.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
-import { createHttpHandler, type Readiness } from './http-routes.js';
+import { createHttpHandler, routeSettings, type Readiness } from './http-routes.js';
 import { createServerLlm, type ServerLlm } from './llm.js';
 import { listen, readTls, tallyClientErrors } from './listener.js';
 import { createLogger } from './logger.js';
@@ -185,16 +185,10 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     startedAt: performance.now(),
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
-    allowedOrigins: config.server.allowedOrigins,
-    ...(config.server.authToken === undefined ? {} : { authToken: config.server.authToken }),
-    hosts: { allowed: config.server.allowedHosts, listening: config.server.host },
-    healthCacheMs: config.server.healthCacheMs,
+    ...routeSettings(config.server),
     healthExtras: () => scale.health(options.cluster),
     ready: () => readiness(realtime, options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
-    ...(config.server.unmuteFrontendDir
-      ? { unmuteFrontendDir: config.server.unmuteFrontendDir }
-      : {}),
   });
   const tls = config.server.tls;
   let server: Server;
