@@ -49,16 +49,24 @@ export interface Denial {
   error: ProtocolError;
 }
 
+/** A connection the checks let in; `secretModel`: the `session.model` of the client secret it carries. */
+export interface Admitted {
+  admitted: true;
+  secretModel?: string;
+}
+
+const ADMITTED: Admitted = { admitted: true };
+
 /** Where a connection may carry the token, as the refusals name them. */
 const TOKEN_CARRIERS =
   '`Authorization: Bearer <key>`, the subprotocol `openai-insecure-api-key.<key>` (browsers) or `?token=<key>`';
 
-/** The origin and auth checks; undefined when the connection may proceed. */
+/** The origin and auth checks: why the connection is refused, or that it may proceed. */
 export function checkAccess(
   limits: Config['server'],
   req: IncomingMessage,
   url: URL,
-): Denial | undefined {
+): Denial | Admitted {
   const origin = req.headers.origin;
   const hosts = { allowed: limits.allowedHosts, listening: limits.host };
   if (
@@ -82,7 +90,7 @@ export function checkAccess(
     };
   }
   const token = limits.authToken;
-  if (token === undefined) return undefined;
+  if (token === undefined) return ADMITTED;
   const given = presentedTokens(req, url);
   if (given.length === 0) {
     return {
@@ -94,11 +102,12 @@ export function checkAccess(
       ),
     };
   }
-  if (given.some((t) => sameSecret(t.token, token))) return undefined;
+  if (given.some((t) => sameSecret(t.token, token))) return ADMITTED;
   const secret = given.find((t) => t.token.startsWith(CLIENT_SECRET_PREFIX));
   if (secret !== undefined) {
     const check = checkClientSecret(secretKey(token), secret.token);
-    if (check.ok) return undefined;
+    if (check.ok)
+      return check.model === undefined ? ADMITTED : { ...ADMITTED, secretModel: check.model };
     if (check.why === 'expired') {
       const at = new Date(check.expiredAt * 1000).toISOString();
       return {
@@ -123,29 +132,15 @@ export function checkAccess(
 }
 
 /**
- * The character a connection's client secret picks (its `session.model`,
- * when that is a character's id), unless the URL names one with `?character=`.
+ * The character, variant, dialect and metadata a connection asks for, or why
+ * it cannot have them. The character: `?character=`, else the client
+ * secret's `session.model` or `?model=` when a character's id, else the default.
  */
-export function secretCharacter(
-  limits: Config['server'],
-  req: IncomingMessage,
-  url: URL,
-  registry: CharacterRegistry,
-): string | undefined {
-  if (limits.authToken === undefined || url.searchParams.has('character')) return undefined;
-  const secret = presentedTokens(req, url).find((t) => t.token.startsWith(CLIENT_SECRET_PREFIX));
-  if (secret === undefined) return undefined;
-  const check = checkClientSecret(secretKey(limits.authToken), secret.token);
-  return check.ok && check.model !== undefined && registry.get(check.model)
-    ? check.model
-    : undefined;
-}
-
-/** The character, variant, dialect and metadata a connection asks for, or why it cannot have them. */
 export function pickSession(
   registry: CharacterRegistry,
   sessions: Config['sessions'],
   url: URL,
+  secretModel?: string,
 ): ProtocolError | PickedSession {
   const dialectParam = offeredParam(url, 'dialect', DIALECTS);
   if (dialectParam instanceof ProtocolError) return dialectParam;
@@ -155,11 +150,12 @@ export function pickSession(
   const byPath = url.pathname === OPENAI_ONLY_PATH ? 'openai' : sessions.compat;
   const compat = compatParam ?? byPath;
   const ids = registry.list().map((c) => c.id);
-  // OpenAI clients always send ?model=: a character's id there picks it; any other model is ignored.
-  const model = url.searchParams.get('model');
-  const byModel = model !== null && registry.get(model) !== undefined ? model : undefined;
-  const wanted =
-    url.searchParams.get('character') ?? byModel ?? sessions.defaultCharacter ?? ids[0];
+  // OpenAI clients always send ?model=, and a client secret may name a model: a character's
+  // id picks it (the secret's first); any other model is ignored.
+  const model = [secretModel, url.searchParams.get('model')].find(
+    (m) => m != null && registry.get(m) !== undefined,
+  );
+  const wanted = url.searchParams.get('character') ?? model ?? sessions.defaultCharacter ?? ids[0];
   if (wanted === undefined) {
     return new ProtocolError(
       'no_characters',

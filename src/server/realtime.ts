@@ -26,7 +26,6 @@ import {
   checkAccess,
   impliedDialect,
   pickSession,
-  secretCharacter,
   type PickedSession,
 } from './admission.js';
 import { requestUrl, unmuteRoute } from './http-routes.js';
@@ -358,16 +357,15 @@ function createAdmitter(
     if (!accepting()) {
       return reject(ws, CLOSE.GOING_AWAY, SHUTTING_DOWN.reason, SHUTTING_DOWN.label);
     }
-    const denied = checkAccess(limits, req, url);
-    if (denied) return reject(ws, CLOSE.POLICY, denied.reason, denied.label, denied.error);
+    const access = checkAccess(limits, req, url);
+    if (!('admitted' in access)) {
+      return reject(ws, CLOSE.POLICY, access.reason, access.label, access.error);
+    }
     const room = noRoom(ctx, connections, true, resuming(url));
     if (room) {
       return reject(ws, CLOSE.TRY_AGAIN, room.reason, room.label, room.error, room.extra);
     }
-    // A client secret minted for a character picks it (unless ?character= says).
-    const character = secretCharacter(limits, req, url, ctx.registry);
-    if (character !== undefined) url.searchParams.set('character', character);
-    const picked = pickSession(ctx.registry, config.sessions, url);
+    const picked = pickSession(ctx.registry, config.sessions, url, access.secretModel);
     if (picked instanceof ProtocolError) {
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
     }
