@@ -438,7 +438,7 @@ function createConnectionOpener(
       ctx.onSessionsChanged?.();
     });
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
-    // Admitted: the client gave the server's token (resume records are bound to it).
+    // Admitted with the server's token or a key minted from it: resume records are bound to the token.
     const auth = limits.authToken;
     const common = sessionOptions(ctx, settings, handover, link.send, link.log, (settled) => {
       const tracker = link.resumeLink.tracker;
