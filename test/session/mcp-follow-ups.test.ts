@@ -89,6 +89,16 @@ describe('a response.create after tool calls, the reply cut off or the conversat
     await spoken.close();
   });
 
+  /** A bare `response.create` gets the empty answer naming `by`, and the model is not asked. */
+  async function expectAnsweredBy(c: TestClient, on: TestServer, by: string): Promise<void> {
+    const asked = chatBodies(on.simulator).length;
+    expect(await followUp(c)).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: by },
+    });
+    expect(chatBodies(on.simulator).length).toBe(asked);
+  }
+
   /** Sends a bare `response.create`; the empty answer's `response.done`. */
   async function followUp(c: TestClient): Promise<Done> {
     c.send({ type: 'response.create' });
@@ -104,12 +114,7 @@ describe('a response.create after tool calls, the reply cut off or the conversat
     c.send({ type: 'response.cancel' });
     const cut = (await c.next('response.done')).response as Done;
     expect(cut).toMatchObject({ id: (created.response as { id: string }).id, status: 'cancelled' });
-    const asked = chatBodies(slow.simulator).length;
-    expect(await followUp(c)).toMatchObject({
-      output: [],
-      metadata: { troupe: 'answered', answered_by: cut.id },
-    });
-    expect(chatBodies(slow.simulator).length).toBe(asked);
+    await expectAnsweredBy(c, slow, cut.id);
     await c.close();
   });
 
@@ -132,12 +137,7 @@ describe('a response.create after tool calls, the reply cut off or the conversat
       audio_end_ms: 0,
     });
     await c.next('conversation.item.truncated');
-    const asked = chatBodies(spoken.simulator).length;
-    expect(await followUp(c)).toMatchObject({
-      output: [],
-      metadata: { troupe: 'answered', answered_by: cut.id },
-    });
-    expect(chatBodies(spoken.simulator).length).toBe(asked);
+    await expectAnsweredBy(c, spoken, cut.id);
     await c.close();
   });
 
