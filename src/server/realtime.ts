@@ -359,6 +359,11 @@ function createAdmitter(
     }
     const access = checkAccess(limits, req, url);
     if (!('admitted' in access)) {
+      // Who knocked with a wrong token or from a page not allowed: the operator's to see.
+      ctx.log.info(
+        { reason: access.label, origin: req.headers.origin ?? null, ...clientAddress(req) },
+        'session refused: not allowed',
+      );
       return reject(ws, CLOSE.POLICY, access.reason, access.label, access.error);
     }
     const room = noRoom(ctx, connections, true, resuming(url));
@@ -370,6 +375,22 @@ function createAdmitter(
       return reject(ws, picked.closeCode ?? CLOSE.POLICY, picked.wireCode, picked.wireCode, picked);
     }
     return picked;
+  };
+}
+
+/**
+ * Where a connection came from, for its log lines: the peer's address (a
+ * load balancer's, behind one) and the `X-Forwarded-For` it passed on, which
+ * match a balancer's own log line to the session.
+ */
+function clientAddress(req: IncomingMessage): {
+  address: string | null;
+  forwarded_for: string | null;
+} {
+  const forwarded = req.headers['x-forwarded-for'];
+  return {
+    address: req.socket.remoteAddress ?? null,
+    forwarded_for: (Array.isArray(forwarded) ? forwarded.join(', ') : forwarded) ?? null,
   };
 }
 
@@ -496,6 +517,7 @@ function createConnectionOpener(
         variant: variant ?? null,
         dialect: link.detecting ? 'auto' : link.dialect,
         origin: req.headers.origin ?? null,
+        ...clientAddress(req),
       },
       'session opened',
     );

@@ -103,6 +103,11 @@ describe.runIf(needs('nginx') && needs('redis-server'))(
             inst.logs().some((l) => l.msg === 'session opened' && l.session === c.sessionId),
           ).length,
       );
+      // Each session's opening line names the client behind nginx, as nginx passed it on.
+      const opened = instances
+        .flatMap((inst) => inst.logs())
+        .find((l) => l.msg === 'session opened');
+      expect(opened).toMatchObject({ address: '127.0.0.1', forwarded_for: '127.0.0.1' });
       // One after the other, least_conn evens them out: nginx's two worker
       // processes share their counts through the upstream's zone.
       expect(served).toEqual([CLIENTS / 2, CLIENTS / 2]);

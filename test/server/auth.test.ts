@@ -87,6 +87,13 @@ describe('realtime auth with AUTH_TOKEN set', () => {
       reason: 'auth',
     });
     expect(after).toBe((before ?? 0) + 4);
+    // The operator's log says who was refused and why, never the token they tried.
+    const refused = await t.waitForLog(
+      'session refused: not allowed',
+      (l) => l.reason === 'auth' && l.forwarded_for === null,
+    );
+    expect(refused).toMatchObject({ address: '127.0.0.1', origin: null });
+    expect(JSON.stringify(t.logs())).not.toContain('nope');
   });
 
   it('survives a refused client that sends an oversized frame before reading its close', async () => {
