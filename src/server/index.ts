@@ -186,7 +186,12 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
     ...routeSettings(config.server),
-    healthExtras: () => scale.health(options.cluster),
+    healthExtras: async () => {
+      const extras = await scale.health(options.cluster);
+      // One process says why it would refuse a new session (workers each say so in `workers`).
+      const refusing = options.cluster ? undefined : realtime.refusing();
+      return refusing ? { ...extras, fields: { ...extras.fields, refusing } } : extras;
+    },
     ready: () => readiness(realtime, options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
   });

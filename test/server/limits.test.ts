@@ -51,9 +51,13 @@ describe('session limit (MAX_SESSIONS=2)', () => {
     const open = [await connect(t.wsUrl), await connect(t.wsUrl)];
     const ids = await Promise.all(open.map(sessionId));
     expect(await ready()).toEqual({ status: 503, body: { ready: false, reason: 'full' } });
+    // /health says it too, beside the sessions that fill it.
+    const health = (await request(`${t.url}/health`)).json<Record<string, unknown>>();
+    expect(health).toMatchObject({ refusing: 'full', sessions: { active: 2, max: 2 } });
     await open[0]!.close();
     await t.waitForLog('session closed', (l) => l.session === ids[0]);
     expect(await ready()).toEqual({ status: 200, body: { ready: true } });
+    expect((await request(`${t.url}/health`)).json<object>()).not.toHaveProperty('refusing');
     await open[1]!.close();
     await t.waitForLog('session closed', (l) => l.session === ids[1]);
   });
