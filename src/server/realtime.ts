@@ -461,11 +461,13 @@ function createConnectionOpener(
     const opened = listenFrames({ ws, link, limits, metrics, connections, accepting, closing });
     // Admitted with the server's token or a key minted from it: resume records are bound to the token.
     const auth = limits.authToken;
-    const common = sessionOptions(ctx, settings, handover, link.send, link.log, (settled) => {
+    const shared = sessionOptions(ctx, settings, handover, link.send, link.log, (settled) => {
       const tracker = link.resumeLink.tracker;
       tracker?.changed();
       if (settled) void tracker?.flush();
     });
+    // OpenAI's events only: the client never sees the server's tool calls, nor follows them up.
+    const common = picked.compat === 'openai' ? { ...shared, toolCallsShown: false } : shared;
     let opening: { session: Session; resumeError?: ProtocolError };
     try {
       const fresh = {

@@ -85,7 +85,9 @@ export class ConversationSession implements Session {
   ) {
     this.id = options.id;
     // Every part sends through it: it sees what the client sees.
-    options = { ...options, send: this.#followUps.watch(options.send) };
+    if (options.toolCallsShown !== false) {
+      options = { ...options, send: this.#followUps.watch(options.send) };
+    }
     this.#o = options;
     this.#state = state;
     this.#character = character;

@@ -54,6 +54,13 @@ export interface SessionOptions {
    */
   spokenByDefault?: boolean;
   /**
+   * Whether the client is shown the server's tool calls (`mcp_call` items):
+   * not in OpenAI's compatibility mode. Only a client that saw a call sends
+   * the follow-up `response.create` it is answered for (see
+   * mcp-follow-ups.ts). @defaultValue true
+   */
+  toolCallsShown?: boolean;
+  /**
    * Called after a change that matters to a stored snapshot: items, settings,
    * character, or a response's end (never per delta). Keep it cheap; read
    * `session.snapshot()` when it suits. `settled` is true where the change

@@ -75,6 +75,21 @@ describe('a response.create after tool calls the reply answered', () => {
   });
 });
 
+describe("a response.create after tool calls in OpenAI's compatibility mode", () => {
+  it('is a real response: the client never saw the calls, so it is not their follow-up', async () => {
+    const c = await openSession(t, 'character=weather&compat=openai');
+    const events = await turn(c, 'Celsius, please.');
+    // The reply ran the tool, unseen: its output is messages alone.
+    const output = doneOf(events).output as Array<{ type: string }>;
+    expect(output.map((item) => item.type)).toEqual(['message', 'message']);
+    const asked = chatBodies(t.simulator).length;
+    c.send({ type: 'response.create' });
+    expect(doneOf(await c.untilDone()).metadata).toBeNull();
+    expect(chatBodies(t.simulator).length).toBe(asked + 1);
+    await c.close();
+  });
+});
+
 describe('a response.create after tool calls, the reply cut off or the conversation resumed', () => {
   let slow: TestServer;
   let spoken: TestServer;
