@@ -14,14 +14,15 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Counter, Histogram } from 'prom-client';
-import { waitAtMost, withTimeout } from '../timeouts.js';
+import { withTimeout } from '../timeouts.js';
+import type { ResumeStore, StoredRecord } from './resume-store.js';
 import {
-  wholeRecord,
-  type RecordUpdate,
-  type ResumeStore,
-  type SaveResult,
-  type StoredRecord,
-} from './resume-store.js';
+  holdSession,
+  trackSession,
+  type LiveSession,
+  type Tracked,
+  type TrackedSessions,
+} from './resume-tracker.js';
 
 /** The record format; others are refused. */
 const RECORD_VERSION = 1;
@@ -31,8 +32,6 @@ const TOKEN_BYTES = 32;
 const REWRITE_SPREAD_MS = 1_000;
 /** The longest pause between looks for records about to expire under a running session. */
 const MAX_UPKEEP_MS = 60_000;
-/** How often a last write the store refused is tried again while a drain waits for it. */
-const STORED_RETRY_MS = 500;
 /** What a token looks like: anything else is refused before the store is asked. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
@@ -86,7 +85,19 @@ export type ResumeFailure =
 
 /** A claimed conversation, or why there is none. */
 export type ClaimResult =
-  | { ok: true; sessionId: string; state: unknown; parts: string[] }
+  | {
+      ok: true;
+      sessionId: string;
+      state: unknown;
+      parts: string[];
+      /**
+       * Call once the conversation is restored (`true`: the record goes for
+       * good) or could not be (`false`: the token opens it again, e.g. on an
+       * instance that has its character). Until then, a store that settles
+       * claims keeps the record under its tombstone.
+       */
+      settle(used: boolean): void;
+    }
   | { ok: false; reason: ResumeFailure; message: string };
 
 /** A session's link to the store. */
@@ -109,6 +120,17 @@ export interface ResumeTracker {
    * written again). `onWait` is called when it has to wait.
    */
   stored(onWait?: () => void): Promise<void>;
+  /**
+   * The session has ended: writes its state once more, whether or not it
+   * changed (the store may have lost it: a Redis restarted or flushed),
+   * then stops. When the store fails that write (Redis down), the state as
+   * it is now waits in memory and is written as soon as the store takes it,
+   * for at most the record's TTL: a client that dropped during an outage
+   * resumes what it last had, not an older record the store kept. At most
+   * 1,000 such states wait (`MAX_UNWRITTEN`); each one lost is logged.
+   * Resolves after the first try.
+   */
+  finish(): Promise<void>;
   /** Stops writing. */
   stop(): void;
 }
@@ -185,12 +207,14 @@ function sameHash(a: string | null, b: string | null): boolean {
  */
 export function createResumer(options: ResumerOptions): Resumer {
   const { store } = options;
-  /** Sessions whose write waits for its delay, for a store that sends saves together. */
-  const waiting = new Set<() => void>();
+  const sessions: TrackedSessions = {
+    waiting: new Set(),
+    writers: new Set(),
+    unwritten: new Map(),
+  };
+  const { writers, unwritten } = sessions;
   /** The sessions of this process still writing, by record key: told at once when claimed. */
   const live = new Map<string, LiveSession>();
-  /** The sessions writing to the store, for the upkeep of their records. */
-  const writers = new Set<Writer>();
   // A store back after an outage may have lost every record (a Redis
   // restarted without persistence): sessions that change nothing for a while
   // would not be resumable until they did. Each sends its record again,
@@ -235,7 +259,7 @@ export function createResumer(options: ResumerOptions): Resumer {
       const now = await handOver(tokenKey(token, auth));
       const record = now === undefined ? undefined : parseRecord(now);
       return record
-        ? { ok: true, sessionId: record.session, state: record.state, parts: record.parts }
+        ? { ...claimed, sessionId: record.session, state: record.state, parts: record.parts }
         : claimed;
     },
     track(sessionId, source, auth, log, onTakenOver) {
@@ -245,69 +269,12 @@ export function createResumer(options: ResumerOptions): Resumer {
       if (onTakenOver) at.onTakenOver = onTakenOver;
       return store.hold
         ? holdSession(options, store.hold.bind(store), at)
-        : trackSession(options, { waiting, writers }, at);
+        : trackSession(options, sessions, at);
     },
     close() {
       clearInterval(upkeep);
+      for (const giveUp of [...unwritten.values()]) giveUp('the server stopped first');
       return store.close();
-    },
-  };
-}
-
-/** A writing session's side of the upkeep of its record. */
-interface Writer {
-  /** Sends the whole record again (the store may have lost it). */
-  rewrite(): void;
-  /** Writes the record again if it was last written `olderThanMs` before `now`. */
-  keepAlive(now: number, olderThanMs: number): void;
-}
-
-/** A session of this process still writing, as a claim of its record sees it. */
-interface LiveSession {
-  /** Stops its writes and closes it (once); resolves when its cut reply is recorded. */
-  takenOver(): Promise<void>;
-  /** Its record as it is now, if it was closed (else the claim's read is the same). */
-  reread(): StoredRecord | undefined;
-}
-
-/** One tracked session: its token and record key, and who to tell when another connection takes it. */
-interface Tracked {
-  token: string;
-  key: string;
-  log: Logger;
-  live: Map<string, LiveSession>;
-  /** The session's record as it is now. */
-  read: () => StoredRecord;
-  onTakenOver?: () => void | Promise<void>;
-}
-
-/**
- * The tracker's side of a take-over: registered as live in this process;
- * `takenOver()` stops it and tells its session, once.
- */
-function takeOverWatch(at: Tracked, stop: () => void): { takenOver(): void; forget(): void } {
-  let told: Promise<void> | undefined;
-  const takenOver = (): Promise<void> => {
-    at.live.delete(at.key);
-    stop();
-    if (told === undefined) {
-      // Another connection resumed this conversation: it is theirs now.
-      at.log.info({}, 'resume taken over');
-      told = Promise.resolve(at.onTakenOver?.()).catch((err: unknown) => {
-        at.log.warn({ err: (err as Error).message }, 'closing the taken-over session failed');
-      });
-    }
-    return told;
-  };
-  const local: LiveSession = {
-    takenOver,
-    reread: () => (at.onTakenOver ? at.read() : undefined),
-  };
-  at.live.set(at.key, local);
-  return {
-    takenOver: () => void takenOver(),
-    forget: () => {
-      if (at.live.get(at.key) === local) at.live.delete(at.key);
     },
   };
 }
@@ -353,8 +320,11 @@ async function claimRecord(
       message: `The conversation could not be resumed: the resume store is unavailable or did not answer in time; a new session was started.${kept}`,
     };
   }
-  if (raw !== undefined && claimId !== undefined) store.settle?.(key, claimId, true);
+  const settle = (used: boolean): void => {
+    if (raw !== undefined && claimId !== undefined) store.settle?.(key, claimId, used);
+  };
   if (raw?.incomplete) {
+    settle(true);
     outcome('incomplete');
     options.log.warn(
       'resume record incomplete: the store lost part of it (Redis full or evicting under maxmemory)',
@@ -368,6 +338,7 @@ async function claimRecord(
   }
   const record = raw === undefined ? undefined : parseRecord(raw);
   if (record === undefined) {
+    settle(true);
     outcome('not_found');
     const unknown = auth === undefined ? 'unknown' : 'unknown (or issued under another auth token)';
     return {
@@ -377,6 +348,7 @@ async function claimRecord(
     };
   }
   if (!sameHash(record.auth, authHash(auth))) {
+    settle(true);
     outcome('auth_mismatch');
     return {
       ok: false,
@@ -385,207 +357,7 @@ async function claimRecord(
     };
   }
   // Counted as resumed by the caller once the session is restored (or as restore_failed).
-  return { ok: true, sessionId: record.session, state: record.state, parts: record.parts };
-}
-
-/** Resolves when one of `waiters` is called (it is let go then). */
-function whenCalled(waiters: Set<() => void>): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      waiters.delete(done);
-      resolve();
-    };
-    waiters.add(done);
-  });
-}
-
-/** Saves a writer's next update; when the store lost what it builds on (a failed write, an expiry), all of it again. */
-async function saveNext(
-  store: ResumeStore,
-  key: string,
-  ttlS: number,
-  updates: ReturnType<typeof saveMaker>,
-): Promise<SaveResult> {
-  const result = await store.save(key, updates.next(), ttlS);
-  if (result !== 'stale') return result;
-  updates.resend();
-  return store.save(key, updates.next(), ttlS);
-}
-
-/** A writer's saves, each the head and the parts that changed since the last one sent. */
-function saveMaker(read: () => StoredRecord): { next(): RecordUpdate; resend(): void } {
-  /** The parts the store holds once the saves sent so far are applied, and the last save's number. */
-  let sent: string[] = [];
-  let seq = 0;
-  return {
-    next() {
-      const { head, parts } = read();
-      let keep = 0;
-      const common = Math.min(sent.length, parts.length);
-      while (keep < common && sent[keep] === parts[keep]) keep++;
-      const after = seq === 0 || keep === 0 ? null : seq;
-      seq++;
-      sent = parts;
-      return {
-        head,
-        keep: after === null ? 0 : keep,
-        parts: parts.slice(after === null ? 0 : keep),
-        seq,
-        after,
-      };
-    },
-    /** What the store holds is unknown: the next save sends everything. */
-    resend() {
-      sent = [];
-    },
-  };
-}
-
-/** Writes one session's changes to the store; see {@link Resumer.track}. */
-function trackSession(
-  options: ResumerOptions,
-  sessions: { waiting: Set<() => void>; writers: Set<Writer> },
-  at: Tracked,
-): ResumeTracker {
-  const { store, ttlS, metrics } = options;
-  const { waiting, writers } = sessions;
-  const { token, key, log, read } = at;
-  const watch = takeOverWatch(at, () => stop());
-  let timer: NodeJS.Timeout | undefined;
-  let writing: Promise<void> | undefined;
-  let again = false;
-  let stopped = false;
-  /** A change not written yet (the first write is always due: the token opens from then on). */
-  let dirty = true;
-  /** The last write failed (logged once until one succeeds again). */
-  let failing = false;
-  /** Who waits for the state to be in the store ({@link ResumeTracker.stored}). */
-  const whenWritten = new Set<() => void>();
-
-  const updates = saveMaker(read);
-  const write = async (): Promise<void> => {
-    timer = undefined;
-    waiting.delete(writeEarly);
-    if (stopped) return;
-    dirty = false;
-    const started = performance.now();
-    try {
-      const result = await saveNext(store, key, ttlS, updates);
-      metrics?.saveSeconds.observe((performance.now() - started) / 1000);
-      if (result === 'claimed') watch.takenOver();
-      else writtenAt = Date.now();
-      if (failing) log.info({}, 'resume saves work again');
-      failing = false;
-      if (!dirty) for (const resolve of whenWritten) resolve();
-    } catch (err) {
-      // What the store holds now is unknown: the next write sends everything.
-      updates.resend();
-      dirty = true;
-      // Once per outage for each session, not at every change it makes meanwhile.
-      if (failing) log.debug({ err: (err as Error).message }, 'resume save failed');
-      else log.warn({ err: (err as Error).message }, 'resume save failed');
-      failing = true;
-    }
-  };
-  // Debounced writes go one at a time; changes during one are written after it.
-  // A flush writes at once, beside one under way: the store applies a
-  // connection's commands in order, so the newer state lands last.
-  const begin = (): Promise<void> => {
-    const mine = write();
-    const all = writing ? Promise.all([writing, mine]).then(() => undefined) : mine;
-    writing = all;
-    void all.finally(() => {
-      if (writing !== all) return;
-      writing = undefined;
-      if (again && !stopped) {
-        again = false;
-        void run();
-      }
-    });
-    return all;
-  };
-  const run = (): Promise<void> => {
-    if (writing) {
-      again = true;
-      return writing;
-    }
-    return begin();
-  };
-
-  /** Writes now what waits for its delay: it leaves with another session's flush. */
-  const writeEarly = (): void => {
-    clearTimeout(timer);
-    void run();
-  };
-
-  /** When the store last took a write (its TTL counts from there). */
-  let writtenAt = Date.now();
-  const writer: Writer = {
-    rewrite() {
-      if (stopped) return;
-      updates.resend();
-      dirty = true;
-      clearTimeout(timer);
-      timer = undefined;
-      void run();
-    },
-    keepAlive(now, olderThanMs) {
-      if (stopped || writing || timer !== undefined || now - writtenAt < olderThanMs) return;
-      dirty = true;
-      void run();
-    },
-  };
-  writers.add(writer);
-
-  function stop(): void {
-    stopped = true;
-    clearTimeout(timer);
-    waiting.delete(writeEarly);
-    writers.delete(writer);
-  }
-
-  return {
-    token,
-    changed() {
-      dirty = true;
-      if (stopped || timer !== undefined) return;
-      timer = setTimeout(() => void run(), options.saveDelayMs);
-      if (store.sendNow) waiting.add(writeEarly);
-    },
-    async flush() {
-      if (stopped) return;
-      clearTimeout(timer);
-      timer = undefined;
-      waiting.delete(writeEarly);
-      if (dirty) {
-        again = false;
-        void begin();
-        if (store.sendNow) {
-          // The sessions whose writes wait for their delay send them with this one.
-          for (const early of [...waiting]) early();
-          store.sendNow();
-        }
-      }
-      while (writing) await writing;
-    },
-    async stored(onWait) {
-      while (!stopped) {
-        dirty = true;
-        await this.flush();
-        if (!dirty || stopped) return;
-        onWait?.();
-        onWait = undefined;
-        // A store down is written again when it reconnects; one that stalled, by a try now and then.
-        await waitAtMost(whenCalled(whenWritten), STORED_RETRY_MS);
-        if (!dirty) return;
-      }
-    },
-    stop() {
-      watch.forget();
-      stop();
-      for (const resolve of whenWritten) resolve();
-    },
-  };
+  return { ok: true, sessionId: record.session, state: record.state, parts: record.parts, settle };
 }
 
 /** The record as the store keeps it: a JSON head, the state written straight from the session, and its parts. */
@@ -608,52 +380,6 @@ function writeRecord(
     state: from.snapshot(),
   };
   return { head: JSON.stringify(record), parts: [] };
-}
-
-/**
- * A session's link to a store that keeps a reader of its live state
- * ({@link ResumeStore.hold}): a change is a note that the record is good
- * until now, and the record is written as text once, when the session ends.
- */
-function holdSession(
-  options: ResumerOptions,
-  hold: NonNullable<ResumeStore['hold']>,
-  at: Tracked,
-): ResumeTracker {
-  const { store, ttlS } = options;
-  const { read } = at;
-  let stopped = false;
-  const watch = takeOverWatch(at, () => (stopped = true));
-  const held = (): void => {
-    if (stopped) return;
-    if (hold(at.key, read) === 'claimed') watch.takenOver();
-  };
-  return {
-    token: at.token,
-    changed: held,
-    flush() {
-      held();
-      return Promise.resolve();
-    },
-    stored() {
-      held();
-      return Promise.resolve();
-    },
-    stop() {
-      if (stopped) return;
-      stopped = true;
-      watch.forget();
-      // The session is over: its record as text, and the session let go.
-      try {
-        const { head, parts } = read();
-        store.save(at.key, wholeRecord(head, parts), ttlS).catch((err: unknown) => {
-          at.log.warn({ err: (err as Error).message }, 'resume save failed');
-        });
-      } catch (err) {
-        at.log.warn({ err: (err as Error).message }, 'resume save failed');
-      }
-    },
-  };
 }
 
 /** The record's head parsed; its parts stay text (the caller parses them as it restores). */

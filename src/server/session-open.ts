@@ -102,12 +102,20 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
     { tracker, session, log }: { tracker: ResumeTracker; session: Session; log: Logger },
     until?: number,
   ): Promise<void> => {
+    // Written once more at the end, changed or not (the store may have lost it).
+    // A drain waits until the store has it, or its deadline; otherwise a state the
+    // store failed waits for it in memory (the tracker stops itself then).
+    const last = (): Promise<void> =>
+      until === undefined
+        ? tracker.finish()
+        : storedBy(tracker, until, log).finally(() => tracker.stop());
     const done = settled(session)
-      .then(() => (until === undefined ? tracker.flush() : storedBy(tracker, until, log)))
-      .finally(() => {
+      .then(last)
+      .catch((err: unknown) => {
         tracker.stop();
-        flushes.delete(done);
-      });
+        log.warn({ err: (err as Error).message }, 'resume save failed');
+      })
+      .finally(() => flushes.delete(done));
     flushes.add(done);
     return done;
   };
@@ -132,6 +140,7 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       const cut = interruptedTools((state as Partial<SessionState>).conversation?.reply);
       const session = await restoreFromSnapshot(state, { ...common, log: sessionLog });
       adopt({ id: claimed.sessionId, log: sessionLog });
+      claimed.settle(true);
       metrics.scale.attempts.inc({ outcome: 'resumed' });
       sessionLog.info({}, 'session resumed');
       for (const tool of cut) metrics.scale.toolsInterrupted.inc({ tool });
@@ -140,10 +149,15 @@ export function createSessionOpener(options: SessionOpenerOptions): SessionOpene
       }
       return session;
     } catch (err) {
+      // Not spent: another instance (one that has its character) may restore it.
+      claimed.settle(false);
       metrics.scale.attempts.inc({ outcome: 'restore_failed' });
       sessionLog.warn({ err: (err as Error).message }, 'session restore failed');
+      const kept = resume.store.settle
+        ? ' The conversation is kept: the same resume token opens it on a server that can restore it.'
+        : '';
       return fail(
-        `The conversation could not be restored: ${(err as Error).message} A new session was started.`,
+        `The conversation could not be restored: ${(err as Error).message} A new session was started.${kept}`,
       );
     }
   }

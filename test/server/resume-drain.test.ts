@@ -1,9 +1,11 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createMemoryResumeStore,
   type RecordUpdate,
   type ResumeStore,
 } from '../../src/server/resume-store.js';
+import { character, characterDir } from '../helpers/characters.js';
 import { connect, say } from '../helpers/realtime-client.js';
 import { userMessage } from '../helpers/session.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
@@ -246,6 +248,122 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     await again.close();
   });
 });
+
+describe.runIf(needs('redis-server'))(
+  'a client that drops while Redis fails (redis-server)',
+  () => {
+    const servers: TestServer[] = [];
+    let redis: RedisProc | undefined;
+    afterEach(async () => {
+      await Promise.all(servers.splice(0).map((s) => s.close()));
+      await redis?.close();
+      redis = undefined;
+    });
+
+    /** Two servers sharing a redis-server on `port`; a client one turn in on the first, then two more lines. */
+    async function droppedDuring(port: number, fail: (store: RedisProc) => Promise<void>) {
+      redis = await startRedis(port);
+      const env = { REDIS_URL: redis.url };
+      const first = await startTestServer({ env });
+      const other = await startTestServer({ env });
+      servers.push(first, other);
+      const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
+      const token = tokenOf(await c.next('session.created'));
+      say(c, 'Hello there!');
+      await c.untilDone();
+      await fail(redis);
+      for (const line of ['Said in the outage.', 'Said last.']) {
+        c.send(userMessage(line));
+        await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes(line));
+      }
+      // The client drops; the session's last write fails, and its state waits for the store.
+      c.ws.terminate();
+      await first.waitForLog('resume save failed at the close: the last state waits for the store');
+      return { first, other, token };
+    }
+
+    async function resumesAll(other: TestServer, token: string): Promise<void> {
+      const again = await connect(`${other.wsUrl}?resume=${token}`);
+      await again.next('session.created');
+      await again.next('conversation.item.added', (e) =>
+        JSON.stringify(e.item).includes('Said last.'),
+      );
+      expect(again.events.map((e) => e.type)).not.toContain('error');
+      await again.close();
+    }
+
+    it('writes its last state once Redis is back, so it resumes all of it', async () => {
+      const port = await freePort();
+      const { first, other, token } = await droppedDuring(port, async (store) => {
+        await store.close();
+        redis = undefined;
+      });
+      // Back empty (no persistence): the record is written again from memory.
+      redis = await startRedis(port);
+      await first.waitForLog('resume record written: the store took the last state');
+      await resumesAll(other, token);
+    });
+
+    it('writes the state at the close though nothing changed, for a Redis that lost it (FLUSHALL)', async () => {
+      redis = await startRedis(await freePort());
+      const env = { REDIS_URL: redis.url };
+      const first = await startTestServer({ env });
+      const other = await startTestServer({ env });
+      servers.push(first, other);
+      const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
+      const token = tokenOf(await c.next('session.created'));
+      c.send(userMessage('Said last.'));
+      // Acknowledged once its save is on its way to Redis, which runs it before this FLUSHALL.
+      await c.next('conversation.item.done');
+      const direct = new Redis(redis.url);
+      await direct.flushall();
+      direct.disconnect();
+      await c.close();
+      await first.waitForLog('session closed');
+      await resumesAll(other, token);
+    });
+
+    it('keeps a conversation an instance could not restore (no such character) for one that can', async () => {
+      redis = await startRedis(await freePort());
+      const chars = await characterDir({ 'other.ts': character({ name: 'Other' }) });
+      try {
+        const env = { REDIS_URL: redis.url };
+        const first = await startTestServer({ env });
+        const lacking = await startTestServer({ env: { ...env, CHARACTERS_DIR: chars.dir } });
+        servers.push(first, lacking);
+        const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
+        const token = tokenOf(await c.next('session.created'));
+        c.send(userMessage('Said last.'));
+        await c.next('conversation.item.done');
+        await c.close();
+        await first.waitForLog('session closed');
+        const refused = await connect(`${lacking.wsUrl}?resume=${token}`);
+        const error = (await refused.next('error')).error as { code: string; message: string };
+        expect(error.code).toBe('resume_failed');
+        expect(error.message).toMatch(/"plain".*The conversation is kept/);
+        await refused.close();
+        await resumesAll(first, token);
+      } finally {
+        await chars.cleanup();
+      }
+    });
+
+    it('writes its last state once a full Redis takes writes again, over the older record it kept', async () => {
+      const { first, other, token } = await droppedDuring(await freePort(), async (store) => {
+        const direct = new Redis(store.url);
+        await direct.config('SET', 'maxmemory-policy', 'noeviction');
+        await direct.config('SET', 'maxmemory', '1');
+        direct.disconnect();
+      });
+      // Redis kept the record of the first turn; saves fail (OOM) until it has room.
+      const direct = new Redis(redis!.url);
+      await direct.config('SET', 'maxmemory', '0');
+      direct.disconnect();
+      await first.waitForLog('resume record written: the store took the last state');
+      await resumesAll(other, token);
+    });
+  },
+);
 
 describe('what the client changed is stored before it hears so', () => {
   it('saves a created item, a deleted item and a settings change before their acknowledgements go out', async () => {
