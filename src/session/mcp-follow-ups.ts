@@ -133,14 +133,21 @@ function isFollowUpAnswer(metadata: Record<string, string> | null | undefined): 
 }
 
 /**
- * The calls of a reply that was cut off after them: the `mcp_call` items
+ * The calls of a resumed conversation whose follow-ups are not answered
+ * yet: those of a reply that was cut off after them (the `mcp_call` items
  * since the user's last message, when the conversation ends with one of
- * them or with an `incomplete` assistant message (the reply after the calls
- * cut short, by a dropped connection or a stopped process). None otherwise.
+ * them or with an `incomplete` assistant message: the reply after the calls
+ * cut short, by a dropped connection or a stopped process), and every call
+ * when the conversation ends with the user's message, which waits for its
+ * reply (the connection dropped before it was asked for). None otherwise.
  */
 export function cutReplyCalls(items: readonly Item[]): Set<string> {
   const calls = new Set<string>();
   const last = items.at(-1);
+  if (last?.type === 'message' && last.role === 'user') {
+    for (const item of items) if (item.type === 'mcp_call') calls.add(item.id);
+    return calls;
+  }
   const cut =
     last?.type === 'mcp_call' ||
     (last?.type === 'message' && last.role === 'assistant' && last.status === 'incomplete');

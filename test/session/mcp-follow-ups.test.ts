@@ -205,6 +205,37 @@ describe('a response.create after tool calls, the reply cut off or the conversat
   });
 });
 
+describe('a response.create after a resume, the last line said waiting for its reply', () => {
+  it('makes the reply; the follow-ups of the calls before are answered by it', async () => {
+    const first = await connect(`${t.wsUrl}?character=weather`);
+    const created = await first.next('session.created');
+    const token = (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
+    // Two replies, each with a call: an SDK asks two follow-ups after the resume.
+    await turn(first, 'Celsius, please.');
+    await turn(first, 'Celsius, please.');
+    // The line is stored; the connection drops before the reply is asked for.
+    first.send(userMessage('And tomorrow?'));
+    await first.next('conversation.item.done', (e) => JSON.stringify(e.item).includes('tomorrow'));
+    await first.close();
+
+    const again = await connect(`${t.wsUrl}?resume=${token}`);
+    await again.next('session.created');
+    await again.next('conversation.item.done', (e) => JSON.stringify(e.item).includes('tomorrow'));
+    const asked = chatBodies(t.simulator).length;
+    again.send({ type: 'response.create' });
+    const reply = doneOf(await again.untilDone());
+    expect(reply.metadata).toBeNull();
+    expect(chatBodies(t.simulator).length).toBe(asked + 1);
+    // The second follow-up: answered by that reply.
+    again.send({ type: 'response.create' });
+    expect((await again.next('response.done')).response).toMatchObject({
+      output: [],
+      metadata: { troupe: 'answered', answered_by: reply.id },
+    });
+    await again.close();
+  });
+});
+
 /** Whether an event carries an `mcp_call` item. */
 function isCall(event: Received): boolean {
   return (event.item as { type?: unknown } | undefined)?.type === 'mcp_call';
@@ -268,6 +299,10 @@ describe('what the follow-ups watch', () => {
     expect(cutReplyCalls([user, call])).toEqual(new Set(['item_1']));
     expect(cutReplyCalls([user, call, answer('completed')])).toEqual(new Set());
     expect(cutReplyCalls([call, user, answer('incomplete')])).toEqual(new Set());
+    // The user's line waits for its reply: the first request makes it, whatever calls came before.
+    expect(cutReplyCalls([old, user, call, answer('completed'), user])).toEqual(
+      new Set(['old', 'item_1']),
+    );
   });
 
   it("names a resumed conversation's calls once it is announced", () => {
