@@ -42,13 +42,16 @@ export class McpFollowUps {
    * The conversation a resume restored was announced. A client may ask for
    * a follow-up to each call it saw (the Agents SDK does, for every
    * `mcp_call` it sees done): the calls of finished replies were answered
-   * in them, so those requests get empty responses; the calls of a reply
-   * that was cut (`cut`: {@link cutReplyCalls}) were not, so the first
-   * request for them makes a response, which answers the rest.
+   * in them, so those requests get empty responses. When a reply is owed
+   * (`cut`: {@link cutReplyCalls} found the calls of a reply cut short, or
+   * the conversation ends with the user's line), the first request makes
+   * it, whichever call it is for, and it answers the rest: a client that
+   * asks once (not the SDK) gets the reply, not an empty answer.
    */
   restored(cut: ReadonlySet<string>): void {
-    this.#answers = this.#owed.filter((id) => !cut.has(id));
-    this.#cutLeft = this.#owed.length - this.#answers.length;
+    const owed = cut.size > 0;
+    this.#answers = owed ? [] : this.#owed;
+    this.#cutLeft = owed ? this.#owed.length : 0;
     this.#owed = [];
   }
 
