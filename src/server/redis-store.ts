@@ -1,0 +1,294 @@
+/**
+ * The resume store in Redis (`REDIS_URL`), shared by every instance and
+ * worker: what a store is and does is in resume-store.ts. A record is two
+ * keys in one hash slot, written and claimed by Lua scripts so that each
+ * save and claim is atomic.
+ */
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { ResumeStoreError, type ResumeStore } from './resume-store.js';
+
+/** What a claimed key holds instead of its record (a hash field in Redis). */
+const TOMBSTONE = 'claimed';
+/** Key prefix in Redis. */
+const KEY_PREFIX = 'troupe:resume:';
+/** A Redis command that takes longer fails (the session keeps running). */
+const REDIS_COMMAND_TIMEOUT_MS = 1_000;
+/** How long the first connection attempt to Redis may take. */
+const REDIS_CONNECT_TIMEOUT_MS = 2_000;
+/** The longest pause between reconnection attempts. */
+const REDIS_MAX_RETRY_MS = 2_000;
+
+/** Options of {@link createRedisResumeStore}. */
+export interface RedisResumeStoreOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…` */
+  url: string;
+  log: Logger;
+  /** Called on each failed command or lost connection (for a metric). */
+  onError?: (op: 'save' | 'claim' | 'connection') => void;
+}
+
+interface ResumeCommands {
+  troupeSave(
+    head: string,
+    parts: string,
+    ttlS: number,
+    record: string,
+    keep: number,
+    seq: number,
+    after: number | string,
+    ...added: string[]
+  ): Promise<number>;
+  troupeClaim(
+    head: string,
+    parts: string,
+    ttlS: number,
+    claimId: string,
+  ): Promise<[string, string[]] | [string] | null>;
+  troupeSettle(head: string, parts: string, claimId: string, used: '1' | '0'): Promise<number>;
+}
+
+/** Parts pushed per RPUSH in the save script (Lua's unpack has a limit). */
+const PUSH_BATCH = 500;
+
+/**
+ * Atomic save. KEYS: the record's hash (fields `head`, `seq`, `n`, or the
+ * tombstone's `claimed`) and its parts list. ARGV: TTL, head, keep, seq,
+ * after, then the parts to append. 0: claimed; -1: stale (the save it builds
+ * on is not the last applied, or its parts are no longer all there: Redis
+ * evicted the list); 1: saved. Only what changed crosses the wire. `n` is
+ * the number of parts, for a claim to check.
+ *
+ * The first write is the `HSET`: Redis over its `maxmemory` refuses a
+ * script's first write that may grow memory, and lets every write after it
+ * through, so a script that began with `LTRIM` or `DEL` (which shrink) wrote
+ * past the limit. A full Redis now refuses the save whole, and the record,
+ * which would be an older state of the conversation, loses its turns and
+ * `seq` (removing is let through): a claim gives it as incomplete, a resume
+ * says so, and the next save writes it whole.
+ */
+const SAVE_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return 0 end
+local keep = tonumber(ARGV[3])
+if keep > 0 then
+  local last = redis.call('HMGET', KEYS[1], 'seq', 'n')
+  if last[1] ~= ARGV[5] then return -1 end
+  local n = tonumber(last[2])
+  local len = redis.call('LLEN', KEYS[2])
+  if len < keep or (n and len ~= n) then return -1 end
+end
+local set = redis.pcall('HSET', KEYS[1], 'head', ARGV[2], 'seq', ARGV[4], 'n', keep + #ARGV - 5)
+if type(set) == 'table' and set.err then
+  redis.call('HDEL', KEYS[1], 'seq')
+  redis.call('DEL', KEYS[2])
+  return redis.error_reply(set.err)
+end
+if keep > 0 then
+  redis.call('LTRIM', KEYS[2], 0, keep - 1)
+else
+  redis.call('DEL', KEYS[2])
+end
+for i = 6, #ARGV, ${PUSH_BATCH} do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + ${PUSH_BATCH} - 1, #ARGV)))
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1`;
+
+/**
+ * Atomic, single-use claim: the record, and a tombstone (the claim's id,
+ * ARGV[2]) for the TTL; its head alone (no parts) when it is incomplete: the
+ * list no longer holds the `n` parts the last save left (evicted), or a save
+ * that did not fit took its `seq`. The record stays under the tombstone
+ * until {@link SETTLE_LUA} (none: it goes at once).
+ */
+const CLAIM_LUA = `if redis.call('HEXISTS', KEYS[1], '${TOMBSTONE}') == 1 then return false end
+local got = redis.call('HMGET', KEYS[1], 'head', 'seq', 'n')
+local head, seq, n = got[1], got[2], tonumber(got[3])
+if not head then return false end
+local parts = redis.call('LRANGE', KEYS[2], 0, -1)
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('HSET', KEYS[1], '${TOMBSTONE}', '1')
+else
+  redis.call('HSET', KEYS[1], '${TOMBSTONE}', ARGV[2])
+  redis.call('EXPIRE', KEYS[2], ARGV[1])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if not seq or (n and #parts ~= n) then return {head} end
+return {head, parts}`;
+
+/**
+ * Settles claim ARGV[1], if it is still the key's: used (ARGV[2] '1'), the
+ * record goes and the tombstone stays; not used, the tombstone goes and the
+ * record can be claimed again. 1: settled; 0: another claim's, or none.
+ */
+const SETTLE_LUA = `if redis.call('HGET', KEYS[1], '${TOMBSTONE}') ~= ARGV[1] then return 0 end
+if ARGV[2] == '1' then
+  redis.call('HDEL', KEYS[1], 'head', 'seq', 'n')
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('HDEL', KEYS[1], '${TOMBSTONE}')
+end
+return 1`;
+
+/** A record's keys: one hash slot (`{…}`), so a Redis Cluster can run the scripts too. */
+function redisKeys(key: string): [string, string] {
+  return [`{${key}}`, `{${key}}:parts`];
+}
+
+/**
+ * A store in Redis, shared by every instance. Commands fail at once while
+ * Redis is unreachable (no offline queue): sessions go on without resume,
+ * and the client reconnects in the background.
+ *
+ * @example const store = createRedisResumeStore({ url: 'redis://127.0.0.1:6379', log });
+ */
+export function createRedisResumeStore(options: RedisResumeStoreOptions): ResumeStore {
+  const { log, onError } = options;
+  const redis = new Redis(options.url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+    retryStrategy: (attempt) => Math.min(attempt * 200, REDIS_MAX_RETRY_MS),
+    keyPrefix: KEY_PREFIX,
+  }) as Redis & ResumeCommands;
+  // Atomic: a claimed key is never written again; a claim leaves a tombstone.
+  redis.defineCommand('troupeSave', { numberOfKeys: 2, lua: SAVE_LUA });
+  redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
+  redis.defineCommand('troupeSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
+  let down = false;
+  let closing = false;
+  let lastError = '';
+  // Logged and counted once per outage, not at every reconnection attempt.
+  const markDown = (): void => {
+    if (down || closing) return;
+    down = true;
+    onError?.('connection');
+    log.warn({ err: lastError || 'connection closed' }, 'resume store unavailable');
+  };
+  redis.on('error', (err: Error) => {
+    lastError = err.message;
+    markDown();
+  });
+  redis.on('close', markDown);
+  let everReady = false;
+  const reconnected: Array<() => void> = [];
+  const claimedListeners: Array<(key: string) => void> = [];
+  /** The connection that listens for claims (Redis takes no other commands on it). */
+  let claimedNotices: Redis | undefined;
+  redis.on('ready', () => {
+    const wasDown = down;
+    down = false;
+    everReady = true;
+    if (!wasDown) return;
+    log.info({}, 'resume store available again');
+    for (const listener of reconnected) listener();
+  });
+  /** The first commands wait for the first connection; later ones fail at once while it is down. */
+  const connected = async (): Promise<void> => {
+    if (redis.status === 'ready' || everReady) return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        redis.off('ready', ready);
+        reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
+      }, REDIS_CONNECT_TIMEOUT_MS);
+      const ready = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      redis.once('ready', ready);
+    });
+  };
+  const fail = (op: 'save' | 'claim', err: unknown): never => {
+    onError?.(op);
+    throw new ResumeStoreError(`Redis ${op} failed: ${(err as Error).message}`, { cause: err });
+  };
+  return {
+    kind: 'redis',
+    async save(key, update, ttlS) {
+      try {
+        await connected();
+        const [head, parts] = redisKeys(key);
+        const done = await redis.troupeSave(
+          head,
+          parts,
+          Math.ceil(ttlS),
+          update.head,
+          update.keep,
+          update.seq,
+          update.after ?? '',
+          ...update.parts,
+        );
+        return done === 1 ? 'saved' : done === 0 ? 'claimed' : 'stale';
+      } catch (err) {
+        return fail('save', err);
+      }
+    },
+    async claim(key, ttlS, claimId = '') {
+      try {
+        await connected();
+        const [head, parts] = redisKeys(key);
+        const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS), claimId);
+        if (got === null) return undefined;
+        // The instance whose session wrote it closes that session's connection at once.
+        redis.publish(CLAIMED_CHANNEL, key).catch(() => undefined);
+        return got.length === 2
+          ? { head: got[0], parts: got[1] }
+          : { head: got[0], parts: [], incomplete: true };
+      } catch (err) {
+        return fail('claim', err);
+      }
+    },
+    settle(key, claimId, used) {
+      const [head, parts] = redisKeys(key);
+      // Sent even while the claim it settles waits: Redis runs them in order.
+      redis.troupeSettle(head, parts, claimId, used ? '1' : '0').catch((err: Error) => {
+        onError?.('claim');
+        log.warn({ err: err.message, used }, 'resume claim not settled');
+      });
+    },
+    onClaimedElsewhere(listener) {
+      claimedListeners.push(listener);
+      claimedNotices ??= subscribeClaims(redis, (key) => {
+        for (const l of claimedListeners) l(key);
+      });
+    },
+    onReconnect(listener) {
+      reconnected.push(listener);
+    },
+    health() {
+      return Promise.resolve(
+        redis.status === 'ready'
+          ? { ok: true }
+          : { ok: false, detail: `redis ${redis.status}${lastError ? `: ${lastError}` : ''}` },
+      );
+    },
+    async close() {
+      closing = true;
+      for (const client of [redis, claimedNotices]) {
+        try {
+          await client?.quit();
+        } catch {
+          client?.disconnect();
+        }
+      }
+    },
+  };
+}
+
+/** The channel on which an instance says it claimed a record (its key), for the instance that wrote it. */
+const CLAIMED_CHANNEL = 'troupe:resume:claimed';
+
+/** A second connection, subscribed to claims each time it connects. */
+function subscribeClaims(redis: Redis, onClaimed: (key: string) => void): Redis {
+  const sub = redis.duplicate({ keyPrefix: '', autoResubscribe: false });
+  // Its failures are the main connection's too, and said there.
+  sub.on('error', () => undefined);
+  sub.on('message', (channel: string, key: string) => {
+    if (channel === CLAIMED_CHANNEL) onClaimed(key);
+  });
+  // Each time it connects (Redis may be down at first, or restart).
+  sub.on('ready', () => void sub.subscribe(CLAIMED_CHANNEL).catch(() => undefined));
+  return sub;
+}
