@@ -18,6 +18,16 @@ const REDIS_COMMAND_TIMEOUT_MS = 1_000;
 const REDIS_CONNECT_TIMEOUT_MS = 2_000;
 /** The longest pause between reconnection attempts. */
 const REDIS_MAX_RETRY_MS = 2_000;
+/** The first reconnection attempt after a close comes this long after it. */
+const REDIS_FIRST_RETRY_MS = 200;
+/**
+ * A connection Redis closed that is back within this long was no outage
+ * (Redis's idle `timeout`, a `CLIENT KILL`): the first reconnection attempt
+ * comes after {@link REDIS_FIRST_RETRY_MS}.
+ */
+const REDIS_RECONNECT_GRACE_MS = 1_000;
+/** How often the store's connection sends a PING, whatever its traffic (see {@link keepAlive}). */
+export const DEFAULT_REDIS_KEEPALIVE_MS = 10_000;
 
 /** Options of {@link createRedisResumeStore}. */
 export interface RedisResumeStoreOptions {
@@ -26,6 +36,11 @@ export interface RedisResumeStoreOptions {
   log: Logger;
   /** Called on each failed command or lost connection (for a metric). */
   onError?: (op: 'save' | 'claim' | 'connection') => void;
+  /**
+   * How often the connection sends a PING, so that Redis's `timeout` (or a
+   * proxy's) does not close it while idle; 0: never. @defaultValue 10 s
+   */
+  keepaliveMs?: number;
 }
 
 interface ResumeCommands {
@@ -150,56 +165,18 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     maxRetriesPerRequest: 1,
     commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
     connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
-    retryStrategy: (attempt) => Math.min(attempt * 200, REDIS_MAX_RETRY_MS),
+    retryStrategy: (attempt) => Math.min(attempt * REDIS_FIRST_RETRY_MS, REDIS_MAX_RETRY_MS),
     keyPrefix: KEY_PREFIX,
   }) as Redis & ResumeCommands;
   // Atomic: a claimed key is never written again; a claim leaves a tombstone.
   redis.defineCommand('troupeSave', { numberOfKeys: 2, lua: SAVE_LUA });
   redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
   redis.defineCommand('troupeSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
-  let down = false;
-  let closing = false;
-  let lastError = '';
-  // Logged and counted once per outage, not at every reconnection attempt.
-  const markDown = (): void => {
-    if (down || closing) return;
-    down = true;
-    onError?.('connection');
-    log.warn({ err: lastError || 'connection closed' }, 'resume store unavailable');
-  };
-  redis.on('error', (err: Error) => {
-    lastError = err.message;
-    markDown();
-  });
-  redis.on('close', markDown);
-  let everReady = false;
-  const reconnected: Array<() => void> = [];
+  const link = watchConnection(redis, log, onError);
+  const keepalive = keepAlive(redis, options.keepaliveMs ?? DEFAULT_REDIS_KEEPALIVE_MS);
   const claimedListeners: Array<(key: string) => void> = [];
   /** The connection that listens for claims (Redis takes no other commands on it). */
   let claimedNotices: Redis | undefined;
-  redis.on('ready', () => {
-    const wasDown = down;
-    down = false;
-    everReady = true;
-    if (!wasDown) return;
-    log.info({}, 'resume store available again');
-    for (const listener of reconnected) listener();
-  });
-  /** The first commands wait for the first connection; later ones fail at once while it is down. */
-  const connected = async (): Promise<void> => {
-    if (redis.status === 'ready' || everReady) return;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        redis.off('ready', ready);
-        reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
-      }, REDIS_CONNECT_TIMEOUT_MS);
-      const ready = (): void => {
-        clearTimeout(timer);
-        resolve();
-      };
-      redis.once('ready', ready);
-    });
-  };
   const fail = (op: 'save' | 'claim', err: unknown): never => {
     onError?.(op);
     throw new ResumeStoreError(`Redis ${op} failed: ${(err as Error).message}`, { cause: err });
@@ -208,7 +185,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     kind: 'redis',
     async save(key, update, ttlS) {
       try {
-        await connected();
+        await link.usable();
         const [head, parts] = redisKeys(key);
         const done = await redis.troupeSave(
           head,
@@ -227,7 +204,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     async claim(key, ttlS, claimId = '') {
       try {
-        await connected();
+        await link.usable();
         const [head, parts] = redisKeys(key);
         const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS), claimId);
         if (got === null) return undefined;
@@ -255,17 +232,15 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       });
     },
     onReconnect(listener) {
-      reconnected.push(listener);
+      link.reconnected.push(listener);
     },
     health() {
-      return Promise.resolve(
-        redis.status === 'ready'
-          ? { ok: true }
-          : { ok: false, detail: `redis ${redis.status}${lastError ? `: ${lastError}` : ''}` },
-      );
+      const detail = link.problem();
+      return Promise.resolve(detail === undefined ? { ok: true } : { ok: false, detail });
     },
     async close() {
-      closing = true;
+      link.stop();
+      clearInterval(keepalive);
       for (const client of [redis, claimedNotices]) {
         try {
           await client?.quit();
@@ -275,6 +250,137 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       }
     },
   };
+}
+
+/** What the store knows of its connection (see {@link watchConnection}). */
+interface ConnectionWatch {
+  /** Why the store cannot reach Redis now; undefined while it can, or while a closed connection is being replaced. */
+  problem(): string | undefined;
+  /** Resolves once commands may be sent: the first wait for the first connection; later ones fail at once while it is down. */
+  usable(): Promise<void>;
+  /** Called each time Redis is reachable again after an outage, or answers as a restarted server. */
+  readonly reconnected: Array<() => void>;
+  /** The store is closing: its connection's end is no outage. */
+  stop(): void;
+}
+
+/**
+ * Follows the connection's events, to tell an outage (logged and counted
+ * once, `/health` degraded) from a connection Redis closed on purpose and
+ * that is back at the first reconnection attempt: Redis closes a client
+ * idle past its `timeout`, and says so with a clean close, not an error. A
+ * close is an outage only if the connection is not back within
+ * {@link REDIS_RECONNECT_GRACE_MS}, or an attempt to reconnect fails (Redis
+ * stopped, a refused connection) before that.
+ */
+function watchConnection(
+  redis: Redis,
+  log: Logger,
+  onError: RedisResumeStoreOptions['onError'],
+): ConnectionWatch {
+  let down = false;
+  let closing = false;
+  let everReady = false;
+  /** The last connection error, for `/health` while down; none once connected. */
+  let lastError = '';
+  /** Running from a close until the connection is back, or the close is taken for an outage. */
+  let grace: NodeJS.Timeout | undefined;
+  /** The server that answered last (its run_id), to tell a restart from a close. */
+  let server: string | undefined;
+  const reconnected: Array<() => void> = [];
+  const notify = (): void => {
+    for (const listener of reconnected) listener();
+  };
+  // Logged and counted once per outage, not at every reconnection attempt.
+  const markDown = (): void => {
+    clearTimeout(grace);
+    grace = undefined;
+    if (down || closing) return;
+    down = true;
+    onError?.('connection');
+    log.warn({ err: lastError || 'connection closed' }, 'resume store unavailable');
+  };
+  redis.on('error', (err: Error) => {
+    lastError = err.message;
+    markDown();
+  });
+  redis.on('close', () => {
+    if (closing || down || grace !== undefined) return;
+    if (!everReady) return markDown();
+    grace = setTimeout(markDown, REDIS_RECONNECT_GRACE_MS);
+  });
+  redis.on('ready', () => {
+    const closed = grace !== undefined;
+    clearTimeout(grace);
+    grace = undefined;
+    lastError = '';
+    const wasDown = down;
+    down = false;
+    everReady = true;
+    const before = server;
+    void runId(redis).then((id) => {
+      server = id;
+      if (!closed) return;
+      // Back at once: the same server kept its records; a restarted one lost them.
+      const restarted = id === undefined || id !== before;
+      log.debug({ restarted }, 'resume store reconnected');
+      if (restarted) notify();
+    });
+    if (!wasDown) return;
+    log.info({}, 'resume store available again');
+    notify();
+  });
+  return {
+    reconnected,
+    problem() {
+      if (redis.status === 'ready' || (grace !== undefined && !down)) return undefined;
+      return `redis ${redis.status}${lastError ? `: ${lastError}` : ''}`;
+    },
+    async usable() {
+      if (redis.status === 'ready' || everReady) return;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          redis.off('ready', ready);
+          reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
+        }, REDIS_CONNECT_TIMEOUT_MS);
+        const ready = (): void => {
+          clearTimeout(timer);
+          resolve();
+        };
+        redis.once('ready', ready);
+      });
+    },
+    stop() {
+      closing = true;
+      clearTimeout(grace);
+      grace = undefined;
+    },
+  };
+}
+
+/** The run_id of the Redis server that answers (new at each start); undefined if INFO is refused. */
+async function runId(redis: Redis): Promise<string | undefined> {
+  try {
+    return /^run_id:(\w+)/m.exec(await redis.info('server'))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Sends a PING every `ms` on the connection while it is up, whatever its
+ * traffic: one command per interval, nothing per save. Redis closes a
+ * client idle past its `timeout` (0, never, by default; managed services
+ * and tuned configs set one), and proxies and load balancers on the way
+ * drop idle flows; the keepalive keeps the connection from looking idle to
+ * either. A `timeout` shorter than the interval still closes it, and the
+ * connection is back at once ({@link watchConnection}: no outage).
+ */
+function keepAlive(redis: Redis, ms: number): NodeJS.Timeout | undefined {
+  if (ms <= 0) return undefined;
+  return setInterval(() => {
+    if (redis.status === 'ready') redis.ping().catch(() => undefined);
+  }, ms).unref();
 }
 
 /** The channel on which an instance says it claimed a record (its key), for the instance that wrote it. */

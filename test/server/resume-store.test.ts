@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
@@ -11,6 +13,57 @@ import { createLogger } from '../../src/server/logger.js';
 import { createResumer } from '../../src/server/resume.js';
 import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
 import { within } from '../helpers/wait.js';
+
+type LogLine = { level: number; msg: string; err?: string } & Record<string, unknown>;
+
+/** A debug logger whose lines a test reads, and waits for. */
+function capturedLog() {
+  const lines: LogLine[] = [];
+  const listeners = new Set<() => void>();
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        lines.push(JSON.parse(l) as LogLine);
+      }
+      for (const listener of listeners) listener();
+      done();
+    },
+  });
+  return {
+    logger: createLogger({ level: 'debug', content: false }, sink),
+    lines,
+    /** The lines at `level` (pino's number: 40 warn, 50 error). */
+    at: (level: number) => lines.filter((l) => l.level === level),
+    /** The first line that matches, once there is one. */
+    next(match: (line: LogLine) => boolean, what: string): Promise<LogLine> {
+      return within(
+        new Promise((resolve) => {
+          const check = (): void => {
+            const line = lines.find(match);
+            if (!line) return;
+            listeners.delete(check);
+            resolve(line);
+          };
+          listeners.add(check);
+          check();
+        }),
+        what,
+      );
+    },
+  };
+}
+
+/** Calls `probe` every 10 ms until `until` settles, and gives every answer. */
+async function sampleUntil<T>(probe: () => Promise<T>, until: Promise<unknown>): Promise<T[]> {
+  let done = false;
+  void until.finally(() => (done = true));
+  const seen: T[] = [];
+  while (!done) {
+    seen.push(await probe());
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return seen;
+}
 
 /** The behaviour every store shares. */
 function storeContract(make: () => ResumeStore) {
@@ -266,7 +319,13 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
         'a failed save once Redis is gone',
       );
       expect(failed).toBeInstanceOf(ResumeStoreError);
-      expect(await store.health()).toMatchObject({ ok: false });
+      // An outage once reconnecting fails (a close alone may be Redis's idle timeout).
+      await within(
+        (async () => {
+          while ((await store.health()).ok) await new Promise((r) => setTimeout(r, 20));
+        })(),
+        'the store down once Redis is',
+      );
       expect(errors).toContain('save');
       expect(errors).toContain('connection');
 
@@ -286,6 +345,123 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       }
     } finally {
       await store.close();
+      await own.close();
+    }
+  });
+
+  it('takes a connection Redis closed for idling and got back at once for no outage, and still reports a real one once', async () => {
+    const port = await freePort();
+    const own = await startRedis(port);
+    const direct = new Redis(own.url);
+    const log = capturedLog();
+    const errors: string[] = [];
+    let rewrites = 0;
+    const store = createRedisResumeStore({
+      url: own.url,
+      log: log.logger,
+      onError: (op) => errors.push(op),
+      keepaliveMs: 0,
+    });
+    store.onReconnect?.(() => rewrites++);
+    let again: RedisProc | undefined;
+    try {
+      expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+      // Redis closes a client idle for a second; the store's is back at the first attempt.
+      await direct.config('SET', 'timeout', '1');
+      const back = log.next(
+        (l) => /^resume store (reconnected|unavailable)$/.test(l.msg),
+        'the idle connection closed by Redis, and back',
+      );
+      const healths = await sampleUntil(() => store.health(), back);
+      expect(await back).toMatchObject({ msg: 'resume store reconnected', restarted: false });
+      expect(healths.every((h) => h.ok)).toBe(true);
+      expect(await store.health()).toEqual({ ok: true });
+      expect(log.at(40)).toEqual([]);
+      expect(errors).toEqual([]);
+      // The same server, which kept its records: nothing to write again.
+      expect(rewrites).toBe(0);
+      expect(await store.save('k', wholeRecord('v2'), 60)).toBe('saved');
+
+      // Stopped: an outage, logged and counted once however many attempts fail.
+      direct.disconnect();
+      await own.proc.stop();
+      const down = await log.next((l) => l.msg === 'resume store unavailable', 'the outage');
+      expect(down.err).toMatch(/ECONNREFUSED/);
+      expect(await store.health()).toMatchObject({ ok: false, detail: /ECONNREFUSED/ });
+      again = await startRedis(port);
+      await log.next((l) => l.msg === 'resume store available again', 'the store back');
+      expect(log.at(40)).toHaveLength(1);
+      expect(errors).toEqual(['connection']);
+      expect(rewrites).toBe(1);
+      expect(await store.health()).toEqual({ ok: true });
+    } finally {
+      direct.disconnect();
+      await store.close();
+      await again?.close();
+      await own.close();
+    }
+  });
+
+  it("keeps its connection from idling past Redis's timeout with a PING", async () => {
+    const own = await startRedis();
+    const log = capturedLog();
+    const store = createRedisResumeStore({ url: own.url, log: log.logger, keepaliveMs: 200 });
+    const bystander = new Redis(own.url, { retryStrategy: () => null });
+    try {
+      await bystander.config('SET', 'timeout', '2');
+      expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+      // Idle since after the store's save: Redis closes it once it has idled past the timeout.
+      const closed = once(bystander, 'close');
+      await bystander.ping();
+      await within(closed, 'the idle connection closed by Redis');
+      expect(log.lines.filter((l) => /^resume store /.test(l.msg))).toEqual([]);
+      expect(await store.save('k', wholeRecord('v2'), 60)).toBe('saved');
+    } finally {
+      bystander.disconnect();
+      await store.close();
+      await own.close();
+    }
+  });
+
+  it('says why the connection went, not why an earlier one did', async () => {
+    const port = await freePort();
+    const own = await startRedis(port);
+    const log = capturedLog();
+    const store = createRedisResumeStore({ url: own.url, log: log.logger });
+    let again: RedisProc | undefined;
+    let direct: Redis | undefined;
+    try {
+      expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+      await own.proc.stop();
+      // Connections refused: the store's last error says so.
+      await within(
+        (async () => {
+          while (!/ECONNREFUSED/.test((await store.health()).detail ?? '')) {
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })(),
+        'an outage with refused connections',
+      );
+      again = await startRedis(port);
+      await log.next((l) => l.msg === 'resume store available again', 'the store back');
+      // Redis drops the connection and answers nothing for a while: an outage of its own.
+      direct = new Redis(again.url);
+      await direct
+        .pipeline()
+        .client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+        .client('PAUSE', '3000', 'ALL')
+        .exec();
+      const lines = log.lines.length;
+      const down = await log.next(
+        (l) => l.msg === 'resume store unavailable' && log.lines.indexOf(l) >= lines,
+        'the second outage',
+      );
+      expect(down.err).not.toMatch(/ECONNREFUSED/);
+      expect((await store.health()).detail ?? '').not.toMatch(/ECONNREFUSED/);
+    } finally {
+      direct?.disconnect();
+      await store.close();
+      await again?.close();
       await own.close();
     }
   });
