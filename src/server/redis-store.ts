@@ -28,6 +28,8 @@ const REDIS_FIRST_RETRY_MS = 200;
 const REDIS_RECONNECT_GRACE_MS = 1_000;
 /** How often the store's connection sends a PING, whatever its traffic (see {@link keepAlive}). */
 export const DEFAULT_REDIS_KEEPALIVE_MS = 10_000;
+/** The most of a Redis error reply `/health` and the log repeat. */
+const REPLY_MAX_CHARS = 200;
 
 /** Options of {@link createRedisResumeStore}. */
 export interface RedisResumeStoreOptions {
@@ -173,12 +175,14 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
   redis.defineCommand('troupeSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
   const link = watchConnection(redis, log, onError);
+  const replies = watchReplies(log);
   const keepalive = keepAlive(redis, options.keepaliveMs ?? DEFAULT_REDIS_KEEPALIVE_MS);
   const claimedListeners: Array<(key: string) => void> = [];
   /** The connection that listens for claims (Redis takes no other commands on it). */
   let claimedNotices: Redis | undefined;
   const fail = (op: 'save' | 'claim', err: unknown): never => {
     onError?.(op);
+    replies.failed(err);
     throw new ResumeStoreError(`Redis ${op} failed: ${(err as Error).message}`, { cause: err });
   };
   return {
@@ -197,6 +201,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
           update.after ?? '',
           ...update.parts,
         );
+        replies.succeeded();
         return done === 1 ? 'saved' : done === 0 ? 'claimed' : 'stale';
       } catch (err) {
         return fail('save', err);
@@ -207,6 +212,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
         await link.usable();
         const [head, parts] = redisKeys(key);
         const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS), claimId);
+        replies.succeeded();
         if (got === null) return undefined;
         // The instance whose session wrote it closes that session's connection at once.
         redis.publish(CLAIMED_CHANNEL, key).catch(() => undefined);
@@ -235,7 +241,8 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       link.reconnected.push(listener);
     },
     health() {
-      const detail = link.problem();
+      // An outage says so first: commands fail then for want of a connection.
+      const detail = link.problem() ?? replies.problem();
       return Promise.resolve(detail === undefined ? { ok: true } : { ok: false, detail });
     },
     async close() {
@@ -356,6 +363,53 @@ function watchConnection(
       grace = undefined;
     },
   };
+}
+
+/** What Redis answered to the store's saves and claims (see {@link watchReplies}). */
+interface ReplyWatch {
+  /** Redis ran a save or a claim, whatever its answer. */
+  succeeded(): void;
+  /** A save or a claim failed. */
+  failed(err: unknown): void;
+  /** Why saves fail now, for `/health`; undefined while they go through. */
+  problem(): string | undefined;
+}
+
+/**
+ * Remembers whether Redis refuses the store's commands on a connection that
+ * is up: over its `maxmemory` with `noeviction` (OOM), a read-only replica
+ * (READONLY), an ACL user without a command the scripts use (NOPERM). A
+ * connection that works says nothing of that, so while the last save or
+ * claim was refused and none has gone through since, the store is not
+ * healthy. Only Redis's own error replies count: a command that found no
+ * connection, or timed out, is the connection's to report. Logged when it
+ * starts and when it ends, not at each save.
+ */
+function watchReplies(log: Logger): ReplyWatch {
+  let refusing: string | undefined;
+  return {
+    succeeded() {
+      if (refusing === undefined) return;
+      refusing = undefined;
+      log.info({}, 'resume store saves succeeding again');
+    },
+    failed(err) {
+      if (!(err instanceof Error) || err.name !== 'ReplyError') return;
+      const reply = shortReply(err.message);
+      if (refusing === undefined) log.warn({ err: reply }, 'resume store saves failing');
+      refusing = reply;
+    },
+    problem: () => (refusing === undefined ? undefined : `redis saves failing: ${refusing}`),
+  };
+}
+
+/**
+ * Redis's error reply without what it adds for a script (its hash and line),
+ * cut to {@link REPLY_MAX_CHARS}. A reply names a command at most, never its
+ * arguments (a record, a key).
+ */
+function shortReply(message: string): string {
+  return message.replace(/\s*script: \w+, on @user_script:\d+\.?$/, '').slice(0, REPLY_MAX_CHARS);
 }
 
 /** The run_id of the Redis server that answers (new at each start); undefined if INFO is refused. */

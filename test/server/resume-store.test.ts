@@ -274,6 +274,76 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
     }
   });
 
+  it('says in health that saves fail while Redis refuses them, with its reason, until one goes through', async () => {
+    const own = await startRedis();
+    const log = capturedLog();
+    const errors: string[] = [];
+    const store = createRedisResumeStore({
+      url: own.url,
+      log: log.logger,
+      onError: (op) => errors.push(op),
+    });
+    const direct = new Redis(own.url);
+    try {
+      expect(await store.save('k', wholeRecord('secret words', ['more']), 60)).toBe('saved');
+      // Full, with nothing it may evict: every save is refused, the connection is fine.
+      await direct.config('SET', 'maxmemory-policy', 'noeviction');
+      await direct.config('SET', 'maxmemory', '1');
+      await expect(
+        store.save('k', wholeRecord('secret words', ['more', 'again']), 60),
+      ).rejects.toThrow(/OOM/);
+      expect(await store.health()).toEqual({
+        ok: false,
+        detail: "redis saves failing: OOM command not allowed when used memory > 'maxmemory'.",
+      });
+      await expect(store.save('k2', wholeRecord('h'), 60)).rejects.toThrow(/OOM/);
+      expect(log.at(40).map((l) => l.msg)).toEqual(['resume store saves failing']);
+      await direct.config('SET', 'maxmemory', '0');
+      expect(await store.save('k2', wholeRecord('h'), 60)).toBe('saved');
+      expect(await store.health()).toEqual({ ok: true });
+
+      // A read-only replica: claims are refused too, and a claim that goes through clears it.
+      await direct.replicaof('127.0.0.1', String(await freePort()));
+      await expect(store.claim('k', 60)).rejects.toThrow(/READONLY/);
+      expect(await store.health()).toMatchObject({
+        ok: false,
+        detail: /^redis saves failing: READONLY You can't write against a read only replica\.?$/,
+      });
+      await direct.replicaof('NO', 'ONE');
+      expect(await store.claim('k', 60)).toMatchObject({ head: 'secret words' });
+      expect(await store.health()).toEqual({ ok: true });
+      expect(errors).toEqual(['save', 'save', 'claim']);
+      expect(log.lines.map((l) => l.msg).filter((m) => /saves/.test(m))).toEqual([
+        'resume store saves failing',
+        'resume store saves succeeding again',
+        'resume store saves failing',
+        'resume store saves succeeding again',
+      ]);
+      expect(JSON.stringify(log.lines)).not.toContain('secret');
+
+      // An ACL user that may not run a command the save script uses.
+      await direct.acl('SETUSER', 'troupe', 'on', '>pw', '~*', '&*', '+@all', '-expire');
+      const limited = createRedisResumeStore({
+        url: own.url.replace('redis://', 'redis://troupe:pw@'),
+        log: log.logger,
+      });
+      try {
+        await expect(limited.save('k3', wholeRecord('h'), 60)).rejects.toThrow(/can't run/);
+        expect(await limited.health()).toEqual({
+          ok: false,
+          detail:
+            "redis saves failing: ERR The user executing the script can't run this command or subcommand",
+        });
+      } finally {
+        await limited.close();
+      }
+    } finally {
+      direct.disconnect();
+      await store.close();
+      await own.close();
+    }
+  });
+
   it('answers stale to a save whose parts Redis evicted, and gives a claim of such a record as incomplete', async () => {
     const store = createRedisResumeStore({ url: redis.url, log: log.logger });
     const direct = new Redis(redis.url);
