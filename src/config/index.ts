@@ -263,6 +263,24 @@ const url = z
     error: 'expected an http(s) URL such as http://127.0.0.1:8000/v1',
   });
 
+/**
+ * What is wrong with a `REDIS_URL`, if anything: one Redis by host and port,
+ * and its database by number. ioredis reads any path as the database: one
+ * that is not a number (a typo, a Unix socket's path) was database NaN, and
+ * the store wrote into database 0 without a word.
+ */
+function redisUrlProblem(v: string): string | undefined {
+  if (!/^rediss?:\/\/[^/]/.test(v) || !URL.canParse(v)) {
+    return 'expected a redis:// or rediss:// URL such as redis://127.0.0.1:6379';
+  }
+  const { pathname, searchParams } = new URL(v);
+  const db = searchParams.get('db');
+  if (!/^(\/\d*)?$/.test(pathname) || (db !== null && !/^\d+$/.test(db))) {
+    return 'expected at most a database number after the port, such as redis://127.0.0.1:6379/2';
+  }
+  return undefined;
+}
+
 /** A speech engine's address: http(s) for OpenAI-compatible servers, ws(s) for Kyutai's. */
 const speechUrl = z
   .string()
@@ -368,8 +386,9 @@ const envSchema = z.object({
   REDIS_URL: z
     .string()
     .trim()
-    .refine((v) => /^rediss?:\/\/[^/]/.test(v) && URL.canParse(v), {
-      error: 'expected a redis:// or rediss:// URL such as redis://127.0.0.1:6379',
+    .superRefine((v, ctx) => {
+      const problem = redisUrlProblem(v);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
     })
     .optional(),
   RESUME_TTL_S: integer(10, 7 * 24 * 3600).optional(),
@@ -390,6 +409,11 @@ const envSchema = z.object({
     .transform(Number)
     .optional(),
 });
+
+/** A value as a configuration error repeats it: a URL's password left out. */
+function shown(value: string | undefined): string | undefined {
+  return value?.replace(/^([a-z][\w+.-]*:\/\/[^:@/]*:)[^/]*@/i, '$1***@');
+}
 
 /** CLI flags that override the environment. */
 const FLAGS = {
@@ -461,7 +485,7 @@ export function loadConfig(
     ? []
     : parsed.error.issues.map((i) => {
         const key = String(i.path[0]);
-        return `  ${origin.get(key) ?? key}: ${i.message}, got ${JSON.stringify(merged[key])}`;
+        return `  ${origin.get(key) ?? key}: ${i.message}, got ${JSON.stringify(shown(merged[key]))}`;
       });
   const e = parsed.data ?? {};
   if (!merged.TLS_CERT?.trim() !== !merged.TLS_KEY?.trim()) {

@@ -283,6 +283,37 @@ describe('config: server, LLM, sessions and logging', () => {
     expect(loadConfig({ ALLOWED_ORIGINS: '' }).server.allowedOrigins).toEqual([]);
   });
 
+  it('takes a REDIS_URL with a database number or none, and refuses any other path without repeating its password', () => {
+    for (const url of [
+      'redis://127.0.0.1:6379',
+      'redis://127.0.0.1:6379/',
+      'redis://127.0.0.1:6379/2',
+      'rediss://troupe:pw@redis.example:6380/15?family=6',
+    ]) {
+      expect(loadConfig({ REDIS_URL: url }).scale.redisUrl).toBe(url);
+    }
+    const err = configError(() =>
+      loadConfig({ REDIS_URL: 'redis://troupe:s3cr@t@127.0.0.1:6379/abc' }),
+    );
+    expect(err.message).toBe(
+      'invalid configuration:\n' +
+        '  REDIS_URL: expected at most a database number after the port, such as redis://127.0.0.1:6379/2, got "redis://troupe:***@127.0.0.1:6379/abc"',
+    );
+    for (const url of [
+      'redis://localhost/var/run/redis.sock',
+      'redis://127.0.0.1:6379/-1',
+      'redis://127.0.0.1:6379/0/1',
+      'redis://127.0.0.1:6379?db=x',
+    ]) {
+      expect(configError(() => loadConfig({ REDIS_URL: url })).message).toContain(
+        'REDIS_URL: expected at most a database number after the port',
+      );
+    }
+    expect(configError(() => loadConfig({ REDIS_URL: '/var/run/redis.sock' })).message).toContain(
+      'REDIS_URL: expected a redis:// or rediss:// URL such as redis://127.0.0.1:6379',
+    );
+  });
+
   it('treats an empty AUTH_TOKEN as no token', () => {
     expect(loadConfig({ AUTH_TOKEN: '' }).server).not.toHaveProperty('authToken');
   });
