@@ -175,11 +175,18 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   redis.defineCommand('troupeClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
   redis.defineCommand('troupeSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
   const link = watchConnection(redis, log, onError);
+  const database = watchDatabase(redis, log, onError);
   const replies = watchReplies(log);
   const keepalive = keepAlive(redis, options.keepaliveMs ?? DEFAULT_REDIS_KEEPALIVE_MS);
   const claimedListeners: Array<(key: string) => void> = [];
   /** The connection that listens for claims (Redis takes no other commands on it). */
   let claimedNotices: Redis | undefined;
+  /** Resolves once a command may be sent, and would reach the database REDIS_URL names. */
+  const usable = async (): Promise<void> => {
+    await link.usable();
+    const refused = database.refused();
+    if (refused !== undefined) throw new Error(refused);
+  };
   const fail = (op: 'save' | 'claim', err: unknown): never => {
     onError?.(op);
     replies.failed(err);
@@ -189,7 +196,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     kind: 'redis',
     async save(key, update, ttlS) {
       try {
-        await link.usable();
+        await usable();
         const [head, parts] = redisKeys(key);
         const done = await redis.troupeSave(
           head,
@@ -209,7 +216,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     async claim(key, ttlS, claimId = '') {
       try {
-        await link.usable();
+        await usable();
         const [head, parts] = redisKeys(key);
         const got = await redis.troupeClaim(head, parts, Math.ceil(ttlS), claimId);
         replies.succeeded();
@@ -224,6 +231,8 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
       }
     },
     settle(key, claimId, used) {
+      // No claim was sent: it found the database refused.
+      if (database.refused() !== undefined) return;
       const [head, parts] = redisKeys(key);
       // Sent even while the claim it settles waits: Redis runs them in order.
       redis.troupeSettle(head, parts, claimId, used ? '1' : '0').catch((err: Error) => {
@@ -242,7 +251,9 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     health() {
       // An outage says so first: commands fail then for want of a connection.
-      const detail = link.problem() ?? replies.problem();
+      const refused = database.refused();
+      const detail =
+        link.problem() ?? (refused !== undefined ? `redis: ${refused}` : replies.problem());
       return Promise.resolve(detail === undefined ? { ok: true } : { ok: false, detail });
     },
     async close() {
@@ -308,6 +319,8 @@ function watchConnection(
     log.warn({ err: lastError || 'connection closed' }, 'resume store unavailable');
   };
   redis.on('error', (err: Error) => {
+    // Its database refused, the connection is up (see watchDatabase).
+    if (isSelect(err)) return;
     lastError = err.message;
     markDown();
   });
@@ -340,7 +353,7 @@ function watchConnection(
   return {
     reconnected,
     problem() {
-      if (redis.status === 'ready' || (grace !== undefined && !down)) return undefined;
+      if (redis.status === 'ready' || grace !== undefined) return undefined;
       return `redis ${redis.status}${lastError ? `: ${lastError}` : ''}`;
     },
     async usable() {
@@ -363,6 +376,44 @@ function watchConnection(
       grace = undefined;
     },
   };
+}
+
+/**
+ * Whether Redis took the database REDIS_URL names. ioredis selects it on
+ * each connection and, when Redis refuses (an index past its `databases`,
+ * an ACL without SELECT), only emits an error and goes on in database 0:
+ * the store wrote there. Redis answers that SELECT before the ready check
+ * sent after it, so the refusal is known before the connection is ready,
+ * and the store sends no command while it stands. Logged and counted once,
+ * until a connection selects the database.
+ */
+function watchDatabase(
+  redis: Redis,
+  log: Logger,
+  onError: RedisResumeStoreOptions['onError'],
+): { refused(): string | undefined } {
+  /** Redis's reply to the last refused SELECT, until a connection's is taken. */
+  let refused: string | undefined;
+  let refusedNow = false;
+  redis.on('connect', () => (refusedNow = false));
+  redis.on('error', (err: Error) => {
+    if (!isSelect(err)) return;
+    refusedNow = true;
+    const reply = shortReply(err.message);
+    if (reply === refused) return;
+    refused = reply;
+    onError?.('connection');
+    log.error({ err: reply }, 'resume store cannot use the database REDIS_URL names');
+  });
+  redis.on('ready', () => {
+    if (!refusedNow) refused = undefined;
+  });
+  return { refused: () => refused };
+}
+
+/** Whether an error is Redis's refusal of the SELECT ioredis sends as it connects. */
+function isSelect(err: Error): boolean {
+  return (err as Error & { command?: { name?: string } }).command?.name === 'select';
 }
 
 /** What Redis answered to the store's saves and claims (see {@link watchReplies}). */

@@ -12,6 +12,8 @@ import {
 import { createLogger } from '../../src/server/logger.js';
 import { createResumer } from '../../src/server/resume.js';
 import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
+import { request } from '../helpers/http.js';
+import { startTestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
 
 type LogLine = { level: number; msg: string; err?: string } & Record<string, unknown>;
@@ -533,6 +535,67 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       await store.close();
       await again?.close();
       await own.close();
+    }
+  });
+
+  it('writes nowhere while Redis refuses the database REDIS_URL names, and says so in health', async () => {
+    const log = capturedLog();
+    const errors: string[] = [];
+    const store = createRedisResumeStore({
+      url: `${redis.url}/99`,
+      log: log.logger,
+      onError: (op) => errors.push(op),
+    });
+    const direct = new Redis(redis.url);
+    try {
+      await expect(store.save('db99', wholeRecord('v'), 60)).rejects.toThrow(
+        'ERR DB index is out of range',
+      );
+      await expect(store.claim('db99', 60, 'c1')).rejects.toThrow('ERR DB index is out of range');
+      store.settle?.('db99', 'c1', false);
+      expect(await store.health()).toEqual({
+        ok: false,
+        detail: 'redis: ERR DB index is out of range',
+      });
+      // Not in database 0, nor anywhere else.
+      const keyspace = await direct.info('keyspace');
+      expect(await direct.keys('*db99*')).toEqual([]);
+      expect(keyspace).not.toMatch(/^db(?!0:)\d+:/m);
+      expect(log.at(50).map((l) => [l.msg, l.err])).toEqual([
+        ['resume store cannot use the database REDIS_URL names', 'ERR DB index is out of range'],
+      ]);
+      expect(log.lines.filter((l) => /unavailable|available again/.test(l.msg))).toEqual([]);
+      expect(errors).toEqual(['connection', 'save', 'claim']);
+    } finally {
+      direct.disconnect();
+      await store.close();
+    }
+  });
+
+  it("makes the server's /health degraded with the database Redis refused", async () => {
+    const t = await startTestServer({ env: { REDIS_URL: `${redis.url}/99` } });
+    try {
+      const resume = await within(
+        (async () => {
+          for (;;) {
+            const health = (await request(`${t.url}/health`)).json() as {
+              status: string;
+              resume: { detail?: string };
+            };
+            // Until its first connection is made (statuses wait, connecting, connect).
+            if (!/^redis (wait|connecting|connect)$/.test(health.resume.detail ?? ''))
+              return health;
+            await new Promise((r) => setTimeout(r, 20));
+          }
+        })(),
+        "the store's first connection",
+      );
+      expect(resume).toMatchObject({
+        status: 'degraded',
+        resume: { store: 'redis', ok: false, detail: 'redis: ERR DB index is out of range' },
+      });
+    } finally {
+      await t.close();
     }
   });
 
