@@ -1,0 +1,328 @@
+/**
+ * What the Redis resume store tells `/health` and the log, against a real
+ * redis-server: saves Redis refuses, a connection Redis closes while idle,
+ * an outage, a database Redis refuses. What it stores is in
+ * resume-store.test.ts.
+ */
+import { once } from 'node:events';
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisResumeStore } from '../../src/server/redis-store.js';
+import { wholeRecord } from '../../src/server/resume-store.js';
+import { createLogger } from '../../src/server/logger.js';
+import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
+import { request } from '../helpers/http.js';
+import { startTestServer } from '../helpers/server.js';
+import { within } from '../helpers/wait.js';
+
+type LogLine = { level: number; msg: string; err?: string } & Record<string, unknown>;
+
+/** A debug logger whose lines a test reads, and waits for. */
+function capturedLog() {
+  const lines: LogLine[] = [];
+  const listeners = new Set<() => void>();
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) {
+        lines.push(JSON.parse(l) as LogLine);
+      }
+      for (const listener of listeners) listener();
+      done();
+    },
+  });
+  return {
+    logger: createLogger({ level: 'debug', content: false }, sink),
+    lines,
+    /** The lines at `level` (pino's number: 40 warn, 50 error). */
+    at: (level: number) => lines.filter((l) => l.level === level),
+    /** The first line that matches, once there is one. */
+    next(match: (line: LogLine) => boolean, what: string): Promise<LogLine> {
+      return within(
+        new Promise((resolve) => {
+          const check = (): void => {
+            const line = lines.find(match);
+            if (!line) return;
+            listeners.delete(check);
+            resolve(line);
+          };
+          listeners.add(check);
+          check();
+        }),
+        what,
+      );
+    },
+  };
+}
+
+/** Calls `probe` every 10 ms until `until` settles, and gives every answer. */
+async function sampleUntil<T>(probe: () => Promise<T>, until: Promise<unknown>): Promise<T[]> {
+  let done = false;
+  void until.finally(() => (done = true));
+  const seen: T[] = [];
+  while (!done) {
+    seen.push(await probe());
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return seen;
+}
+
+describe.runIf(needs('redis-server'))(
+  'the Redis resume store in health and the log (redis-server)',
+  () => {
+    let redis: RedisProc;
+
+    beforeAll(async () => {
+      redis = await startRedis();
+    });
+    afterAll(() => redis?.close());
+
+    it('says in health that saves fail while Redis refuses them, with its reason, until one goes through', async () => {
+      const own = await startRedis();
+      const log = capturedLog();
+      const errors: string[] = [];
+      const store = createRedisResumeStore({
+        url: own.url,
+        log: log.logger,
+        onError: (op) => errors.push(op),
+      });
+      const direct = new Redis(own.url);
+      try {
+        expect(await store.save('k', wholeRecord('secret words', ['more']), 60)).toBe('saved');
+        // Full, with nothing it may evict: every save is refused, the connection is fine.
+        await direct.config('SET', 'maxmemory-policy', 'noeviction');
+        await direct.config('SET', 'maxmemory', '1');
+        await expect(
+          store.save('k', wholeRecord('secret words', ['more', 'again']), 60),
+        ).rejects.toThrow(/OOM/);
+        expect(await store.health()).toEqual({
+          ok: false,
+          detail: "redis saves failing: OOM command not allowed when used memory > 'maxmemory'.",
+        });
+        await expect(store.save('k2', wholeRecord('h'), 60)).rejects.toThrow(/OOM/);
+        expect(log.at(40).map((l) => l.msg)).toEqual(['resume store saves failing']);
+        await direct.config('SET', 'maxmemory', '0');
+        expect(await store.save('k2', wholeRecord('h'), 60)).toBe('saved');
+        expect(await store.health()).toEqual({ ok: true });
+
+        // A read-only replica: claims are refused too, and a claim that goes through clears it.
+        await direct.replicaof('127.0.0.1', String(await freePort()));
+        await expect(store.claim('k', 60)).rejects.toThrow(/READONLY/);
+        expect(await store.health()).toMatchObject({
+          ok: false,
+          detail: /^redis saves failing: READONLY You can't write against a read only replica\.?$/,
+        });
+        await direct.replicaof('NO', 'ONE');
+        expect(await store.claim('k', 60)).toMatchObject({ head: 'secret words' });
+        expect(await store.health()).toEqual({ ok: true });
+        expect(errors).toEqual(['save', 'save', 'claim']);
+        expect(log.lines.map((l) => l.msg).filter((m) => /saves/.test(m))).toEqual([
+          'resume store saves failing',
+          'resume store saves succeeding again',
+          'resume store saves failing',
+          'resume store saves succeeding again',
+        ]);
+        expect(JSON.stringify(log.lines)).not.toContain('secret');
+
+        // An ACL user that may not run a command the save script uses.
+        await direct.acl('SETUSER', 'troupe', 'on', '>pw', '~*', '&*', '+@all', '-expire');
+        const limited = createRedisResumeStore({
+          url: own.url.replace('redis://', 'redis://troupe:pw@'),
+          log: log.logger,
+        });
+        try {
+          await expect(limited.save('k3', wholeRecord('h'), 60)).rejects.toThrow(/can't run/);
+          expect(await limited.health()).toEqual({
+            ok: false,
+            detail:
+              "redis saves failing: ERR The user executing the script can't run this command or subcommand",
+          });
+        } finally {
+          await limited.close();
+        }
+      } finally {
+        direct.disconnect();
+        await store.close();
+        await own.close();
+      }
+    });
+
+    it('takes a connection Redis closed for idling and got back at once for no outage, and still reports a real one once', async () => {
+      const port = await freePort();
+      const own = await startRedis(port);
+      const direct = new Redis(own.url);
+      const log = capturedLog();
+      const errors: string[] = [];
+      let rewrites = 0;
+      const store = createRedisResumeStore({
+        url: own.url,
+        log: log.logger,
+        onError: (op) => errors.push(op),
+        keepaliveMs: 0,
+      });
+      store.onReconnect?.(() => rewrites++);
+      let again: RedisProc | undefined;
+      try {
+        expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+        // Redis closes a client idle for a second; the store's is back at the first attempt.
+        await direct.config('SET', 'timeout', '1');
+        const back = log.next(
+          (l) => /^resume store (reconnected|unavailable)$/.test(l.msg),
+          'the idle connection closed by Redis, and back',
+        );
+        const healths = await sampleUntil(() => store.health(), back);
+        expect(await back).toMatchObject({ msg: 'resume store reconnected', restarted: false });
+        expect(healths.every((h) => h.ok)).toBe(true);
+        expect(await store.health()).toEqual({ ok: true });
+        expect(log.at(40)).toEqual([]);
+        expect(errors).toEqual([]);
+        // The same server, which kept its records: nothing to write again.
+        expect(rewrites).toBe(0);
+        expect(await store.save('k', wholeRecord('v2'), 60)).toBe('saved');
+
+        // Stopped: an outage, logged and counted once however many attempts fail.
+        direct.disconnect();
+        await own.proc.stop();
+        const down = await log.next((l) => l.msg === 'resume store unavailable', 'the outage');
+        expect(down.err).toMatch(/ECONNREFUSED/);
+        expect(await store.health()).toMatchObject({ ok: false, detail: /ECONNREFUSED/ });
+        again = await startRedis(port);
+        await log.next((l) => l.msg === 'resume store available again', 'the store back');
+        expect(log.at(40)).toHaveLength(1);
+        expect(errors).toEqual(['connection']);
+        expect(rewrites).toBe(1);
+        expect(await store.health()).toEqual({ ok: true });
+      } finally {
+        direct.disconnect();
+        await store.close();
+        await again?.close();
+        await own.close();
+      }
+    });
+
+    it("keeps its connection from idling past Redis's timeout with a PING", async () => {
+      const own = await startRedis();
+      const log = capturedLog();
+      const store = createRedisResumeStore({ url: own.url, log: log.logger, keepaliveMs: 200 });
+      const bystander = new Redis(own.url, { retryStrategy: () => null });
+      try {
+        await bystander.config('SET', 'timeout', '2');
+        expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+        // Idle since after the store's save: Redis closes it once it has idled past the timeout.
+        const closed = once(bystander, 'close');
+        await bystander.ping();
+        await within(closed, 'the idle connection closed by Redis');
+        expect(log.lines.filter((l) => /^resume store /.test(l.msg))).toEqual([]);
+        expect(await store.save('k', wholeRecord('v2'), 60)).toBe('saved');
+      } finally {
+        bystander.disconnect();
+        await store.close();
+        await own.close();
+      }
+    });
+
+    it('says why the connection went, not why an earlier one did', async () => {
+      const port = await freePort();
+      const own = await startRedis(port);
+      const log = capturedLog();
+      const store = createRedisResumeStore({ url: own.url, log: log.logger });
+      let again: RedisProc | undefined;
+      let direct: Redis | undefined;
+      try {
+        expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+        await own.proc.stop();
+        // Connections refused: the store's last error says so.
+        await within(
+          (async () => {
+            while (!/ECONNREFUSED/.test((await store.health()).detail ?? '')) {
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          })(),
+          'an outage with refused connections',
+        );
+        again = await startRedis(port);
+        await log.next((l) => l.msg === 'resume store available again', 'the store back');
+        // Redis drops the connection and answers nothing for a while: an outage of its own.
+        direct = new Redis(again.url);
+        await direct
+          .pipeline()
+          .client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+          .client('PAUSE', '3000', 'ALL')
+          .exec();
+        const lines = log.lines.length;
+        const down = await log.next(
+          (l) => l.msg === 'resume store unavailable' && log.lines.indexOf(l) >= lines,
+          'the second outage',
+        );
+        expect(down.err).not.toMatch(/ECONNREFUSED/);
+        expect((await store.health()).detail ?? '').not.toMatch(/ECONNREFUSED/);
+      } finally {
+        direct?.disconnect();
+        await store.close();
+        await again?.close();
+        await own.close();
+      }
+    });
+
+    it('writes nowhere while Redis refuses the database REDIS_URL names, and says so in health', async () => {
+      const log = capturedLog();
+      const errors: string[] = [];
+      const store = createRedisResumeStore({
+        url: `${redis.url}/99`,
+        log: log.logger,
+        onError: (op) => errors.push(op),
+      });
+      const direct = new Redis(redis.url);
+      try {
+        await expect(store.save('db99', wholeRecord('v'), 60)).rejects.toThrow(
+          'ERR DB index is out of range',
+        );
+        await expect(store.claim('db99', 60, 'c1')).rejects.toThrow('ERR DB index is out of range');
+        store.settle?.('db99', 'c1', false);
+        expect(await store.health()).toEqual({
+          ok: false,
+          detail: 'redis: ERR DB index is out of range',
+        });
+        // Not in database 0, nor anywhere else.
+        const keyspace = await direct.info('keyspace');
+        expect(await direct.keys('*db99*')).toEqual([]);
+        expect(keyspace).not.toMatch(/^db(?!0:)\d+:/m);
+        expect(log.at(50).map((l) => [l.msg, l.err])).toEqual([
+          ['resume store cannot use the database REDIS_URL names', 'ERR DB index is out of range'],
+        ]);
+        expect(log.lines.filter((l) => /unavailable|available again/.test(l.msg))).toEqual([]);
+        expect(errors).toEqual(['connection', 'save', 'claim']);
+      } finally {
+        direct.disconnect();
+        await store.close();
+      }
+    });
+
+    it("makes the server's /health degraded with the database Redis refused", async () => {
+      const t = await startTestServer({ env: { REDIS_URL: `${redis.url}/99` } });
+      try {
+        const resume = await within(
+          (async () => {
+            for (;;) {
+              const health = (await request(`${t.url}/health`)).json() as {
+                status: string;
+                resume: { detail?: string };
+              };
+              // Until its first connection is made (statuses wait, connecting, connect).
+              if (!/^redis (wait|connecting|connect)$/.test(health.resume.detail ?? ''))
+                return health;
+              await new Promise((r) => setTimeout(r, 20));
+            }
+          })(),
+          "the store's first connection",
+        );
+        expect(resume).toMatchObject({
+          status: 'degraded',
+          resume: { store: 'redis', ok: false, detail: 'redis: ERR DB index is out of range' },
+        });
+      } finally {
+        await t.close();
+      }
+    });
+  },
+);
