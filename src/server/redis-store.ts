@@ -30,6 +30,9 @@ const REDIS_RECONNECT_GRACE_MS = 1_000;
 export const DEFAULT_REDIS_KEEPALIVE_MS = 10_000;
 /** The most of a Redis error reply `/health` and the log repeat. */
 const REPLY_MAX_CHARS = 200;
+/** What the store says of a Redis Cluster, in the log and in `/health`. */
+const CLUSTER_UNSUPPORTED =
+  'Redis Cluster is not supported: point REDIS_URL at a single Redis (a primary, with replicas for failover)';
 
 /** Options of {@link createRedisResumeStore}. */
 export interface RedisResumeStoreOptions {
@@ -148,7 +151,7 @@ else
 end
 return 1`;
 
-/** A record's keys: one hash slot (`{…}`), so a Redis Cluster can run the scripts too. */
+/** A record's keys: one hash slot (`{…}`), as a Redis Cluster would need to run the scripts. */
 function redisKeys(key: string): [string, string] {
   return [`{${key}}`, `{${key}}:parts`];
 }
@@ -251,9 +254,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     health() {
       // An outage says so first: commands fail then for want of a connection.
-      const refused = database.refused();
-      const detail =
-        link.problem() ?? (refused !== undefined ? `redis: ${refused}` : replies.problem());
+      const detail = link.problem() ?? database.problem() ?? replies.problem();
       return Promise.resolve(detail === undefined ? { ok: true } : { ok: false, detail });
     },
     async close() {
@@ -391,7 +392,12 @@ function watchDatabase(
   redis: Redis,
   log: Logger,
   onError: RedisResumeStoreOptions['onError'],
-): { refused(): string | undefined } {
+): {
+  /** Redis's refusal of the database, while it stands. */
+  refused(): string | undefined;
+  /** The refusal as `/health` says it. */
+  problem(): string | undefined;
+} {
   /** Redis's reply to the last refused SELECT, until a connection's is taken. */
   let refused: string | undefined;
   let refusedNow = false;
@@ -403,12 +409,19 @@ function watchDatabase(
     if (reply === refused) return;
     refused = reply;
     onError?.('connection');
-    log.error({ err: reply }, 'resume store cannot use the database REDIS_URL names');
+    if (isClusterReply(reply)) log.error({ err: reply }, CLUSTER_UNSUPPORTED);
+    else log.error({ err: reply }, 'resume store cannot use the database REDIS_URL names');
   });
   redis.on('ready', () => {
     if (!refusedNow) refused = undefined;
   });
-  return { refused: () => refused };
+  return {
+    refused: () => refused,
+    problem() {
+      if (refused === undefined) return undefined;
+      return isClusterReply(refused) ? CLUSTER_UNSUPPORTED : `redis: ${refused}`;
+    },
+  };
 }
 
 /** Whether an error is Redis's refusal of the SELECT ioredis sends as it connects. */
@@ -438,20 +451,40 @@ interface ReplyWatch {
  */
 function watchReplies(log: Logger): ReplyWatch {
   let refusing: string | undefined;
+  /** A Redis Cluster answered: said once, and for good (keys another node serves keep failing). */
+  let cluster = false;
   return {
     succeeded() {
       if (refusing === undefined) return;
       refusing = undefined;
-      log.info({}, 'resume store saves succeeding again');
+      if (!cluster) log.info({}, 'resume store saves succeeding again');
     },
     failed(err) {
       if (!(err instanceof Error) || err.name !== 'ReplyError') return;
       const reply = shortReply(err.message);
-      if (refusing === undefined) log.warn({ err: reply }, 'resume store saves failing');
+      if (isClusterReply(reply)) {
+        if (!cluster) log.error({ err: reply }, CLUSTER_UNSUPPORTED);
+        cluster = true;
+      } else if (refusing === undefined && !cluster) {
+        log.warn({ err: reply }, 'resume store saves failing');
+      }
       refusing = reply;
     },
-    problem: () => (refusing === undefined ? undefined : `redis saves failing: ${refusing}`),
+    problem() {
+      if (cluster) return CLUSTER_UNSUPPORTED;
+      return refusing === undefined ? undefined : `redis saves failing: ${refusing}`;
+    },
   };
+}
+
+/**
+ * Whether a reply is one only a Redis Cluster gives: a key another node
+ * serves (MOVED, ASK), a cluster missing slots (CLUSTERDOWN), a SELECT in
+ * cluster mode. The store does not follow a Cluster's redirections (its
+ * keys and scripts would fit one: a record's keys share a hash slot).
+ */
+function isClusterReply(reply: string): boolean {
+  return /^(MOVED|ASK|CLUSTERDOWN) |in cluster mode/.test(reply);
 }
 
 /**

@@ -1,17 +1,27 @@
 /**
  * What the Redis resume store tells `/health` and the log, against a real
  * redis-server: saves Redis refuses, a connection Redis closes while idle,
- * an outage, a database Redis refuses. What it stores is in
+ * an outage, a database Redis refuses, a Redis Cluster. What it stores is in
  * resume-store.test.ts.
  */
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisResumeStore } from '../../src/server/redis-store.js';
 import { wholeRecord } from '../../src/server/resume-store.js';
 import { createLogger } from '../../src/server/logger.js';
-import { freePort, needs, startRedis, type RedisProc } from '../deploy/processes.js';
+import {
+  freePort,
+  hasProgram,
+  needs,
+  startProcess,
+  startRedis,
+  type RedisProc,
+} from '../deploy/processes.js';
 import { request } from '../helpers/http.js';
 import { startTestServer } from '../helpers/server.js';
 import { within } from '../helpers/wait.js';
@@ -65,6 +75,47 @@ async function sampleUntil<T>(probe: () => Promise<T>, until: Promise<unknown>):
     await new Promise((r) => setTimeout(r, 10));
   }
   return seen;
+}
+
+/** Two redis-servers in cluster mode, each serving half the hash slots, once the cluster is up. */
+async function startRedisCluster(): Promise<{ urls: string[]; close(): Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'troupe-redis-cluster-'));
+  const ports = [await freePort(), await freePort()];
+  const procs = ports.map((port) =>
+    startProcess(hasProgram('redis-server') ?? 'redis-server', [
+      ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''],
+      ...['--appendonly', 'no', '--cluster-enabled', 'yes'],
+      ...['--cluster-config-file', path.join(dir, `nodes-${port}.conf`)],
+    ]),
+  );
+  const close = async (): Promise<void> => {
+    await Promise.all(procs.map((p) => p.stop()));
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await Promise.all(procs.map((p) => p.waitFor(/Ready to accept connections/, 'redis-server')));
+    const [a, b] = ports.map((port) => new Redis(port, '127.0.0.1'));
+    try {
+      await a!.cluster('ADDSLOTSRANGE', 0, 8191);
+      await b!.cluster('ADDSLOTSRANGE', 8192, 16383);
+      await a!.cluster('MEET', '127.0.0.1', ports[1]!);
+      await within(
+        (async () => {
+          while (!/cluster_state:ok/.test(String(await a!.cluster('INFO')))) {
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        })(),
+        'the cluster up',
+      );
+    } finally {
+      a!.disconnect();
+      b!.disconnect();
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { urls: ports.map((port) => `redis://127.0.0.1:${port}`), close };
 }
 
 describe.runIf(needs('redis-server'))(
@@ -322,6 +373,40 @@ describe.runIf(needs('redis-server'))(
         });
       } finally {
         await t.close();
+      }
+    });
+
+    it('says a Redis Cluster is not supported, once, in the log and in health', async () => {
+      const cluster = await startRedisCluster();
+      const log = capturedLog();
+      const store = createRedisResumeStore({ url: cluster.urls[0]!, log: log.logger });
+      const selecting = createRedisResumeStore({ url: `${cluster.urls[0]}/1`, log: log.logger });
+      const direct = new Redis(cluster.urls[0]!);
+      const unsupported =
+        'Redis Cluster is not supported: point REDIS_URL at a single Redis (a primary, with replicas for failover)';
+      try {
+        // A record's keys hash by the name in braces: one here, one the other node serves.
+        const slot = async (key: string) => Number(await direct.cluster('KEYSLOT', key));
+        const names = Array.from({ length: 50 }, (_, i) => `c${i}`);
+        const slots = await Promise.all(names.map(slot));
+        const local = names[slots.findIndex((n) => n < 8192)]!;
+        const elsewhere = names[slots.findIndex((n) => n >= 8192)]!;
+        await expect(store.save(elsewhere, wholeRecord('v'), 60)).rejects.toThrow(/MOVED/);
+        expect(await store.health()).toEqual({ ok: false, detail: unsupported });
+        // Keys this node serves still work; the store is no less unsupported.
+        expect(await store.save(local, wholeRecord('v'), 60)).toBe('saved');
+        await expect(store.claim(elsewhere, 60)).rejects.toThrow(/MOVED/);
+        expect(await store.health()).toEqual({ ok: false, detail: unsupported });
+        // A database number: Redis refuses the SELECT in cluster mode.
+        await expect(selecting.save(local, wholeRecord('v'), 60)).rejects.toThrow(/cluster mode/);
+        expect(await selecting.health()).toEqual({ ok: false, detail: unsupported });
+        expect(log.at(50).map((l) => l.msg)).toEqual([unsupported, unsupported]);
+        expect(log.at(40)).toEqual([]);
+      } finally {
+        direct.disconnect();
+        await store.close();
+        await selecting.close();
+        await cluster.close();
       }
     });
   },
