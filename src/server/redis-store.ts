@@ -3,6 +3,11 @@
  * worker: what a store is and does is in resume-store.ts. A record is two
  * keys in one hash slot, written and claimed by Lua scripts so that each
  * save and claim is atomic.
+ *
+ * A connection that is up is not a store that works: `/health` hears of an
+ * outage (not of a connection Redis closed and got back at once), of a
+ * database Redis refused, of saves Redis refuses, and of a Redis Cluster,
+ * which the store does not support.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
