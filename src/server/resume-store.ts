@@ -119,7 +119,7 @@ export interface ResumeStore {
    * that over rather than the last write.
    */
   onHandover?(give: (key: string) => Promise<StoredRecord | undefined>): void;
-  /** Whether the store answers now. */
+  /** Whether the store works now (it answers, and takes saves), and if not, why: for `/health`. */
   health(): Promise<{ ok: boolean; detail?: string }>;
   close(): Promise<void>;
 }
