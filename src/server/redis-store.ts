@@ -197,6 +197,7 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   };
   const fail = (op: 'save' | 'claim', err: unknown): never => {
     onError?.(op);
+    link.failed();
     replies.failed(err);
     throw new ResumeStoreError(`Redis ${op} failed: ${(err as Error).message}`, { cause: err });
   };
@@ -282,8 +283,13 @@ interface ConnectionWatch {
   problem(): string | undefined;
   /** Resolves once commands may be sent: the first wait for the first connection; later ones fail at once while it is down. */
   usable(): Promise<void>;
-  /** Called each time Redis is reachable again after an outage, or answers as a restarted server. */
+  /**
+   * Called each time Redis is reachable again after an outage; after a
+   * close, if Redis restarted meanwhile or a command found no connection.
+   */
   readonly reconnected: Array<() => void>;
+  /** A command failed (for want of a connection, if it is not up). */
+  failed(): void;
   /** The store is closing: its connection's end is no outage. */
   stop(): void;
 }
@@ -311,6 +317,8 @@ function watchConnection(
   let grace: NodeJS.Timeout | undefined;
   /** The server that answered last (its run_id), to tell a restart from a close. */
   let server: string | undefined;
+  /** A command failed while the connection was not up: its writer waits for a rewrite. */
+  let missed = false;
   const reconnected: Array<() => void> = [];
   const notify = (): void => {
     for (const listener of reconnected) listener();
@@ -333,6 +341,7 @@ function watchConnection(
   redis.on('close', () => {
     if (closing || down || grace !== undefined) return;
     if (!everReady) return markDown();
+    log.debug({}, 'resume store connection closed');
     grace = setTimeout(markDown, REDIS_RECONNECT_GRACE_MS);
   });
   redis.on('ready', () => {
@@ -344,13 +353,16 @@ function watchConnection(
     down = false;
     everReady = true;
     const before = server;
+    const lost = missed;
+    missed = false;
     void runId(redis).then((id) => {
       server = id;
       if (!closed) return;
-      // Back at once: the same server kept its records; a restarted one lost them.
+      // Back at once: the same server kept its records (a restarted one lost
+      // them), and only a write that found no connection meanwhile is missing.
       const restarted = id === undefined || id !== before;
-      log.debug({ restarted }, 'resume store reconnected');
-      if (restarted) notify();
+      log.debug({ restarted, missed: lost }, 'resume store reconnected');
+      if (restarted || lost) notify();
     });
     if (!wasDown) return;
     log.info({}, 'resume store available again');
@@ -375,6 +387,9 @@ function watchConnection(
         };
         redis.once('ready', ready);
       });
+    },
+    failed() {
+      if (redis.status !== 'ready') missed = true;
     },
     stop() {
       closing = true;

@@ -251,6 +251,32 @@ describe.runIf(needs('redis-server'))(
       }
     });
 
+    it('has every open session write its record again after a close a save ran into, though Redis kept the rest', async () => {
+      const own = await startRedis();
+      const direct = new Redis(own.url);
+      const log = capturedLog();
+      let rewrites = 0;
+      const store = createRedisResumeStore({ url: own.url, log: log.logger, keepaliveMs: 0 });
+      store.onReconnect?.(() => rewrites++);
+      try {
+        expect(await store.save('k', wholeRecord('v'), 60)).toBe('saved');
+        const closed = log.next((l) => l.msg === 'resume store connection closed', 'the close');
+        await direct.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+        await closed;
+        // Before the first reconnection attempt: the save finds no connection.
+        await expect(store.save('k', wholeRecord('v2'), 60)).rejects.toThrow(/writeable/);
+        const back = await log.next((l) => l.msg === 'resume store reconnected', 'the store back');
+        expect(back).toMatchObject({ restarted: false, missed: true });
+        expect(rewrites).toBe(1);
+        expect(log.at(40)).toEqual([]);
+        expect(await store.health()).toEqual({ ok: true });
+      } finally {
+        direct.disconnect();
+        await store.close();
+        await own.close();
+      }
+    });
+
     it("keeps its connection from idling past Redis's timeout with a PING", async () => {
       const own = await startRedis();
       const log = capturedLog();
