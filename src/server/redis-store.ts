@@ -31,8 +31,6 @@ const REDIS_FIRST_RETRY_MS = 200;
  * comes after {@link REDIS_FIRST_RETRY_MS}.
  */
 const REDIS_RECONNECT_GRACE_MS = 1_000;
-/** How often the store's connection sends a PING, whatever its traffic (see {@link keepAlive}). */
-export const DEFAULT_REDIS_KEEPALIVE_MS = 10_000;
 /** The most of a Redis error reply `/health` and the log repeat. */
 const REPLY_MAX_CHARS = 200;
 /** What the store says of a Redis Cluster, in the log and in `/health`. */
@@ -46,11 +44,6 @@ export interface RedisResumeStoreOptions {
   log: Logger;
   /** Called on each failed command or lost connection (for a metric). */
   onError?: (op: 'save' | 'claim' | 'connection') => void;
-  /**
-   * How often the connection sends a PING, so that Redis's `timeout` (or a
-   * proxy's) does not close it while idle; 0: never. @defaultValue 10 s
-   */
-  keepaliveMs?: number;
 }
 
 interface ResumeCommands {
@@ -185,7 +178,6 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
   const link = watchConnection(redis, log, onError);
   const database = watchDatabase(redis, log, onError);
   const replies = watchReplies(log);
-  const keepalive = keepAlive(redis, options.keepaliveMs ?? DEFAULT_REDIS_KEEPALIVE_MS);
   const claimedListeners: Array<(key: string) => void> = [];
   /** The connection that listens for claims (Redis takes no other commands on it). */
   let claimedNotices: Redis | undefined;
@@ -265,7 +257,6 @@ export function createRedisResumeStore(options: RedisResumeStoreOptions): Resume
     },
     async close() {
       link.stop();
-      clearInterval(keepalive);
       for (const client of [redis, claimedNotices]) {
         try {
           await client?.quit();
@@ -302,6 +293,12 @@ interface ConnectionWatch {
  * close is an outage only if the connection is not back within
  * {@link REDIS_RECONNECT_GRACE_MS}, or an attempt to reconnect fails (Redis
  * stopped, a refused connection) before that.
+ *
+ * No keepalive (a PING now and then) keeps an idle connection from Redis's
+ * `timeout`: such a close costs a reconnection and nothing else now, a
+ * least-privilege ACL user has no PING (deployment.md's has not), and
+ * Redis's own `tcp-keepalive` keeps a firewall or NAT from dropping idle
+ * connections.
  */
 function watchConnection(
   redis: Redis,
@@ -523,22 +520,6 @@ async function runId(redis: Redis): Promise<string | undefined> {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Sends a PING every `ms` on the connection while it is up, whatever its
- * traffic: one command per interval, nothing per save. Redis closes a
- * client idle past its `timeout` (0, never, by default; managed services
- * and tuned configs set one), and proxies and load balancers on the way
- * drop idle flows; the keepalive keeps the connection from looking idle to
- * either. A `timeout` shorter than the interval still closes it, and the
- * connection is back at once ({@link watchConnection}: no outage).
- */
-function keepAlive(redis: Redis, ms: number): NodeJS.Timeout | undefined {
-  if (ms <= 0) return undefined;
-  return setInterval(() => {
-    if (redis.status === 'ready') redis.ping().catch(() => undefined);
-  }, ms).unref();
 }
 
 /** The channel on which an instance says it claimed a record (its key), for the instance that wrote it. */
