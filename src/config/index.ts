@@ -267,16 +267,16 @@ const url = z
  * What is wrong with a `REDIS_URL`, if anything: one Redis by host and port,
  * and its database by number. ioredis reads any path as the database: one
  * that is not a number (a typo, a Unix socket's path) was database NaN, and
- * the store wrote into database 0 without a word.
+ * the store wrote into database 0 without a word. It reads a query string as
+ * options of its own, over the store's (`?keyPrefix=` moved the keys).
  */
 function redisUrlProblem(v: string): string | undefined {
   if (!/^rediss?:\/\/[^/]/.test(v) || !URL.canParse(v)) {
     return 'expected a redis:// or rediss:// URL such as redis://127.0.0.1:6379';
   }
-  const { pathname, searchParams } = new URL(v);
-  const db = searchParams.get('db');
-  if (!/^(\/\d*)?$/.test(pathname) || (db !== null && !/^\d+$/.test(db))) {
-    return 'expected at most a database number after the port, such as redis://127.0.0.1:6379/2';
+  const { pathname, search, hash } = new URL(v);
+  if (!/^(\/\d*)?$/.test(pathname) || search !== '' || hash !== '') {
+    return 'expected nothing after the port but a database number, such as redis://127.0.0.1:6379/2';
   }
   return undefined;
 }

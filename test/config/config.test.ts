@@ -283,12 +283,12 @@ describe('config: server, LLM, sessions and logging', () => {
     expect(loadConfig({ ALLOWED_ORIGINS: '' }).server.allowedOrigins).toEqual([]);
   });
 
-  it('takes a REDIS_URL with a database number or none, and refuses any other path without repeating its password', () => {
+  it('takes a REDIS_URL with a database number or none, and refuses anything else after the port without repeating its password', () => {
     for (const url of [
       'redis://127.0.0.1:6379',
       'redis://127.0.0.1:6379/',
       'redis://127.0.0.1:6379/2',
-      'rediss://troupe:pw@redis.example:6380/15?family=6',
+      'rediss://troupe:pw@redis.example:6380/15',
     ]) {
       expect(loadConfig({ REDIS_URL: url }).scale.redisUrl).toBe(url);
     }
@@ -297,16 +297,17 @@ describe('config: server, LLM, sessions and logging', () => {
     );
     expect(err.message).toBe(
       'invalid configuration:\n' +
-        '  REDIS_URL: expected at most a database number after the port, such as redis://127.0.0.1:6379/2, got "redis://troupe:***@127.0.0.1:6379/abc"',
+        '  REDIS_URL: expected nothing after the port but a database number, such as redis://127.0.0.1:6379/2, got "redis://troupe:***@127.0.0.1:6379/abc"',
     );
     for (const url of [
       'redis://localhost/var/run/redis.sock',
       'redis://127.0.0.1:6379/-1',
       'redis://127.0.0.1:6379/0/1',
-      'redis://127.0.0.1:6379?db=x',
+      'redis://127.0.0.1:6379?db=2',
+      'redis://127.0.0.1:6379/2?keyPrefix=x:',
     ]) {
       expect(configError(() => loadConfig({ REDIS_URL: url })).message).toContain(
-        'REDIS_URL: expected at most a database number after the port',
+        'REDIS_URL: expected nothing after the port but a database number',
       );
     }
     expect(configError(() => loadConfig({ REDIS_URL: '/var/run/redis.sock' })).message).toContain(
