@@ -365,17 +365,22 @@ function watchConnection(
     log.info({}, 'resume store available again');
     notify();
   });
+  /** The wait for the first connection, shared by the commands sent before it. */
+  let first: Promise<void> | undefined;
   return {
     reconnected,
     problem() {
       if (redis.status === 'ready' || grace !== undefined) return undefined;
       return `redis ${redis.status}${lastError ? `: ${lastError}` : ''}`;
     },
-    async usable() {
-      if (redis.status === 'ready' || everReady) return;
-      await new Promise<void>((resolve, reject) => {
+    usable() {
+      if (redis.status === 'ready' || everReady) return Promise.resolve();
+      // One wait for every command before the first connection: a listener
+      // each made Node warn of a leak (on stderr, in the JSON log) past ten.
+      first ??= new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => {
           redis.off('ready', ready);
+          first = undefined;
           reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
         }, REDIS_CONNECT_TIMEOUT_MS);
         const ready = (): void => {
@@ -384,6 +389,7 @@ function watchConnection(
         };
         redis.once('ready', ready);
       });
+      return first;
     },
     failed() {
       if (redis.status !== 'ready') missed = true;

@@ -414,3 +414,33 @@ describe.runIf(needs('redis-server'))(
     });
   },
 );
+
+describe('the Redis store before its first connection', () => {
+  it('lets many saves wait for it without a listener each (Node would warn of a leak on stderr)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.name);
+    process.on('warning', onWarning);
+    // Nothing listens there: each save waits for the first connection, then fails.
+    const store = createRedisResumeStore({
+      url: `redis://127.0.0.1:${await freePort()}`,
+      log: capturedLog().logger,
+    });
+    try {
+      const saves = Array.from({ length: 20 }, (_, i) =>
+        store.save(`key${i}`, wholeRecord('{}', []), 60).then(
+          () => 'saved',
+          () => 'failed',
+        ),
+      );
+      expect(await within(Promise.all(saves), 'the saves to fail')).toEqual(
+        Array(20).fill('failed'),
+      );
+      // A warning is emitted on the next tick after the listener that passes the limit.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      await store.close();
+    }
+  });
+});
