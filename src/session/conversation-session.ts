@@ -13,7 +13,7 @@ import { SessionSnapshots } from './session-snapshot.js';
 import type { ChatMessage } from '../llm/chunk.js';
 import type { ClientEvent, ResponseOptions, ServerEvent, SessionUpdate } from './events.js';
 import { conversationId, finishedMcpCall, newId } from './items.js';
-import { cutReplyCalls, FOLLOW_UP_ANSWER, McpFollowUps } from './mcp-follow-ups.js';
+import { FOLLOW_UP_ANSWER, McpFollowUps, owesReply } from './mcp-follow-ups.js';
 import { answerEmpty } from './response-report.js';
 import type { BackgroundCalls } from '../tools/background.js';
 import {
@@ -176,7 +176,7 @@ export class ConversationSession implements Session {
     clearTimeout(this.#restoredWait);
     this.#restoredWait = undefined;
     this.#conversation.announce();
-    this.#followUps.restored(cutReplyCalls(this.#conversation.items));
+    this.#followUps.restored(owesReply(this.#conversation.items));
     const parked = this.#o.handover?.claim(this.id);
     resumeBackground(this.#backgroundOptions, this.#background, this.#resumed, parked);
   }

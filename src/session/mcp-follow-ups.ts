@@ -43,13 +43,11 @@ export class McpFollowUps {
    * a follow-up to each call it saw (the Agents SDK does, for every
    * `mcp_call` it sees done): the calls of finished replies were answered
    * in them, so those requests get empty responses. When a reply is owed
-   * (`cut`: {@link cutReplyCalls} found the calls of a reply cut short, or
-   * the conversation ends with the user's line), the first request makes
-   * it, whichever call it is for, and it answers the rest: a client that
-   * asks once (not the SDK) gets the reply, not an empty answer.
+   * ({@link owesReply}), the first request makes it, whichever call it is
+   * for, and it answers the rest: a client that asks once (not the SDK)
+   * gets the reply, not an empty answer.
    */
-  restored(cut: ReadonlySet<string>): void {
-    const owed = cut.size > 0;
+  restored(owed: boolean): void {
     this.#answers = owed ? [] : this.#owed;
     this.#cutLeft = owed ? this.#owed.length : 0;
     this.#owed = [];
@@ -136,29 +134,14 @@ function isFollowUpAnswer(metadata: Record<string, string> | null | undefined): 
 }
 
 /**
- * The calls of a resumed conversation whose follow-ups are not answered
- * yet: those of a reply that was cut off after them (the `mcp_call` items
- * since the user's last message, when the conversation ends with one of
- * them or with an `incomplete` assistant message: the reply after the calls
- * cut short, by a dropped connection or a stopped process), and every call
- * when the conversation ends with the user's message, which waits for its
- * reply (the connection dropped before it was asked for). None otherwise.
+ * Whether a resumed conversation owes a reply: it ends with a reply cut
+ * short (its calls, or an `incomplete` assistant message: a dropped
+ * connection or a stopped process cut it) or with the user's message, whose
+ * reply was never asked for (the connection dropped first).
  */
-export function cutReplyCalls(items: readonly Item[]): Set<string> {
-  const calls = new Set<string>();
+export function owesReply(items: readonly Item[]): boolean {
   const last = items.at(-1);
-  if (last?.type === 'message' && last.role === 'user') {
-    for (const item of items) if (item.type === 'mcp_call') calls.add(item.id);
-    return calls;
-  }
-  const cut =
-    last?.type === 'mcp_call' ||
-    (last?.type === 'message' && last.role === 'assistant' && last.status === 'incomplete');
-  if (!cut) return calls;
-  for (let i = items.length - 1; i >= 0; i--) {
-    const item = items[i]!;
-    if (item.type === 'message' && item.role === 'user') break;
-    if (item.type === 'mcp_call') calls.add(item.id);
-  }
-  return calls;
+  if (last?.type === 'mcp_call') return true;
+  if (last?.type !== 'message') return false;
+  return last.role === 'user' || (last.role === 'assistant' && last.status === 'incomplete');
 }

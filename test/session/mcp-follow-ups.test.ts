@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Item, McpCallItem, ResponseObject, ServerEvent } from '../../src/session/events.js';
-import { cutReplyCalls, McpFollowUps } from '../../src/session/mcp-follow-ups.js';
+import { McpFollowUps, owesReply } from '../../src/session/mcp-follow-ups.js';
 import { connect, type Received, type TestClient } from '../helpers/realtime-client.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { fakeVoice } from '../helpers/voice.js';
@@ -295,24 +295,21 @@ describe('what the follow-ups watch', () => {
     expect(two.answered({})).toBeUndefined();
   });
 
-  it('finds the calls of a reply cut after them: the conversation ends with them or an incomplete answer', () => {
+  it("finds a reply owed: the conversation ends with a cut reply or the user's line", () => {
     const user = { type: 'message', role: 'user', id: 'u', content: [] } as unknown as Item;
     const answer = (status: string) =>
       ({ type: 'message', role: 'assistant', id: 'a', status, content: [] }) as unknown as Item;
-    const old = { ...call, id: 'old' };
-    expect(cutReplyCalls([old, user, call, answer('incomplete')])).toEqual(new Set(['item_1']));
-    expect(cutReplyCalls([user, call])).toEqual(new Set(['item_1']));
-    expect(cutReplyCalls([user, call, answer('completed')])).toEqual(new Set());
-    expect(cutReplyCalls([call, user, answer('incomplete')])).toEqual(new Set());
-    // The user's line waits for its reply: the first request makes it, whatever calls came before.
-    expect(cutReplyCalls([old, user, call, answer('completed'), user])).toEqual(
-      new Set(['old', 'item_1']),
-    );
+    expect(owesReply([user, call, answer('incomplete')])).toBe(true);
+    expect(owesReply([user, call])).toBe(true);
+    expect(owesReply([call, user, answer('incomplete')])).toBe(true);
+    expect(owesReply([user, call, answer('completed'), user])).toBe(true);
+    expect(owesReply([user, call, answer('completed')])).toBe(false);
+    expect(owesReply([])).toBe(false);
   });
 
   it("names a resumed conversation's calls once it is announced", () => {
     const followUps = seen([ran[0]!]);
-    followUps.restored(new Set());
+    followUps.restored(false);
     expect(followUps.answered({})).toBe('item_1');
     expect(followUps.answered({})).toBeUndefined();
   });
@@ -324,7 +321,7 @@ describe('what the follow-ups watch', () => {
       item: { ...call, id },
     });
     const followUps = seen([done('item_old'), done('item_cut1'), done('item_cut2')]);
-    followUps.restored(new Set(['item_cut1', 'item_cut2', 'item_text']));
+    followUps.restored(true);
     // The first request, whichever call it follows, makes the reply owed.
     expect(followUps.answered({})).toBeUndefined();
     const send = followUps.watch(() => {});
