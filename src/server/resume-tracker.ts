@@ -307,7 +307,8 @@ export function trackSession(
       dirty = true;
       await this.flush();
       if (stopped || !dirty) return this.stop();
-      waitForStore(this, at, { ttlS, sessions, whenWritten, waiting: () => !stopped && dirty });
+      const state = { stopped: () => stopped, dirty: () => dirty };
+      waitForStore(this, at, { ttlS, sessions, whenWritten, ...state });
     },
     stop() {
       watch.forget();
@@ -331,8 +332,10 @@ function waitForStore(
     ttlS: number;
     sessions: TrackedSessions;
     whenWritten: Set<() => void>;
-    /** The tracker still runs and its last state is not written. */
-    waiting: () => boolean;
+    /** The tracker stopped (a claim took the conversation over, or the server stops). */
+    stopped: () => boolean;
+    /** Its last state is not written yet. */
+    dirty: () => boolean;
   },
 ): void {
   const { key, log } = at;
@@ -347,11 +350,10 @@ function waitForStore(
     o.sessions.unwritten.delete(key);
     tracker.stop();
   };
+  const waiting = (): boolean => !done && !o.stopped() && o.dirty();
   const giveUp = (why: string): void => {
-    if (done) return;
-    if (o.waiting())
-      log.error({ why }, 'resume record lost: its last state never reached the store');
-    end();
+    if (waiting()) log.error({ why }, 'resume record lost: its last state never reached the store');
+    if (!done) end();
   };
   if (o.sessions.unwritten.size >= MAX_UNWRITTEN) {
     o.sessions.unwritten
@@ -362,14 +364,15 @@ function waitForStore(
   o.sessions.unwritten.set(key, giveUp);
   log.warn({ ttlS: o.ttlS }, 'resume save failed at the close: the last state waits for the store');
   void (async () => {
-    while (!done && o.waiting()) {
+    while (waiting()) {
       const left = until - Date.now();
       if (left <= 0) return giveUp(`the store did not take it within RESUME_TTL_S (${o.ttlS} s)`);
       await waitAtMost(whenCalled(o.whenWritten), Math.min(UNWRITTEN_RETRY_MS, left));
-      if (!done && o.waiting()) await tracker.flush();
+      if (waiting()) await tracker.flush();
     }
     if (done) return;
-    log.info({}, 'resume record written: the store took the last state');
+    // Written, or taken over by a claim (which said so).
+    if (!o.stopped()) log.info({}, 'resume record written: the store took the last state');
     end();
   })();
 }
