@@ -186,12 +186,7 @@ export async function startServer(options: ServerOptions): Promise<TroupeServer>
     shuttingDown: () => shuttingDown,
     speech: { stt: voice.stt, tts: voice.tts },
     ...routeSettings(config.server),
-    healthExtras: async () => {
-      const extras = await scale.health(options.cluster);
-      // One process says why it would refuse a new session (workers each say so in `workers`).
-      const refusing = options.cluster ? undefined : realtime.refusing();
-      return refusing ? { ...extras, fields: { ...extras.fields, refusing } } : extras;
-    },
+    healthExtras: () => healthExtras(scale, realtime, options.cluster),
     ready: () => readiness(realtime, options.cluster),
     ...(options.cluster ? { metricsText: options.cluster.metrics } : {}),
   });
@@ -330,6 +325,21 @@ function createScaleParts(
       if (given === undefined) await store.close();
     },
   };
+}
+
+/** `/health`'s own fields: whether the server is degraded, and why. */
+type HealthExtras = { degraded: boolean; fields: Record<string, unknown> };
+
+/** `/health`'s own fields: the scale-out part's, and why one process would refuse a session. */
+async function healthExtras(
+  scale: { health(cluster: ClusterView | undefined): Promise<HealthExtras> },
+  realtime: RealtimeEndpoint,
+  cluster: ClusterView | undefined,
+): Promise<HealthExtras> {
+  const extras = await scale.health(cluster);
+  // Workers each say so in `workers`.
+  const refusing = cluster ? undefined : realtime.refusing();
+  return refusing ? { ...extras, fields: { ...extras.fields, refusing } } : extras;
 }
 
 /** `/health`'s `sessions` with workers: every worker's, and the instance's cap. */
