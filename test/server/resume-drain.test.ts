@@ -30,6 +30,38 @@ function countingStore(): ResumeStore & { saves: number } {
   return store;
 }
 
+/**
+ * A redis-server on `port` (told to `started` at once, for the cleanup), two
+ * servers sharing it (put in `servers`), and a client one turn into a
+ * conversation on the first.
+ */
+async function conversingOnRedis(
+  port: number,
+  servers: TestServer[],
+  started: (redis: RedisProc) => void,
+) {
+  const store = await startRedis(port);
+  started(store);
+  const env = { REDIS_URL: store.url };
+  const first = await startTestServer({ env });
+  const other = await startTestServer({ env });
+  servers.push(first, other);
+  const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
+  const token = tokenOf(await c.next('session.created'));
+  say(c, 'Hello there!');
+  await c.untilDone();
+  return { store, first, other, c, token };
+}
+
+/** Resumes `token` on `server`: the conversation comes back, with `text` in it, and no error. */
+async function resumesWith(server: TestServer, token: string, text: string): Promise<void> {
+  const again = await connect(`${server.wsUrl}?resume=${token}`);
+  await again.next('session.created');
+  await again.next('conversation.item.added', (e) => JSON.stringify(e.item).includes(text));
+  expect(again.events.map((e) => e.type)).not.toContain('error');
+  await again.close();
+}
+
 function tokenOf(created: Record<string, unknown>): string {
   return (created.session as { troupe: { resume_token: string } }).troupe.resume_token;
 }
@@ -179,24 +211,12 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     redis = undefined;
   });
 
-  /** A redis-server on `port`, two servers sharing it, and a client one turn into a conversation on the first. */
-  async function conversingOnRedis(port: number) {
-    const store = await startRedis(port);
-    redis = store;
-    const env = { REDIS_URL: store.url };
-    const draining = await startTestServer({ env });
-    const other = await startTestServer({ env });
-    servers.push(draining, other);
-    const c = await connect(`${draining.wsUrl}?character=plain&greeting=0`);
-    const token = tokenOf(await c.next('session.created'));
-    say(c, 'Hello there!');
-    await c.untilDone();
-    return { store, draining, other, c, token };
-  }
+  const conversing = (port: number) =>
+    conversingOnRedis(port, servers, (started) => (redis = started));
 
   it('holds each session until Redis is back and has its state, so the client resumes elsewhere', async () => {
     const port = await freePort();
-    const { store, draining, other, c, token } = await conversingOnRedis(port);
+    const { store, first: draining, other, c, token } = await conversing(port);
     // Redis stops (without persistence, as the compose file runs it): it comes back empty.
     await store.close();
     redis = undefined;
@@ -216,15 +236,11 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     expect(said).toContain('30 resume saves work again');
     expect(said.filter((m) => m === '40 resume save failed')).toHaveLength(1);
 
-    const again = await connect(`${other.wsUrl}?resume=${token}`);
-    await again.next('session.created');
-    await again.next('conversation.item.added', (e) => JSON.stringify(e.item).includes('Three.'));
-    expect(again.events.map((e) => e.type)).not.toContain('error');
-    await again.close();
+    await resumesWith(other, token, 'Three.');
   });
 
   it('holds a session through a Redis stall, trying its last write again until Redis takes it', async () => {
-    const { store, draining, other, c, token } = await conversingOnRedis(await freePort());
+    const { store, first: draining, other, c, token } = await conversing(await freePort());
     // Redis stalls (not down: no reconnection will come to write the records again).
     store.proc.child.kill('SIGSTOP');
     try {
@@ -239,13 +255,7 @@ describe.runIf(needs('redis-server'))('a drain while Redis is down (redis-server
     } finally {
       store.proc.child.kill('SIGCONT');
     }
-    const again = await connect(`${other.wsUrl}?resume=${token}`);
-    await again.next('session.created');
-    await again.next('conversation.item.added', (e) =>
-      JSON.stringify(e.item).includes('Said during the stall.'),
-    );
-    expect(again.events.map((e) => e.type)).not.toContain('error');
-    await again.close();
+    await resumesWith(other, token, 'Said during the stall.');
   });
 });
 
@@ -260,18 +270,14 @@ describe.runIf(needs('redis-server'))(
       redis = undefined;
     });
 
-    /** Two servers sharing a redis-server on `port`; a client one turn in on the first, then two more lines. */
+    /** A conversation on Redis (see conversingOnRedis) whose client says two more lines once `fail` made Redis fail, then drops. */
     async function droppedDuring(port: number, fail: (store: RedisProc) => Promise<void>) {
-      redis = await startRedis(port);
-      const env = { REDIS_URL: redis.url };
-      const first = await startTestServer({ env });
-      const other = await startTestServer({ env });
-      servers.push(first, other);
-      const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
-      const token = tokenOf(await c.next('session.created'));
-      say(c, 'Hello there!');
-      await c.untilDone();
-      await fail(redis);
+      const { store, first, other, c, token } = await conversingOnRedis(
+        port,
+        servers,
+        (started) => (redis = started),
+      );
+      await fail(store);
       for (const line of ['Said in the outage.', 'Said last.']) {
         c.send(userMessage(line));
         await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes(line));
@@ -282,15 +288,8 @@ describe.runIf(needs('redis-server'))(
       return { first, other, token };
     }
 
-    async function resumesAll(other: TestServer, token: string): Promise<void> {
-      const again = await connect(`${other.wsUrl}?resume=${token}`);
-      await again.next('session.created');
-      await again.next('conversation.item.added', (e) =>
-        JSON.stringify(e.item).includes('Said last.'),
-      );
-      expect(again.events.map((e) => e.type)).not.toContain('error');
-      await again.close();
-    }
+    const resumesAll = (other: TestServer, token: string) =>
+      resumesWith(other, token, 'Said last.');
 
     it('writes its last state once Redis is back, so it resumes all of it', async () => {
       const port = await freePort();
@@ -316,9 +315,9 @@ describe.runIf(needs('redis-server'))(
       // Acknowledged once its save is on its way to Redis, which runs it before this FLUSHALL.
       await c.next('conversation.item.done');
       const direct = new Redis(redis.url);
-      await direct.flushall();
+      await within(direct.flushall(), "Redis's FLUSHALL");
       direct.disconnect();
-      await c.close();
+      await within(c.close(), "the client's close");
       await first.waitForLog('session closed');
       await resumesAll(other, token);
     });
