@@ -28,6 +28,8 @@ export const MAX_UNWRITTEN = 1_000;
 
 /** A writing session's side of the upkeep of its record. */
 export interface Writer {
+  /** Its record's key. */
+  readonly key: string;
   /** Sends the whole record again (the store may have lost it). */
   rewrite(): void;
   /** Writes the record again if it was last written `olderThanMs` before `now`. */
@@ -243,6 +245,7 @@ export function trackSession(
   /** When the store last took a write (its TTL counts from there). */
   let writtenAt = Date.now();
   const writer: Writer = {
+    key: at.key,
     rewrite() {
       if (stopped) return;
       updates.resend();

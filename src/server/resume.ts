@@ -219,9 +219,16 @@ export function createResumer(options: ResumerOptions): Resumer {
   // restarted without persistence): sessions that change nothing for a while
   // would not be resumable until they did. Each sends its record again,
   // spread over a second so they do not all arrive at once.
+  // The last states of sessions that ended meanwhile go first, at once: a
+  // claim on another instance would find the older record until they land.
   store.onReconnect?.(() => {
     for (const w of writers) {
-      setTimeout(w.rewrite, Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS)).unref();
+      if (unwritten.has(w.key)) w.rewrite();
+      else
+        setTimeout(
+          w.rewrite,
+          Math.random() * (options.rewriteSpreadMs ?? REWRITE_SPREAD_MS),
+        ).unref();
     }
   });
   // Resumed in another process while still open here: closed at once, not at its next write.
@@ -252,7 +259,7 @@ export function createResumer(options: ResumerOptions): Resumer {
   return {
     store,
     async claim(token, auth) {
-      const claimed = await claimRecord(options, token, auth);
+      const claimed = await claimRecord(options, token, auth, handOver);
       if (!claimed.ok) return claimed;
       // Still open in this process: its connection is closed first, and the
       // conversation handed over is the session as it is then.
@@ -284,6 +291,7 @@ async function claimRecord(
   options: ResumerOptions,
   token: string,
   auth: string | undefined,
+  handOver: (key: string) => Promise<StoredRecord | undefined>,
 ): Promise<ClaimResult> {
   const { store, ttlS, metrics } = options;
   const outcome = (o: string): void => metrics?.attempts.inc({ outcome: o });
@@ -323,6 +331,22 @@ async function claimRecord(
   const settle = (used: boolean): void => {
     if (raw !== undefined && claimId !== undefined) store.settle?.(key, claimId, used);
   };
+  if (raw === undefined || raw.incomplete) {
+    // The store lost it, or never took its last state (Redis was full or
+    // down at the session's end), but this process holds it: a session
+    // still open here, or one whose last state waits for the store.
+    const held = await handOver(key);
+    const record = held === undefined ? undefined : parseRecord(held);
+    if (record && sameHash(record.auth, authHash(auth))) {
+      return {
+        ok: true,
+        sessionId: record.session,
+        state: record.state,
+        parts: record.parts,
+        settle,
+      };
+    }
+  }
   if (raw?.incomplete) {
     settle(true);
     outcome('incomplete');

@@ -322,6 +322,20 @@ describe.runIf(needs('redis-server'))(
       await resumesAll(other, token);
     });
 
+    it('gives its last state to a resume on the same instance before Redis has it (Redis full, then not)', async () => {
+      const { first, token } = await droppedDuring(await freePort(), async (store) => {
+        const direct = new Redis(store.url);
+        await direct.config('SET', 'maxmemory-policy', 'noeviction');
+        await direct.config('SET', 'maxmemory', '1');
+        direct.disconnect();
+      });
+      // Room again, and the resume comes before the retry: Redis holds the record incomplete.
+      const direct = new Redis(redis!.url);
+      await within(direct.config('SET', 'maxmemory', '0'), "Redis's CONFIG SET");
+      direct.disconnect();
+      await resumesWith(first, token, 'Said last.');
+    });
+
     it('keeps a conversation an instance could not restore (no such character) for one that can', async () => {
       redis = await startRedis(await freePort());
       const chars = await characterDir({ 'other.ts': character({ name: 'Other' }) });
