@@ -367,6 +367,8 @@ function watchConnection(
   });
   /** The wait for the first connection, shared by the commands sent before it. */
   let first: Promise<void> | undefined;
+  /** The wait for a connection closed on purpose to come back, shared likewise. */
+  let back: Promise<void> | undefined;
   return {
     reconnected,
     problem() {
@@ -374,6 +376,21 @@ function watchConnection(
       return `redis ${redis.status}${lastError ? `: ${lastError}` : ''}`;
     },
     usable() {
+      if (redis.status !== 'ready' && grace !== undefined) {
+        // Closed and reconnecting (Redis's idle `timeout`): a command waits
+        // for the connection rather than fail, for the grace at most.
+        back ??= new Promise<void>((resolve) => {
+          const done = (): void => {
+            clearTimeout(timer);
+            redis.off('ready', done);
+            back = undefined;
+            resolve();
+          };
+          const timer = setTimeout(done, REDIS_RECONNECT_GRACE_MS);
+          redis.once('ready', done);
+        });
+        return back;
+      }
       if (redis.status === 'ready' || everReady) return Promise.resolve();
       // One wait for every command before the first connection: a listener
       // each made Node warn of a leak (on stderr, in the JSON log) past ten.
