@@ -110,24 +110,27 @@ export interface TrackedSessions {
 /**
  * Saves a writer's next update: the store's answer, or undefined when it
  * failed (said once per outage for each session, not at every change it
- * makes meanwhile; the next write then sends everything).
+ * makes meanwhile, though several writes fail at once; the next write then
+ * sends everything). `saves.failing` is the writer's: whether its last one failed.
  */
 async function saveLogged(
   options: ResumerOptions,
   at: Tracked,
   updates: ReturnType<typeof saveMaker>,
-  failing: boolean,
+  saves: { failing: boolean },
 ): Promise<SaveResult | undefined> {
   const started = performance.now();
   try {
     const result = await saveNext(options.store, at.key, options.ttlS, updates);
     options.metrics?.saveSeconds.observe((performance.now() - started) / 1000);
-    if (failing) at.log.info({}, 'resume saves work again');
+    if (saves.failing) at.log.info({}, 'resume saves work again');
+    saves.failing = false;
     return result;
   } catch (err) {
     updates.resend();
-    if (failing) at.log.debug({ err: (err as Error).message }, 'resume save failed');
+    if (saves.failing) at.log.debug({ err: (err as Error).message }, 'resume save failed');
     else at.log.warn({ err: (err as Error).message }, 'resume save failed');
+    saves.failing = true;
     return undefined;
   }
 }
@@ -190,8 +193,8 @@ export function trackSession(
   let stopped = false;
   /** A change not written yet (the first write is always due: the token opens from then on). */
   let dirty = true;
-  /** The last write failed (logged once until one succeeds again). */
-  let failing = false;
+  /** Whether the last write failed (logged once until one succeeds again). */
+  const saves = { failing: false };
   /** Who waits for the state to be in the store ({@link ResumeTracker.stored}). */
   const whenWritten = new Set<() => void>();
 
@@ -201,9 +204,8 @@ export function trackSession(
     waiting.delete(writeEarly);
     if (stopped) return;
     dirty = false;
-    const result = await saveLogged(options, at, updates, failing);
-    failing = result === undefined;
-    if (failing) {
+    const result = await saveLogged(options, at, updates, saves);
+    if (result === undefined) {
       dirty = true;
       return;
     }
