@@ -25,6 +25,12 @@ const STORED_RETRY_MS = 500;
 const UNWRITTEN_RETRY_MS = 5_000;
 /** Ended sessions whose last state may wait in memory for the store at once; past this the oldest is lost. */
 export const MAX_UNWRITTEN = 1_000;
+/**
+ * The characters those states may hold in all (64 Mi): past this the oldest
+ * are lost, and one larger on its own never waits. A state is a whole
+ * conversation (up to 32 MiB), and an outage must not fill the process.
+ */
+export const MAX_UNWRITTEN_CHARS = 64 * 1024 * 1024;
 
 /** A writing session's side of the upkeep of its record. */
 export interface Writer {
@@ -105,6 +111,8 @@ export interface TrackedSessions {
   writers: Set<Writer>;
   /** Ended sessions whose last state waits for the store, oldest first: each one's way to give up. */
   unwritten: Map<string, (why: string) => void>;
+  /** The characters of those states, in all. */
+  unwrittenChars: { total: number };
 }
 
 /**
@@ -311,7 +319,8 @@ export function trackSession(
       if (stopped) return;
       dirty = true;
       await this.flush();
-      if (stopped || !dirty) return this.stop();
+      // Only Redis comes back: the primary's store refused it for room, or is gone with it.
+      if (stopped || !dirty || store.kind !== 'redis') return this.stop();
       const state = { stopped: () => stopped, dirty: () => dirty };
       waitForStore(this, at, { ttlS, sessions, whenWritten, ...state });
     },
@@ -345,6 +354,8 @@ function waitForStore(
 ): void {
   const { key, log } = at;
   const closed = at.read();
+  const chars = closed.parts.reduce((n, p) => n + p.length, closed.head.length);
+  const held = o.sessions.unwrittenChars;
   at.read = () => closed;
   // Nothing left to close when a claim takes it over: the connection is gone.
   at.onTakenOver = () => undefined;
@@ -352,7 +363,7 @@ function waitForStore(
   let done = false;
   const end = (): void => {
     done = true;
-    o.sessions.unwritten.delete(key);
+    if (o.sessions.unwritten.delete(key)) held.total -= chars;
     tracker.stop();
   };
   const waiting = (): boolean => !done && !o.stopped() && o.dirty();
@@ -360,13 +371,16 @@ function waitForStore(
     if (waiting()) log.error({ why }, 'resume record lost: its last state never reached the store');
     if (!done) end();
   };
-  if (o.sessions.unwritten.size >= MAX_UNWRITTEN) {
-    o.sessions.unwritten
-      .values()
-      .next()
-      .value?.(`over ${MAX_UNWRITTEN} records waited for the store`);
+  if (chars > MAX_UNWRITTEN_CHARS) return giveUp(`${chars} characters: over the room to wait`);
+  for (const first of o.sessions.unwritten.values()) {
+    if (o.sessions.unwritten.size < MAX_UNWRITTEN && held.total + chars <= MAX_UNWRITTEN_CHARS)
+      break;
+    first(
+      `over ${MAX_UNWRITTEN} records or ${MAX_UNWRITTEN_CHARS} characters waited for the store`,
+    );
   }
   o.sessions.unwritten.set(key, giveUp);
+  held.total += chars;
   log.warn({ ttlS: o.ttlS }, 'resume save failed at the close: the last state waits for the store');
   void (async () => {
     while (waiting()) {

@@ -123,11 +123,12 @@ export interface ResumeTracker {
   /**
    * The session has ended: writes its state once more, whether or not it
    * changed (the store may have lost it: a Redis restarted or flushed),
-   * then stops. When the store fails that write (Redis down), the state as
-   * it is now waits in memory and is written as soon as the store takes it,
-   * for at most the record's TTL: a client that dropped during an outage
-   * resumes what it last had, not an older record the store kept. At most
-   * 1,000 such states wait (`MAX_UNWRITTEN`); each one lost is logged.
+   * then stops. When Redis fails that write (down, full), the state as it
+   * is now waits in memory and is written as soon as Redis takes it, for at
+   * most the record's TTL: a client that dropped during an outage resumes
+   * what it last had, not an older record Redis kept. At most 1,000 such
+   * states and 64 Mi characters wait (`MAX_UNWRITTEN`, `MAX_UNWRITTEN_CHARS`);
+   * each one lost is logged.
    * Resolves after the first try.
    */
   finish(): Promise<void>;
@@ -211,6 +212,7 @@ export function createResumer(options: ResumerOptions): Resumer {
     waiting: new Set(),
     writers: new Set(),
     unwritten: new Map(),
+    unwrittenChars: { total: 0 },
   };
   const { writers, unwritten } = sessions;
   /** The sessions of this process still writing, by record key: told at once when claimed. */
