@@ -332,16 +332,17 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
   it('keeps a conversation whose claim Redis answered too late, for the same token to claim again', async () => {
     const port = await freePort();
     const own = await startRedis(port);
-    const make = (loadTimeoutMs: number) =>
-      createResumer({
-        store: createRedisResumeStore({ url: own.url, log: log.logger }),
-        ttlS: 60,
-        saveDelayMs: 5,
-        loadTimeoutMs,
-        log: log.logger,
-      });
-    const writer = make(2_000);
-    const claimer = make(200);
+    const options = (loadTimeoutMs: number) => ({
+      store: createRedisResumeStore({ url: own.url, log: log.logger }),
+      ttlS: 60,
+      saveDelayMs: 5,
+      loadTimeoutMs,
+      log: log.logger,
+    });
+    const writer = createResumer(options(2_000));
+    // Short while Redis is stopped; long after, so a busy machine's slow answer is not taken for a stall.
+    const claiming = options(200);
+    const claimer = createResumer(claiming);
     try {
       const tracker = writer.track(
         'sess_stall',
@@ -363,6 +364,7 @@ describe.runIf(needs('redis-server'))('the Redis resume store (redis-server)', (
       expect((first as { message: string }).message).toContain(
         'The conversation is kept: connect again with the same resume token to try again.',
       );
+      claiming.loadTimeoutMs = 60_000;
       // Redis runs a connection's commands in order: the late claim, its undoing, then this.
       expect(await claimer.claim(tracker.token, undefined)).toMatchObject({
         ok: true,
