@@ -379,32 +379,18 @@ function watchConnection(
       if (redis.status !== 'ready' && grace !== undefined) {
         // Closed and reconnecting (Redis's idle `timeout`): a command waits
         // for the connection rather than fail, for the grace at most.
-        back ??= new Promise<void>((resolve) => {
-          const done = (): void => {
-            clearTimeout(timer);
-            redis.off('ready', done);
-            back = undefined;
-            resolve();
-          };
-          const timer = setTimeout(done, REDIS_RECONNECT_GRACE_MS);
-          redis.once('ready', done);
+        back ??= nextReady(redis, REDIS_RECONNECT_GRACE_MS).then(() => {
+          back = undefined;
         });
         return back;
       }
       if (redis.status === 'ready' || everReady) return Promise.resolve();
       // One wait for every command before the first connection: a listener
       // each made Node warn of a leak (on stderr, in the JSON log) past ten.
-      first ??= new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          redis.off('ready', ready);
-          first = undefined;
-          reject(new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`));
-        }, REDIS_CONNECT_TIMEOUT_MS);
-        const ready = (): void => {
-          clearTimeout(timer);
-          resolve();
-        };
-        redis.once('ready', ready);
+      first ??= nextReady(redis, REDIS_CONNECT_TIMEOUT_MS).then((ready) => {
+        if (ready) return;
+        first = undefined;
+        throw new Error(`no connection within ${REDIS_CONNECT_TIMEOUT_MS} ms`);
       });
       return first;
     },
@@ -543,6 +529,20 @@ async function runId(redis: Redis): Promise<string | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/** Resolves true at the connection's next `ready`, or false after `ms`. */
+function nextReady(redis: Redis, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ready: boolean): void => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = (): void => done(true);
+    const timer = setTimeout(() => done(false), ms);
+    redis.once('ready', onReady);
+  });
 }
 
 /** The channel on which an instance says it claimed a record (its key), for the instance that wrote it. */
