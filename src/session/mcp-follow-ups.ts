@@ -23,8 +23,8 @@ export class McpFollowUps {
   #running = false;
   /** The user said something while it ran: that is the next response's to answer. */
   #userSpokeMeanwhile = false;
-  /** Follow-ups still to come for the calls of a resumed reply that was cut (see {@link restored}). */
-  #cutLeft = 0;
+  /** Follow-ups still to come after a resume that owes a reply (see {@link restored}). */
+  #owedLeft = 0;
   /** The response now running was made by the first of those: it answers the rest. */
   #goesOn = false;
   /** The items of the last conversation response: the client may cut them (truncate) and ask on. */
@@ -49,7 +49,7 @@ export class McpFollowUps {
    */
   restored(owed: boolean): void {
     this.#answers = owed ? [] : this.#owed;
-    this.#cutLeft = owed ? this.#owed.length : 0;
+    this.#owedLeft = owed ? this.#owed.length : 0;
     this.#owed = [];
   }
 
@@ -67,8 +67,8 @@ export class McpFollowUps {
         const answered = ended && !this.#userSpokeMeanwhile;
         this.#answers = answered ? this.#owed.map(() => response.id) : [];
         if (this.#goesOn) {
-          if (answered) for (let i = 0; i < this.#cutLeft; i++) this.#answers.push(response.id);
-          this.#cutLeft = 0;
+          if (answered) for (let i = 0; i < this.#owedLeft; i++) this.#answers.push(response.id);
+          this.#owedLeft = 0;
           this.#goesOn = false;
         }
         this.#owed = [];
@@ -91,19 +91,19 @@ export class McpFollowUps {
         }
         this.#answers = [];
         if (this.#running) this.#replyItems.add(event.item.id);
-        // Not the items of the response that makes a cut reply anew.
-        else this.#cutLeft = 0;
+        // Not the items of the response that makes the reply owed.
+        else this.#owedLeft = 0;
         return;
       case 'conversation.item.truncated':
         // The reply's own audio, cut where the user stopped hearing it (the
         // SDK truncates it as it asks for the follow-up): nothing new.
         if (this.#replyItems.has(event.item_id)) return;
         this.#answers = [];
-        this.#cutLeft = 0;
+        this.#owedLeft = 0;
         return;
       case 'conversation.item.deleted':
         this.#answers = [];
-        this.#cutLeft = 0;
+        this.#owedLeft = 0;
         return;
       default:
         return;
@@ -118,9 +118,9 @@ export class McpFollowUps {
   answered(request: { response?: unknown }): string | undefined {
     if (request.response !== undefined) return undefined;
     const by = this.#answers.shift();
-    if (by !== undefined || this.#cutLeft === 0) return by;
-    // The first follow-up of a cut reply's calls: the reply is made anew.
-    this.#cutLeft--;
+    if (by !== undefined || this.#owedLeft === 0) return by;
+    // The first follow-up after a resume that owes a reply: the reply is made.
+    this.#owedLeft--;
     this.#goesOn = true;
     return undefined;
   }
