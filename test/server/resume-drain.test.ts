@@ -304,17 +304,15 @@ describe.runIf(needs('redis-server'))(
     });
 
     it('writes the state at the close though nothing changed, for a Redis that lost it (FLUSHALL)', async () => {
-      redis = await startRedis(await freePort());
-      const env = { REDIS_URL: redis.url };
-      const first = await startTestServer({ env });
-      const other = await startTestServer({ env });
-      servers.push(first, other);
-      const c = await connect(`${first.wsUrl}?character=plain&greeting=0`);
-      const token = tokenOf(await c.next('session.created'));
+      const { store, first, other, c, token } = await conversingOnRedis(
+        await freePort(),
+        servers,
+        (started) => (redis = started),
+      );
       c.send(userMessage('Said last.'));
       // Acknowledged once its save is on its way to Redis, which runs it before this FLUSHALL.
-      await c.next('conversation.item.done');
-      const direct = new Redis(redis.url);
+      await c.next('conversation.item.done', (e) => JSON.stringify(e.item).includes('Said last.'));
+      const direct = new Redis(store.url);
       await within(direct.flushall(), "Redis's FLUSHALL");
       direct.disconnect();
       await within(c.close(), "the client's close");
